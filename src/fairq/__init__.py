@@ -1,0 +1,67 @@
+"""fairq: durable, fair, fenced work queues in one SQLite file."""
+
+import logging
+
+from .errors import (
+    Busy,
+    ClockError,
+    Conflict,
+    FairqError,
+    InvalidInput,
+    LeaseExpired,
+    LeaseLost,
+    RedriveRefused,
+    SchemaError,
+    StaleLease,
+)
+from .inbox import Inbox
+from .policy import Backoff
+from .queue import Queue
+from .types import (
+    ACK,
+    FAIL,
+    RETRY,
+    AuditEntry,
+    Enqueued,
+    EventInfo,
+    Lease,
+    Outcome,
+    Receipt,
+    Settled,
+    State,
+    Stats,
+)
+
+__version__ = "0.1.0"
+
+# A library adds no handlers of its own; this one only silences Python's
+# last-resort printing until the application configures logging.
+logging.getLogger("fairq").addHandler(logging.NullHandler())
+
+__all__ = [
+    "ACK",
+    "FAIL",
+    "RETRY",
+    "AuditEntry",
+    "Backoff",
+    "Busy",
+    "ClockError",
+    "Conflict",
+    "Enqueued",
+    "EventInfo",
+    "FairqError",
+    "Inbox",
+    "InvalidInput",
+    "Lease",
+    "LeaseExpired",
+    "LeaseLost",
+    "Outcome",
+    "Queue",
+    "Receipt",
+    "RedriveRefused",
+    "SchemaError",
+    "Settled",
+    "StaleLease",
+    "State",
+    "Stats",
+]

@@ -1,0 +1,138 @@
+"""Turn caller input into canonical values, or raise InvalidInput naming the field.
+
+Every public verb validates all of its input here before it opens a
+transaction, so a refusal never leaves anything written. No SQL, no clock.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from typing import Any
+
+from .errors import InvalidInput
+from .types import Outcome
+
+MAX_ID_CHARS = 255
+MAX_REASON_CHARS = 4096
+MAX_DEPTH = 100
+DEFAULT_MAX_BODY_BYTES = 256 * 1024
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def identifier(value: Any, field: str) -> str:
+    """An event id, flow name, owner or actor: 1..255 chars, no control characters."""
+    if not isinstance(value, str):
+        raise InvalidInput(field, f"must be a str, not {type(value).__name__}")
+    if not value:
+        raise InvalidInput(field, "must not be empty")
+    if len(value) > MAX_ID_CHARS:
+        raise InvalidInput(field, f"must be at most {MAX_ID_CHARS} characters, got {len(value)}")
+    bad = _CONTROL.search(value)
+    if bad:
+        raise InvalidInput(field, f"must not contain control character {bad.group()!r}")
+    _encodable(value, field)
+    return value
+
+
+def optional_identifier(value: Any, field: str) -> str | None:
+    return None if value is None else identifier(value, field)
+
+
+def reason(value: Any, field: str = "reason", *, required: bool) -> str | None:
+    """A free-text explanation: any printable text up to 4096 chars, newlines allowed."""
+    if value is None:
+        if required:
+            raise InvalidInput(field, "is required")
+        return None
+    if not isinstance(value, str):
+        raise InvalidInput(field, f"must be a str, not {type(value).__name__}")
+    if not value.strip():
+        raise InvalidInput(field, "must not be empty or blank")
+    if len(value) > MAX_REASON_CHARS:
+        raise InvalidInput(field, f"must be at most {MAX_REASON_CHARS} characters, got {len(value)}")
+    if "\x00" in value:
+        raise InvalidInput(field, "must not contain NUL")
+    _encodable(value, field)
+    return value
+
+
+def seconds(value: Any, field: str, *, positive: bool = False) -> float:
+    """A finite, non-negative (or positive) number of seconds."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise InvalidInput(field, f"must be a number of seconds, not {type(value).__name__}")
+    if not math.isfinite(value):
+        raise InvalidInput(field, f"must be finite, got {value!r}")
+    if positive and value <= 0:
+        raise InvalidInput(field, f"must be > 0, got {value!r}")
+    if value < 0:
+        raise InvalidInput(field, f"must be >= 0, got {value!r}")
+    return float(value)
+
+
+def optional_seconds(value: Any, field: str, *, positive: bool = False) -> float | None:
+    return None if value is None else seconds(value, field, positive=positive)
+
+
+def count(value: Any, field: str, *, low: int, high: int) -> int:
+    """An int in [low, high] (bool refused)."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidInput(field, f"must be an int, not {type(value).__name__}")
+    if not low <= value <= high:
+        raise InvalidInput(field, f"must be between {low} and {high}, got {value}")
+    return value
+
+
+def outcome(value: Any, field: str = "outcome") -> Outcome:
+    try:
+        return Outcome(value)
+    except ValueError:
+        raise InvalidInput(field, f"must be one of 'ack', 'retry', 'fail', got {value!r}") from None
+
+
+def body(value: Any, field: str = "body", *, max_bytes: int = DEFAULT_MAX_BODY_BYTES) -> str:
+    """The canonical JSON text of a body: sorted keys, compact, UTF-8.
+
+    Refuses anything that would not come back from JSON as it went in: NaN and
+    infinities, non-str keys, tuples, sets, bytes and other non-JSON types.
+    int and float stay distinct (1 and 1.0 are different bodies).
+    """
+    _check_json(value, field)
+    text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    size = len(_encodable(text, field))
+    if size > max_bytes:
+        raise InvalidInput(field, f"is {size} bytes of canonical JSON, over the limit of {max_bytes}")
+    return text
+
+
+def _check_json(root: Any, field: str) -> None:
+    stack: list[tuple[Any, str, int]] = [(root, field, 0)]
+    while stack:
+        value, path, depth = stack.pop()
+        if value is None or isinstance(value, (str, bool, int)):
+            continue
+        if isinstance(value, float):
+            if not math.isfinite(value):
+                raise InvalidInput(path, f"{value!r} is not JSON")
+            continue
+        if depth >= MAX_DEPTH:
+            raise InvalidInput(path, f"is nested deeper than {MAX_DEPTH} levels")
+        if isinstance(value, dict):
+            for key, item in value.items():
+                if not isinstance(key, str):
+                    raise InvalidInput(path, f"has a {type(key).__name__} key {key!r}; JSON keys are str")
+                stack.append((item, f"{path}.{key}", depth + 1))
+        elif isinstance(value, list):
+            for i, item in enumerate(value):
+                stack.append((item, f"{path}[{i}]", depth + 1))
+        else:
+            raise InvalidInput(path, f"{type(value).__name__} is not a JSON type")
+
+
+def _encodable(text: str, field: str) -> bytes:
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidInput(field, "is not valid Unicode (lone surrogate)") from None

@@ -1,0 +1,97 @@
+"""The one family of errors fairq raises.
+
+Every refusal is a FairqError subclass whose docstring is its default message;
+data about the refusal rides on attributes (``err.event_id``, ``err.field``).
+This module must not import anything else from fairq.
+
+Raw ``sqlite3`` errors other than lock timeouts are not translated: a failing
+statement or trigger reaches the caller as the ``sqlite3`` error it is, never
+as a success or a retry.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "FairqError",
+    "InvalidInput",
+    "Conflict",
+    "LeaseLost",
+    "StaleLease",
+    "LeaseExpired",
+    "RedriveRefused",
+    "ClockError",
+    "Busy",
+    "SchemaError",
+]
+
+
+class FairqError(Exception):
+    """fairq refused the operation."""
+
+    def __init__(self, message: str | None = None) -> None:
+        super().__init__(message or (self.__doc__ or "").strip().splitlines()[0])
+
+
+class InvalidInput(FairqError, ValueError):
+    """An argument is not acceptable; nothing was written."""
+
+    def __init__(self, field: str, problem: str) -> None:
+        self.field = field
+        self.problem = problem
+        super().__init__(f"{field}: {problem}")
+
+
+class Conflict(FairqError):
+    """The event id is already stored with a different flow or body; nothing was written."""
+
+    def __init__(self, event_id: str, field: str, message: str | None = None) -> None:
+        self.event_id = event_id
+        self.field = field
+        super().__init__(
+            message or f"event {event_id!r} is already stored with a different {field}"
+        )
+
+
+class LeaseLost(FairqError):
+    """The lease no longer entitles its holder to settle or extend the event."""
+
+    def __init__(self, event_id: str, generation: int, message: str | None = None) -> None:
+        self.event_id = event_id
+        self.generation = generation
+        super().__init__(message)
+
+
+class StaleLease(LeaseLost):
+    """The event was claimed again, redriven or settled since this lease was granted."""
+
+
+class LeaseExpired(LeaseLost):
+    """The lease ran out (now >= lease_until) before the holder settled or extended it."""
+
+
+class RedriveRefused(FairqError):
+    """Redrive needs a quarantined event at the expected generation."""
+
+    def __init__(self, event_id: str, message: str | None = None) -> None:
+        self.event_id = event_id
+        super().__init__(message)
+
+
+class ClockError(FairqError):
+    """An explicit `now` is earlier than the queue's stored clock."""
+
+    def __init__(self, now: float, stored: float) -> None:
+        self.now = now
+        self.stored = stored
+        super().__init__(
+            f"now={now!r} is earlier than the queue's clock {stored!r}; "
+            "the clock never goes back"
+        )
+
+
+class Busy(FairqError):
+    """The database stayed locked by another writer past the busy timeout; nothing was written."""
+
+
+class SchemaError(FairqError):
+    """The file cannot be opened as a fairq database."""

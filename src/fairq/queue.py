@@ -1,0 +1,364 @@
+"""The Queue facade: validate input, pick the time, run one transaction per verb.
+
+Every public method is its own committed transaction: you never call commit().
+Input is validated before the transaction opens, so a refusal writes nothing.
+The clock is read once per call (again only after a settle effect, which may
+have taken long). No SQL lives here: fairq.store.queue has all of it.
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+import time
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from . import _validate as v
+from .errors import InvalidInput, LeaseLost
+from .policy import MAX_WEIGHT, Backoff, to_ms
+from .store.queue import NewEvent, QueueStore, SettleItem
+from .types import AuditEntry, Enqueued, EventInfo, Lease, Outcome, Settled, State, Stats
+
+__all__ = ["Queue"]
+
+log = logging.getLogger("fairq")
+
+MAX_BATCH = 10_000
+_ITEM_KEYS = frozenset({"event_id", "body", "flow", "delay"})
+
+Effect = Callable[[sqlite3.Connection], Any]
+
+
+class Queue:
+    """A durable, fair, fenced work queue in one SQLite file.
+
+    lease_seconds: how long a claim lasts unless extended; a holder that dies
+    keeps its event for this long. max_attempts: claims per round before the
+    event is quarantined (a worker that died counts). backoff: retry delays.
+    synchronous: "full" (default) survives power loss; "normal" is faster but
+    may lose the last commits on power loss (never on a process crash).
+    busy_timeout: seconds to wait for another writer before raising Busy.
+    max_body_bytes: the largest canonical JSON body accepted. clock: the
+    wall clock used when a call gets no explicit `now`.
+
+    A Queue may be shared by threads: calls take turns on one connection.
+    Many processes may open the same file.
+    """
+
+    def __init__(
+        self,
+        path: Any,
+        *,
+        lease_seconds: float = 30.0,
+        max_attempts: int = 5,
+        backoff: Backoff | None = None,
+        synchronous: str = "full",
+        busy_timeout: float = 10.0,
+        max_body_bytes: int = v.DEFAULT_MAX_BODY_BYTES,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.lease_seconds = v.seconds(lease_seconds, "lease_seconds", positive=True)
+        self.max_attempts = v.count(max_attempts, "max_attempts", low=1, high=1_000_000)
+        if backoff is not None and not isinstance(backoff, Backoff):
+            raise InvalidInput("backoff", f"must be a fairq.Backoff, not {type(backoff).__name__}")
+        self.backoff = backoff or Backoff()
+        self.max_body_bytes = v.count(max_body_bytes, "max_body_bytes", low=2, high=1 << 30)
+        v.seconds(busy_timeout, "busy_timeout")
+        self._clock = clock
+        self._store = QueueStore(path, synchronous=synchronous, busy_timeout=busy_timeout)
+        self.path = path
+
+    # -- lifecycle -------------------------------------------------------------
+
+    def close(self) -> None:
+        """Close the connection. The file stays consistent whatever state it is in."""
+        self._store.close()
+
+    def __enter__(self) -> Queue:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _requested(self, now: float | None) -> tuple[int, bool]:
+        """(milliseconds, explicit?) for a call's `now` argument."""
+        if now is None:
+            return to_ms(self._clock()), False
+        return to_ms(v.seconds(now, "now")), True
+
+    # -- enqueue -----------------------------------------------------------------
+
+    def enqueue(
+        self, event_id: str, body: Any, *, flow: str | None = None, delay: float = 0.0,
+        now: float | None = None,
+    ) -> Enqueued:
+        """Add an event at the end of its flow (flow=None: a flow of its own).
+
+        Enqueuing an id again with the same flow and body returns
+        created=False; with a different flow or body it raises Conflict.
+        """
+        item = self._new_event(event_id, body, flow, delay, prefix="")
+        requested = self._requested(now)
+        with self._store.transaction("enqueue") as tx:
+            return tx.enqueue_many([item], tx.now(*requested))[0]
+
+    def enqueue_many(self, items: Iterable[Any], *, now: float | None = None) -> list[Enqueued]:
+        """Add many events in one transaction: all of them or none.
+
+        items: (event_id, body) or (event_id, body, flow) tuples, or dicts with
+        keys event_id, body and optionally flow and delay. An id repeated with
+        identical content collapses to one event; any conflict refuses all.
+        """
+        if isinstance(items, (str, bytes, Mapping)):
+            raise InvalidInput("items", "must be an iterable of tuples or dicts")
+        batch = [self._batch_item(i, item) for i, item in enumerate(items)]
+        if len(batch) > MAX_BATCH:
+            raise InvalidInput("items", f"at most {MAX_BATCH} per call, got {len(batch)}")
+        requested = self._requested(now)
+        if not batch:
+            return []
+        with self._store.transaction("enqueue") as tx:
+            return tx.enqueue_many(batch, tx.now(*requested))
+
+    def _batch_item(self, i: int, item: Any) -> NewEvent:
+        prefix = f"items[{i}]."
+        if isinstance(item, Mapping):
+            unknown = set(item) - _ITEM_KEYS
+            if unknown:
+                raise InvalidInput(f"{prefix}{sorted(unknown)[0]}", "is not a known key")
+            if "event_id" not in item or "body" not in item:
+                missing = "event_id" if "event_id" not in item else "body"
+                raise InvalidInput(f"{prefix}{missing}", "is required")
+            return self._new_event(item["event_id"], item["body"], item.get("flow"),
+                                   item.get("delay", 0.0), prefix=prefix)
+        if isinstance(item, tuple) and len(item) in (2, 3):
+            flow = item[2] if len(item) == 3 else None
+            return self._new_event(item[0], item[1], flow, 0.0, prefix=prefix)
+        raise InvalidInput(f"items[{i}]", "must be (event_id, body), (event_id, body, flow) or a dict")
+
+    def _new_event(self, event_id: Any, body: Any, flow: Any, delay: Any, *, prefix: str) -> NewEvent:
+        return NewEvent(
+            event_id=v.identifier(event_id, prefix + "event_id"),
+            flow=v.optional_identifier(flow, prefix + "flow"),
+            body=v.body(body, prefix + "body", max_bytes=self.max_body_bytes),
+            delay_ms=to_ms(v.seconds(delay, prefix + "delay")),
+        )
+
+    # -- claim -------------------------------------------------------------------
+
+    def claim(
+        self, *, owner: str | None = None, now: float | None = None,
+        lease_seconds: float | None = None,
+    ) -> Lease | None:
+        """Lease the next head in fair order, or None when nothing is claimable."""
+        leases = self.claim_many(1, owner=owner, now=now, lease_seconds=lease_seconds)
+        return leases[0] if leases else None
+
+    def claim_many(
+        self, n: int, *, owner: str | None = None, now: float | None = None,
+        lease_seconds: float | None = None,
+    ) -> list[Lease]:
+        """Lease up to n heads in one transaction: at most one per flow, in fair order."""
+        n = v.count(n, "n", low=1, high=MAX_BATCH)
+        owner = v.optional_identifier(owner, "owner")
+        lease_ms = to_ms(self._lease_seconds(lease_seconds))
+        requested = self._requested(now)
+        with self._store.transaction("claim") as tx:
+            now_ms = tx.now(*requested)
+            return tx.claim_many(n, owner=owner, now_ms=now_ms, lease_ms=lease_ms,
+                                 max_attempts=self.max_attempts)
+
+    def _lease_seconds(self, value: float | None, field: str = "lease_seconds") -> float:
+        if value is None:
+            return self.lease_seconds
+        return v.seconds(value, field, positive=True)
+
+    # -- settle --------------------------------------------------------------------
+
+    def settle(
+        self, lease: Lease, outcome: Outcome | str, *, reason: str | None = None,
+        delay: float | None = None, effect: Effect | None = None, now: float | None = None,
+    ) -> Settled:
+        """Record what became of a leased event: ack, retry or fail.
+
+        Fenced: raises StaleLease if the event moved to another generation or
+        is no longer inflight, LeaseExpired if now >= lease_until; nothing is
+        written then. effect(conn), if given, runs in the same transaction
+        after the fence check and before the state write; if it raises,
+        everything rolls back and the error propagates. The lease is checked
+        again after the effect, which may have taken long.
+        """
+        item = self._settle_item(lease, outcome, reason, delay, prefix="")
+        if effect is not None and not callable(effect):
+            raise InvalidInput("effect", "must be callable")
+        requested = self._requested(now)
+        with self._store.transaction("settle") as tx:
+            now_ms = tx.now(*requested)
+            if effect is not None:
+                tx.check_fence(item.event_id, item.generation, now_ms)
+                effect(tx.connection)
+                if now is None:
+                    now_ms = tx.now(*self._requested(None))
+            result = tx.settle_many([item], now_ms=now_ms, max_attempts=self.max_attempts,
+                                    backoff=self.backoff)[0]
+            if isinstance(result, LeaseLost):
+                raise result
+        _log_settled(result)
+        return result
+
+    def ack(self, lease: Lease, **kw: Any) -> Settled:
+        """settle(lease, "ack", ...)."""
+        return self.settle(lease, Outcome.ACK, **kw)
+
+    def retry(self, lease: Lease, reason: str | None = None, **kw: Any) -> Settled:
+        """settle(lease, "retry", reason=reason, ...): again after a backoff (or `delay`)."""
+        return self.settle(lease, Outcome.RETRY, reason=reason, **kw)
+
+    def fail(self, lease: Lease, reason: str, **kw: Any) -> Settled:
+        """settle(lease, "fail", reason=reason, ...): quarantine the event now."""
+        return self.settle(lease, Outcome.FAIL, reason=reason, **kw)
+
+    def settle_many(self, items: Iterable[Any], *, now: float | None = None) -> list[Settled | LeaseLost]:
+        """Settle many leases in one transaction, each judged on its own.
+
+        items: (lease, outcome) or (lease, outcome, reason). A lost lease is
+        returned in its slot as the StaleLease / LeaseExpired it would have
+        raised; the others are settled.
+        """
+        batch = []
+        for i, item in enumerate(items):
+            if not isinstance(item, tuple) or len(item) not in (2, 3):
+                raise InvalidInput(f"items[{i}]", "must be (lease, outcome) or (lease, outcome, reason)")
+            reason = item[2] if len(item) == 3 else None
+            batch.append(self._settle_item(item[0], item[1], reason, None, prefix=f"items[{i}]."))
+        if len(batch) > MAX_BATCH:
+            raise InvalidInput("items", f"at most {MAX_BATCH} per call, got {len(batch)}")
+        requested = self._requested(now)
+        if not batch:
+            return []
+        with self._store.transaction("settle") as tx:
+            now_ms = tx.now(*requested)
+            results = tx.settle_many(batch, now_ms=now_ms, max_attempts=self.max_attempts,
+                                     backoff=self.backoff)
+        for result in results:
+            _log_settled(result)
+        return results
+
+    def _settle_item(self, lease: Any, outcome: Any, reason: Any, delay: Any, *, prefix: str) -> SettleItem:
+        event_id, generation = _lease_key(lease, prefix + "lease")
+        outcome = v.outcome(outcome, prefix + "outcome")
+        if outcome is Outcome.ACK:
+            if reason is not None:
+                raise InvalidInput(prefix + "reason", "an ack takes no reason")
+            if delay is not None:
+                raise InvalidInput(prefix + "delay", "an ack takes no delay")
+        elif outcome is Outcome.FAIL and delay is not None:
+            raise InvalidInput(prefix + "delay", "a fail takes no delay")
+        return SettleItem(
+            event_id=event_id,
+            generation=generation,
+            outcome=outcome,
+            reason=v.reason(reason, prefix + "reason", required=outcome is Outcome.FAIL),
+            delay=v.optional_seconds(delay, prefix + "delay"),
+        )
+
+    def extend(self, lease: Lease, seconds: float | None = None, *, now: float | None = None) -> Lease:
+        """Heartbeat: the lease now ends at now + seconds (default lease_seconds). Fenced."""
+        event_id, generation = _lease_key(lease, "lease")
+        lease_ms = to_ms(self._lease_seconds(seconds, "seconds"))
+        requested = self._requested(now)
+        with self._store.transaction("extend") as tx:
+            now_ms = tx.now(*requested)
+            return tx.extend(event_id, generation, lease_ms=lease_ms, now_ms=now_ms)
+
+    # -- redrive -------------------------------------------------------------------
+
+    def redrive(
+        self, event_id: str, *, expected_generation: int, reason: str, actor: str | None = None,
+        now: float | None = None,
+    ) -> int:
+        """Give a quarantined event a new round; returns its new generation.
+
+        Refused (RedriveRefused) unless the event is quarantined at
+        expected_generation. Resets attempts (not lifetime_attempts) and
+        appends an audit row that keeps the quarantine reason it replaces.
+        """
+        event_id = v.identifier(event_id, "event_id")
+        expected_generation = v.count(expected_generation, "expected_generation", low=0, high=2**62)
+        reason = v.reason(reason, "reason", required=True)
+        actor = v.optional_identifier(actor, "actor")
+        requested = self._requested(now)
+        with self._store.transaction("redrive") as tx:
+            now_ms = tx.now(*requested)
+            generation = tx.redrive(event_id, expected_generation=expected_generation, reason=reason,
+                                    actor=actor, now_ms=now_ms)
+        log.info("redrive %s -> generation %d by %s: %s", event_id, generation, actor, reason)
+        return generation
+
+    # -- configuration ---------------------------------------------------------------
+
+    def set_weight(self, flow: str, weight: int) -> None:
+        """Give a flow `weight` claims per rotation round (default 1, at most 1000).
+
+        Allowed before the flow has any event. Does not read or move the clock.
+        """
+        flow = v.identifier(flow, "flow")
+        weight = v.count(weight, "weight", low=1, high=MAX_WEIGHT)
+        with self._store.transaction("set_weight") as tx:
+            tx.set_weight(flow, weight)
+
+    # -- reads -------------------------------------------------------------------------
+
+    def get(self, event_id: str) -> EventInfo | None:
+        """Everything stored about one event, or None."""
+        event_id = v.identifier(event_id, "event_id")
+        with self._store.reading() as tx:
+            return tx.get(event_id)
+
+    def events(self, *, state: State | str | None = None, flow: str | None = None,
+               limit: int = 100) -> list[EventInfo]:
+        """Events filtered by state and/or flow (flow order: by seq; else by enqueue order)."""
+        if state is not None:
+            try:
+                state = State(state).value
+            except ValueError:
+                raise InvalidInput("state", f"must be one of {[s.value for s in State]}, got {state!r}") from None
+        flow = v.optional_identifier(flow, "flow")
+        limit = v.count(limit, "limit", low=1, high=1_000_000)
+        with self._store.reading() as tx:
+            return tx.events(state=state, flow=flow, limit=limit)
+
+    def audit(self, event_id: str | None = None, *, limit: int | None = None) -> list[AuditEntry]:
+        """Audit rows, oldest first: for one event, or for the whole queue."""
+        event_id = v.optional_identifier(event_id, "event_id")
+        if limit is not None:
+            limit = v.count(limit, "limit", low=1, high=10_000_000)
+        with self._store.reading() as tx:
+            return tx.audit(event_id, limit=limit)
+
+    def stats(self, *, now: float | None = None) -> Stats:
+        """Counts by state (zeros included), active flows, oldest ready age.
+
+        A read: uses `now` (or the wall clock) for ages but never moves the
+        stored clock.
+        """
+        now_ms = self._requested(now)[0]
+        with self._store.reading() as tx:
+            return tx.stats(now_ms)
+
+
+def _lease_key(lease: Any, field: str) -> tuple[str, int]:
+    """(event_id, generation): all that settle and extend need from a lease."""
+    event_id = getattr(lease, "event_id", None)
+    generation = getattr(lease, "generation", None)
+    if event_id is None or generation is None:
+        raise InvalidInput(field, f"must be a fairq.Lease, not {type(lease).__name__}")
+    v.identifier(event_id, field + ".event_id")
+    v.count(generation, field + ".generation", low=1, high=2**62)
+    return event_id, generation
+
+
+def _log_settled(result: Settled | LeaseLost) -> None:
+    if isinstance(result, Settled) and result.state is State.QUARANTINED:
+        log.warning("quarantined %s after %d attempts", result.event_id, result.attempts)

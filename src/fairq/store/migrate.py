@@ -1,0 +1,72 @@
+"""Create or upgrade a queue database: application_id check and user_version ladder.
+
+A fresh file gets queue.sql, the one DDL source, and the latest version. An
+older fairq file gets each step in migrations/ after its version, in order,
+in one transaction. A file marked by another application, or written by a
+newer fairq, is refused with a SchemaError; nothing is changed.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+from ..errors import SchemaError
+from .sqlite import Database, read_script
+
+#: PRAGMA application_id of every fairq queue file: b"fq\x00\x01".
+APPLICATION_ID = 0x66710001
+
+#: MIGRATIONS[v] upgrades a database from version v - 1 to version v.
+#: Version 1 is the first released schema; its steps start at 2.
+MIGRATIONS: dict[int, str] = {}
+LATEST = 1
+
+#: Tables fairq owns in its file; a foreign table of the same name is refused.
+OWN_TABLES = ("clock", "flow", "event", "tally", "audit")
+
+
+def ensure_schema(db: Database) -> int:
+    """Make the file a current fairq queue database; return its version."""
+    app_id, version = _marks(db.conn)
+    if app_id == APPLICATION_ID and version == LATEST:
+        return version
+    with db.write("migrate") as conn:
+        app_id, version = _marks(conn)  # again, under the write lock
+        if app_id == 0 and version == 0:
+            _refuse_clashes(conn, db.path)
+            db.run_script(conn, read_script("queue.sql"))
+            conn.execute(f"PRAGMA application_id = {APPLICATION_ID:d}")
+        elif app_id != APPLICATION_ID:
+            raise SchemaError(
+                f"{db.path!s} belongs to another application "
+                f"(application_id {app_id:#x}, user_version {version}); fairq will not touch it"
+            )
+        elif version > LATEST:
+            raise SchemaError(
+                f"{db.path!s} has fairq schema version {version}, newer than this fairq "
+                f"understands ({LATEST}); upgrade fairq"
+            )
+        else:
+            for step in range(version + 1, LATEST + 1):
+                db.run_script(conn, read_script(MIGRATIONS[step]))
+        conn.execute(f"PRAGMA user_version = {LATEST:d}")
+    return LATEST
+
+
+def _marks(conn: sqlite3.Connection) -> tuple[int, int]:
+    app_id = conn.execute("PRAGMA application_id").fetchone()[0]
+    version = conn.execute("PRAGMA user_version").fetchone()[0]
+    return app_id, version
+
+
+def _refuse_clashes(conn: sqlite3.Connection, path: object) -> None:
+    # An unmarked file may hold the application's own tables (outbox use), but
+    # not tables with the names fairq needs.
+    rows = conn.execute(
+        "SELECT name FROM sqlite_schema WHERE type = 'table' AND name IN "
+        "(:t0, :t1, :t2, :t3, :t4)",
+        {f"t{i}": name for i, name in enumerate(OWN_TABLES)},
+    ).fetchall()
+    if rows:
+        names = ", ".join(sorted(r[0] for r in rows))
+        raise SchemaError(f"{path!s} already has tables named {names}; fairq needs those names")

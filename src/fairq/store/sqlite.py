@@ -1,0 +1,159 @@
+"""One SQLite connection with fairq's pragmas, and its transactions.
+
+This module owns every BEGIN, COMMIT and ROLLBACK in fairq: a write is one
+``BEGIN IMMEDIATE`` transaction that commits when its block ends and rolls
+back on any exception, a failing COMMIT included. Lock waits are absorbed by
+SQLite's busy timeout; a timeout that is really exceeded becomes fairq.Busy.
+It knows nothing about queues.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.resources
+import sqlite3
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+from .. import _crash
+from ..errors import Busy, FairqError, InvalidInput, SchemaError
+
+MIN_SQLITE = (3, 37, 0)
+SYNCHRONOUS = {"full": "FULL", "normal": "NORMAL"}
+
+# Primary result codes that mean "another connection holds the lock".
+_SQLITE_BUSY = 5
+_SQLITE_LOCKED = 6
+
+
+def check_sqlite_version(found: tuple[int, int, int] = sqlite3.sqlite_version_info) -> None:
+    """Refuse to run on an SQLite without STRICT tables (3.37.0)."""
+    if tuple(found) < MIN_SQLITE:
+        need = ".".join(map(str, MIN_SQLITE))
+        have = ".".join(map(str, found))
+        raise SchemaError(f"fairq needs SQLite >= {need} (STRICT tables); this Python has SQLite {have}")
+
+
+def is_busy(exc: BaseException) -> bool:
+    """Does this sqlite3 error mean a lock wait ran out?"""
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code is not None:
+        return (code & 0xFF) in (_SQLITE_BUSY, _SQLITE_LOCKED)
+    text = str(exc)
+    return "database is locked" in text or "database table is locked" in text
+
+
+@contextlib.contextmanager
+def translate_busy() -> Iterator[None]:
+    """Turn a lock timeout into fairq.Busy; every other error passes through as it is."""
+    try:
+        yield
+    except sqlite3.OperationalError as exc:
+        if is_busy(exc):
+            raise Busy(f"database is locked: {exc}") from exc
+        raise
+
+
+def read_script(name: str) -> str:
+    """The text of an SQL file shipped inside fairq.store."""
+    return importlib.resources.files(__package__).joinpath(name).read_text(encoding="utf-8")
+
+
+def statements(script: str) -> list[str]:
+    """Split an SQL script into complete statements (triggers included).
+
+    Scripts run statement by statement inside the caller's transaction, never
+    through executescript(), which would commit first.
+    """
+    out: list[str] = []
+    pending = ""
+    for line in script.splitlines(keepends=True):
+        pending += line
+        if sqlite3.complete_statement(pending):
+            if pending.strip().strip(";").strip() and not _only_comments(pending):
+                out.append(pending.strip())
+            pending = ""
+    if pending.strip() and not _only_comments(pending):
+        raise SchemaError(f"incomplete SQL statement at end of script: {pending.strip()[:60]!r}")
+    return out
+
+
+def _only_comments(text: str) -> bool:
+    return all(not line.strip() or line.strip().startswith("--") for line in text.splitlines())
+
+
+class Database:
+    """A connection opened with fairq's pragmas; safe to share between threads.
+
+    Threads take turns through one lock, so each transaction has the
+    connection to itself. Many processes may open the same file.
+    """
+
+    def __init__(self, path: Any, *, synchronous: str = "full", busy_timeout: float = 10.0) -> None:
+        check_sqlite_version()
+        if synchronous not in SYNCHRONOUS:
+            raise InvalidInput("synchronous", f"must be 'full' or 'normal', got {synchronous!r}")
+        self.path = path
+        self.lock = threading.RLock()
+        try:
+            self.conn = sqlite3.connect(
+                path, isolation_level=None, timeout=busy_timeout, check_same_thread=False
+            )
+        except sqlite3.Error as exc:
+            raise SchemaError(f"cannot open {path!s}: {exc}") from exc
+        try:
+            with translate_busy():
+                mode = self.conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+                self.conn.execute(f"PRAGMA synchronous = {SYNCHRONOUS[synchronous]}")
+                self.conn.execute("PRAGMA foreign_keys = ON")
+        except sqlite3.DatabaseError as exc:
+            self.conn.close()
+            raise SchemaError(f"{path!s} is not an SQLite database: {exc}") from exc
+        except BaseException:
+            self.conn.close()
+            raise
+        self.journal_mode = str(mode).lower()
+
+    def close(self) -> None:
+        with self.lock:
+            self.conn.close()
+
+    @contextlib.contextmanager
+    def write(self, name: str) -> Iterator[sqlite3.Connection]:
+        """One BEGIN IMMEDIATE transaction named for its crash points.
+
+        Commits when the block ends; rolls back on any exception, including a
+        failing COMMIT, and re-raises it.
+        """
+        conn = self.conn
+        with self.lock, translate_busy():
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield conn
+                if not conn.in_transaction:
+                    raise FairqError(f"{name}: the transaction was ended inside the call; nothing is certain")
+                _crash.point(f"{name}.before_commit")
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+        _crash.point(f"{name}.after_commit")
+
+    @contextlib.contextmanager
+    def read(self) -> Iterator[sqlite3.Connection]:
+        """A read transaction: every statement inside sees one snapshot."""
+        conn = self.conn
+        with self.lock, translate_busy():
+            conn.execute("BEGIN")
+            try:
+                yield conn
+            finally:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+
+    def run_script(self, conn: sqlite3.Connection, script: str) -> None:
+        """Execute every statement of a script inside the current transaction."""
+        for sql in statements(script):
+            conn.execute(sql)

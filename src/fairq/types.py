@@ -1,0 +1,176 @@
+"""The values fairq hands back: frozen dataclasses and str-Enums.
+
+Enum values are the spellings used in SQL, the CLI and JSON output. Times are
+float seconds of the queue's clock. Nothing here touches a database.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+__all__ = [
+    "State",
+    "Outcome",
+    "ACK",
+    "RETRY",
+    "FAIL",
+    "Enqueued",
+    "Lease",
+    "Settled",
+    "EventInfo",
+    "AuditEntry",
+    "Stats",
+    "Receipt",
+]
+
+
+class State(str, Enum):
+    """Where an event is in its life: ready -> inflight -> acked | ready | quarantined."""
+
+    READY = "ready"
+    INFLIGHT = "inflight"
+    ACKED = "acked"
+    QUARANTINED = "quarantined"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class Outcome(str, Enum):
+    """What a lease holder decided: ack (done), retry (again later), fail (quarantine)."""
+
+    ACK = "ack"
+    RETRY = "retry"
+    FAIL = "fail"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+ACK = Outcome.ACK
+RETRY = Outcome.RETRY
+FAIL = Outcome.FAIL
+
+
+@dataclass(frozen=True)
+class Enqueued:
+    """The stored event an enqueue refers to; created=False: it was already there, identical."""
+
+    event_id: str
+    flow: str | None
+    seq: int
+    created: bool
+
+
+@dataclass(frozen=True)
+class Lease:
+    """The time-limited, fenced right to handle one event.
+
+    Settle and extend need `event_id` and `generation` back; the rest is for
+    the handler. `lease_until` is in queue-clock seconds.
+    """
+
+    event_id: str
+    flow: str | None
+    seq: int
+    body: Any
+    generation: int
+    attempts: int
+    lifetime_attempts: int
+    owner: str | None
+    lease_until: float
+
+
+@dataclass(frozen=True)
+class Settled:
+    """The state a settle left the event in; next_at is set when it will be retried."""
+
+    event_id: str
+    state: State
+    next_at: float | None
+    attempts: int
+
+
+@dataclass(frozen=True)
+class EventInfo:
+    """Everything stored about one event."""
+
+    event_id: str
+    flow: str | None
+    seq: int
+    body: Any
+    state: State
+    generation: int
+    attempts: int
+    lifetime_attempts: int
+    next_at: float | None
+    lease_until: float | None
+    owner: str | None
+    reason: str | None
+    created_at: float
+    due_at: float
+    first_claimed_at: float | None
+    settled_at: float | None
+
+
+@dataclass(frozen=True)
+class AuditEntry:
+    """One appended decision about an event: retry, quarantine, expired, redrive, misfire.
+
+    `detail` holds what else explains it, e.g. the quarantine reason a redrive
+    replaced (`detail["replaced_reason"]`) and the attempt counts at the time.
+    """
+
+    event_id: str
+    action: str
+    reason: str | None
+    actor: str | None
+    generation: int | None
+    at: float
+    detail: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Stats:
+    """A snapshot of the queue.
+
+    counts: every State value as a key, zeros included. flows: flows with an
+    unacked event (a quarantined head blocks its flow, so
+    counts["quarantined"] is also the number of blocked flows).
+    oldest_ready_age: seconds the longest-waiting claimable head has been
+    claimable (0.0 when none). now: the time the snapshot was taken at.
+    """
+
+    counts: dict[str, int]
+    flows: int
+    oldest_ready_age: float
+    now: float
+
+
+class Receipt(str, Enum):
+    """What an Inbox did with a delivery; `.outcome` is what the sender should settle with."""
+
+    ACCEPTED = "accepted"
+    DUPLICATE = "duplicate"
+    ID_CONFLICT = "id_conflict"
+    SEQUENCE_CONFLICT = "sequence_conflict"
+    GAP = "gap"
+
+    @property
+    def outcome(self) -> Outcome:
+        """ack for accepted/duplicate, retry for a gap, fail for a conflict."""
+        return _RECEIPT_OUTCOME[self]
+
+    def __str__(self) -> str:
+        return self.value
+
+
+_RECEIPT_OUTCOME = {
+    Receipt.ACCEPTED: Outcome.ACK,
+    Receipt.DUPLICATE: Outcome.ACK,
+    Receipt.GAP: Outcome.RETRY,
+    Receipt.ID_CONFLICT: Outcome.FAIL,
+    Receipt.SEQUENCE_CONFLICT: Outcome.FAIL,
+}
