@@ -1,0 +1,166 @@
+"""Rule 7: every refusal is an InvalidInput naming the field, and nothing is written."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import pytest
+
+import fairq
+
+NAN = float("nan")
+INF = float("inf")
+
+
+def nested(depth: int) -> list:
+    value: list = []
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+DEEP = nested(150)
+
+
+def snapshot(path) -> list:
+    conn = sqlite3.connect(path)
+    try:
+        return [conn.execute(f"SELECT * FROM {t} ORDER BY 1").fetchall()  # noqa: S608 - fixed names
+                for t in ("clock", "flow", "event", "tally", "audit")]
+    finally:
+        conn.close()
+
+
+ENQUEUE_CASES = [
+    ({"event_id": ""}, "event_id"),
+    ({"event_id": 17}, "event_id"),
+    ({"event_id": None}, "event_id"),
+    ({"event_id": "x" * 256}, "event_id"),
+    ({"event_id": "tab\there"}, "event_id"),
+    ({"event_id": "nul\x00"}, "event_id"),
+    ({"event_id": "del\x7f"}, "event_id"),
+    ({"event_id": "lone\ud800"}, "event_id"),
+    ({"flow": ""}, "flow"),
+    ({"flow": 3}, "flow"),
+    ({"flow": "new\nline"}, "flow"),
+    ({"flow": "f" * 300}, "flow"),
+    ({"body": NAN}, "body"),
+    ({"body": {"a": INF}}, "body.a"),
+    ({"body": {"a": [1, -INF]}}, "body.a[1]"),
+    ({"body": {1: "int key"}}, "body"),
+    ({"body": {"a": {None: 1}}}, "body.a"),
+    ({"body": (1, 2)}, "body"),
+    ({"body": {1, 2}}, "body"),
+    ({"body": b"bytes"}, "body"),
+    ({"body": object()}, "body"),
+    ({"body": {"s": "lone \udc00"}}, "body"),
+    ({"body": "x" * 300}, "body"),  # over the 256-byte limit set below
+    ({"body": DEEP}, "body" + "[0]" * 100),
+    ({"delay": -1}, "delay"),
+    ({"delay": NAN}, "delay"),
+    ({"delay": "5"}, "delay"),
+    ({"delay": True}, "delay"),
+    ({"now": -0.5}, "now"),
+    ({"now": INF}, "now"),
+]
+
+
+@pytest.mark.parametrize("override, field", ENQUEUE_CASES)
+def test_a_bad_enqueue_names_the_field_and_writes_nothing(make_queue, db_path, override, field) -> None:
+    q = make_queue(max_body_bytes=256)
+    q.enqueue("seed", {}, flow="F", now=1)
+    before = snapshot(db_path)
+    args = {"event_id": "e1", "body": {"ok": True}, "flow": "F", "delay": 0, "now": 1} | override
+    with pytest.raises(fairq.InvalidInput) as info:
+        q.enqueue(args.pop("event_id"), args.pop("body"), **args)
+    assert info.value.field == field, info.value
+    assert isinstance(info.value, ValueError)
+    assert field in str(info.value)
+    assert snapshot(db_path) == before
+
+
+@pytest.mark.parametrize("items, field", [
+    ([("ok", {}), ("", {})], "items[1].event_id"),
+    ([("ok", {}), ("x", {"a": NAN})], "items[1].body.a"),
+    ([{"event_id": "x", "body": {}, "colour": "red"}], "items[0].colour"),
+    ([{"body": {}}], "items[0].event_id"),
+    ([{"event_id": "x"}], "items[0].body"),
+    ([("x",)], "items[0]"),
+    (["x"], "items[0]"),
+    ([{"event_id": "x", "body": {}, "delay": -2}], "items[0].delay"),
+    ("not a list", "items"),
+])
+def test_a_bad_batch_names_the_item_and_writes_nothing(q, db_path, items, field) -> None:
+    q.enqueue("seed", {}, now=1)
+    before = snapshot(db_path)
+    with pytest.raises(fairq.InvalidInput) as info:
+        q.enqueue_many(items, now=1)
+    assert info.value.field == field
+    assert snapshot(db_path) == before
+
+
+def test_bad_outcomes_reasons_and_delays_are_refused(q: fairq.Queue, db_path) -> None:
+    q.enqueue("x", {}, now=0)
+    lease = q.claim(now=0)
+    before = snapshot(db_path)
+    cases = [
+        (lambda: q.settle(lease, "done", now=0), "outcome"),
+        (lambda: q.settle(lease, None, now=0), "outcome"),
+        (lambda: q.fail(lease, "", now=0), "reason"),
+        (lambda: q.fail(lease, None, now=0), "reason"),
+        (lambda: q.settle(lease, "fail", now=0), "reason"),
+        (lambda: q.retry(lease, "x" * 5000, now=0), "reason"),
+        (lambda: q.retry(lease, 42, now=0), "reason"),
+        (lambda: q.retry(lease, "r", delay=-1, now=0), "delay"),
+        (lambda: q.retry(lease, "r", delay=INF, now=0), "delay"),
+        (lambda: q.ack(lease, reason="why", now=0), "reason"),
+        (lambda: q.ack(lease, delay=3, now=0), "delay"),
+        (lambda: q.settle("not a lease", "ack", now=0), "lease"),
+        (lambda: q.settle(lease, "ack", effect="not callable", now=0), "effect"),
+        (lambda: q.settle_many([(lease,)], now=0), "items[0]"),
+        (lambda: q.settle_many([(lease, "nope")], now=0), "items[0].outcome"),
+        (lambda: q.extend(lease, -5, now=0), "seconds"),
+        (lambda: q.extend(lease, 0, now=0), "seconds"),
+        (lambda: q.claim(owner="", now=0), "owner"),
+        (lambda: q.claim(lease_seconds=0, now=0), "lease_seconds"),
+        (lambda: q.claim_many(0, now=0), "n"),
+        (lambda: q.claim_many(True, now=0), "n"),
+        (lambda: q.redrive("x", expected_generation=-1, reason="r", now=0), "expected_generation"),
+        (lambda: q.redrive("x", expected_generation=1, reason="r", actor="", now=0), "actor"),
+        (lambda: q.set_weight("F", 0), "weight"),
+        (lambda: q.set_weight("F", 1001), "weight"),
+        (lambda: q.set_weight("F", 1.5), "weight"),
+        (lambda: q.set_weight("", 2), "flow"),
+        (lambda: q.events(state="sleeping"), "state"),
+        (lambda: q.events(limit=0), "limit"),
+    ]
+    for call, field in cases:
+        with pytest.raises(fairq.InvalidInput) as info:
+            call()
+        assert info.value.field == field, (field, info.value)
+    assert snapshot(db_path) == before
+
+
+@pytest.mark.parametrize("kwargs, field", [
+    ({"lease_seconds": 0}, "lease_seconds"),
+    ({"max_attempts": 0}, "max_attempts"),
+    ({"synchronous": "off"}, "synchronous"),
+    ({"backoff": "fast"}, "backoff"),
+    ({"max_body_bytes": 0}, "max_body_bytes"),
+])
+def test_bad_queue_settings_are_refused(db_path, kwargs, field) -> None:
+    with pytest.raises(fairq.InvalidInput) as info:
+        fairq.Queue(db_path, **kwargs)
+    assert info.value.field == field
+
+
+@pytest.mark.parametrize("kwargs, field", [
+    ({"base": -1}, "backoff.base"),
+    ({"factor": 0.5}, "backoff.factor"),
+    ({"cap": NAN}, "backoff.cap"),
+    ({"jitter": "yes"}, "backoff.jitter"),
+])
+def test_bad_backoff_settings_are_refused(kwargs, field) -> None:
+    with pytest.raises(fairq.InvalidInput) as info:
+        fairq.Backoff(**kwargs)
+    assert info.value.field == field

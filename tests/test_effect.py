@@ -1,0 +1,99 @@
+"""A settle effect runs in the settle's transaction: effect and ACK commit together."""
+
+from __future__ import annotations
+
+import dataclasses
+import sqlite3
+
+import pytest
+
+import fairq
+
+
+@pytest.fixture
+def shop(q: fairq.Queue, db_path) -> fairq.Queue:
+    conn = sqlite3.connect(db_path)
+    conn.execute("CREATE TABLE effects (event_id TEXT PRIMARY KEY, amount INTEGER NOT NULL)")
+    conn.commit()
+    conn.close()
+    q.enqueue("E0001", {"amount": 10000}, now=0)
+    return q
+
+
+def effects(path) -> list:
+    conn = sqlite3.connect(path)
+    try:
+        return conn.execute("SELECT event_id, amount FROM effects").fetchall()
+    finally:
+        conn.close()
+
+
+def insert_effect(lease: fairq.Lease):
+    def effect(conn: sqlite3.Connection) -> None:
+        conn.execute("INSERT INTO effects VALUES (:id, :amount)",
+                     {"id": lease.event_id, "amount": lease.body["amount"]})
+    return effect
+
+
+def test_the_effect_and_the_ack_commit_together(shop: fairq.Queue, db_path) -> None:
+    lease = shop.claim(now=0)
+    shop.ack(lease, effect=insert_effect(lease), now=1)
+    assert effects(db_path) == [("E0001", 10000)]
+    assert shop.get("E0001").state is fairq.State.ACKED
+
+
+def test_a_raising_effect_rolls_everything_back_and_propagates(shop: fairq.Queue, db_path) -> None:
+    lease = shop.claim(now=0)
+
+    def effect(conn: sqlite3.Connection) -> None:
+        insert_effect(lease)(conn)
+        raise KeyError("category")
+
+    with pytest.raises(KeyError):
+        shop.ack(lease, effect=effect, now=1)
+    assert effects(db_path) == []
+    assert shop.get("E0001").state is fairq.State.INFLIGHT
+
+
+def test_the_effect_does_not_run_for_a_lost_lease(shop: fairq.Queue, db_path) -> None:
+    old = shop.claim(now=0)
+    shop.claim(now=5)
+    ran = []
+    with pytest.raises(fairq.StaleLease):
+        shop.ack(old, effect=lambda conn: ran.append(1), now=6)
+    with pytest.raises(fairq.LeaseExpired):
+        shop.ack(dataclasses.replace(old, generation=2), effect=lambda conn: ran.append(2), now=10)
+    assert ran == [] and effects(db_path) == []
+
+
+def test_a_lease_lost_while_the_effect_ran_rolls_the_effect_back(make_queue, db_path) -> None:
+    now = [0.0]
+    q = make_queue(clock=lambda: now[0])
+    conn = sqlite3.connect(db_path)
+    conn.execute("CREATE TABLE effects (event_id TEXT PRIMARY KEY, amount INTEGER NOT NULL)")
+    conn.commit()
+    conn.close()
+    q.enqueue("E1", {"amount": 5})
+    lease = q.claim()  # lease until 5
+
+    def slow_effect(c: sqlite3.Connection) -> None:
+        insert_effect(lease)(c)
+        now[0] = 6.0  # the effect took six seconds
+
+    with pytest.raises(fairq.LeaseExpired):
+        q.ack(lease, effect=slow_effect)
+    assert effects(db_path) == []
+    assert q.get("E1").state is fairq.State.INFLIGHT
+
+
+def test_an_effect_that_ends_the_transaction_itself_is_an_error(shop: fairq.Queue, db_path) -> None:
+    lease = shop.claim(now=0)
+    with pytest.raises(fairq.FairqError, match="transaction was ended"):
+        shop.ack(lease, effect=lambda conn: conn.execute("COMMIT"), now=1)
+
+
+def test_an_effect_can_go_with_a_retry_or_a_fail(shop: fairq.Queue, db_path) -> None:
+    lease = shop.claim(now=0)
+    shop.retry(lease, "partial", effect=insert_effect(lease), now=1)
+    assert effects(db_path) == [("E0001", 10000)]
+    assert shop.get("E0001").state is fairq.State.READY
