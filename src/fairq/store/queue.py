@@ -219,17 +219,18 @@ class QueueTxn:
         )
         leases: list[Lease] = []
         clock = self._load_clock()
-        while len(leases) < n:
+        exhausted = False
+        while len(leases) < n and not exhausted:
             # Only flows in the rotation index are read, in rotation order.
+            limit = n - len(leases)
             rows = conn.execute(
                 "SELECT f.flow_id, f.name, f.weight, f.pass, e.id, e.event_id, e.seq, e.body, "
                 "e.state, e.generation, e.attempts, e.lifetime_attempts, e.lease_until_ms, e.owner "
                 "FROM flow AS f INDEXED BY flow_rotation JOIN event AS e ON e.id = f.head_id "
                 "WHERE f.runnable = 1 ORDER BY f.pass, f.turn LIMIT :limit",
-                {"limit": n - len(leases)},
+                {"limit": limit},
             ).fetchall()
-            if not rows:
-                break
+            exhausted = len(rows) < limit  # a short page: no more runnable flows
             claimed_events = []
             claimed_flows = []
             for (flow_id, name, weight, pass_, rowid, event_id, seq, body, state,
