@@ -13,6 +13,7 @@ import contextlib
 import importlib.resources
 import sqlite3
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -83,6 +84,25 @@ def _only_comments(text: str) -> bool:
     return all(not line.strip() or line.strip().startswith("--") for line in text.splitlines())
 
 
+def _enable_wal(conn: sqlite3.Connection, timeout: float) -> str:
+    """Switch the file to WAL, waiting out other connections doing the same.
+
+    Changing the journal mode needs an exclusive lock, and SQLite answers
+    SQLITE_BUSY at once (without its busy handler) while another connection
+    is opening the same fresh file; so this waits here, up to the busy timeout.
+    """
+    deadline = time.monotonic() + timeout
+    pause = 0.001
+    while True:
+        try:
+            return str(conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]).lower()
+        except sqlite3.OperationalError as exc:
+            if not is_busy(exc) or time.monotonic() >= deadline:
+                raise
+        time.sleep(pause)
+        pause = min(pause * 2, 0.05)
+
+
 class Database:
     """A connection opened with fairq's pragmas; safe to share between threads.
 
@@ -104,7 +124,7 @@ class Database:
             raise SchemaError(f"cannot open {path!s}: {exc}") from exc
         try:
             with translate_busy():
-                mode = self.conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+                mode = _enable_wal(self.conn, busy_timeout)
                 self.conn.execute(f"PRAGMA synchronous = {SYNCHRONOUS[synchronous]}")
                 self.conn.execute("PRAGMA foreign_keys = ON")
         except sqlite3.DatabaseError as exc:
