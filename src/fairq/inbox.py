@@ -82,6 +82,7 @@ class Inbox:
             return store.last_seq(conn, v.identifier(flow, "flow"))
 
     def close(self) -> None:
+        """Close the connection."""
         self._db.close()
 
     def __enter__(self) -> Inbox:
