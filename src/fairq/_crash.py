@@ -17,7 +17,7 @@ ARMED: str | None = os.environ.get("FAIRQ_CRASH_AT") or None
 EXIT_CODE = int(os.environ.get("FAIRQ_CRASH_CODE", "86"))
 
 
-def point(name: str) -> None:
-    """Exit the process immediately if FAIRQ_CRASH_AT names this point."""
-    if ARMED is not None and ARMED == name:
+def point(verb: str, stage: str) -> None:
+    """Exit the process immediately if FAIRQ_CRASH_AT names `verb.stage`."""
+    if ARMED is not None and ARMED == f"{verb}.{stage}":
         os._exit(EXIT_CODE)

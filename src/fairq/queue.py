@@ -199,7 +199,7 @@ class Queue:
             if effect is not None:
                 tx.check_fence(item.event_id, item.generation, now_ms)
                 effect(tx.connection)
-                _crash.point("settle.after_effect")
+                _crash.point("settle", "after_effect")
                 if now is None:
                     now_ms = tx.now(*self._requested(None))
             result = tx.settle_many([item], now_ms=now_ms, max_attempts=self.max_attempts,

@@ -8,6 +8,7 @@ newer fairq, is refused with a SchemaError; nothing is changed.
 
 from __future__ import annotations
 
+import json
 import sqlite3
 
 from ..errors import SchemaError
@@ -22,7 +23,7 @@ MIGRATIONS: dict[int, str] = {}
 LATEST = 1
 
 #: Tables fairq owns in its file; a foreign table of the same name is refused.
-OWN_TABLES = ("clock", "flow", "event", "tally", "audit")
+OWN_TABLES = ("clock", "flow", "event", "audit")
 
 
 def ensure_schema(db: Database) -> int:
@@ -63,9 +64,9 @@ def _refuse_clashes(conn: sqlite3.Connection, path: object) -> None:
     # An unmarked file may hold the application's own tables (outbox use), but
     # not tables with the names fairq needs.
     rows = conn.execute(
-        "SELECT name FROM sqlite_schema WHERE type = 'table' AND name IN "
-        "(:t0, :t1, :t2, :t3, :t4)",
-        {f"t{i}": name for i, name in enumerate(OWN_TABLES)},
+        "SELECT name FROM sqlite_schema WHERE type = 'table' "
+        "AND name IN (SELECT value FROM json_each(:names))",
+        {"names": json.dumps(OWN_TABLES)},
     ).fetchall()
     if rows:
         names = ", ".join(sorted(r[0] for r in rows))

@@ -3,17 +3,20 @@
 QueueStore opens the file and hands out transactions; QueueTxn holds the SQL.
 The facade (fairq.queue) validates input, picks the time a call runs at and
 maps rows to values; it never sees SQL. Methods here never commit and never
-read a wall clock: the time comes in as ``now_ms``.
+read a wall clock: the time comes in as ``now_ms``. Batches are set-based: a
+verb runs a handful of statements whatever the number of items.
 
-The invariants every write keeps (tests/test_invariants.py checks them after
-each scenario):
+The invariants every write keeps (the CHECKs in queue.sql hold most of them;
+tests/conftest.py recounts the rest after every test):
 
-* flow.head_id is the lowest-seq unacked event of the flow, or NULL.
-* flow.due_ms is when that head becomes claimable: its next_at while ready,
-  its lease_until while inflight, NULL while quarantined or without a head.
-* flow.runnable = 1 exactly for flows whose due_ms has been reached by a
-  claim's promotion step or a settle; only those are in the rotation index.
-* tally.n equals the number of events in each state (kept by triggers).
+* A flow's head is its lowest-seq unacked event; only heads have pass/turn.
+  Acks happen in seq order, so a flow's unacked events are a suffix of it.
+* A head's dispatch_ms is its next_at while ready, its lease_until while
+  inflight, NULL while quarantined.
+* runnable = 1 only for heads whose dispatch_ms the clock has reached; those,
+  and only those, are in the rotation index.
+* clock's *_n columns equal the number of events in each state: every verb
+  records its transitions with _count and writes them with the clock.
 """
 
 from __future__ import annotations
@@ -21,12 +24,13 @@ from __future__ import annotations
 import contextlib
 import json
 import sqlite3
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from .. import policy
-from ..errors import Conflict, FairqError, LeaseExpired, RedriveRefused, StaleLease
+from ..errors import Conflict, LeaseExpired, RedriveRefused, StaleLease
 from ..policy import Backoff, from_ms
 from ..types import AuditEntry, Enqueued, EventInfo, Lease, Outcome, Settled, State, Stats
 from .migrate import ensure_schema
@@ -76,28 +80,67 @@ class QueueStore:
     def close(self) -> None:
         self.db.close()
 
-    @contextlib.contextmanager
-    def transaction(self, name: str) -> Iterator[QueueTxn]:
-        """A write transaction; `name` labels its crash points."""
-        with self.db.write(name) as conn:
-            tx = QueueTxn(conn)
-            yield tx
-            tx.flush()
+    def transaction(self, name: str) -> QueueTxn:
+        """``with store.transaction(name) as tx:`` -- a write transaction; `name`
+        labels its crash points."""
+        return QueueTxn(self.db, name)
 
     @contextlib.contextmanager
     def reading(self) -> Iterator[QueueTxn]:
         """A read-only snapshot."""
         with self.db.read() as conn:
-            yield QueueTxn(conn)
+            tx = QueueTxn(self.db, "read")
+            tx.connection = conn
+            yield tx
+
+
+# The columns a settle, extend or redrive needs to judge a lease.
+_FENCE_COLUMNS = (
+    "SELECT event_id, id, flow_id, seq, state, generation, attempts, lifetime_attempts, "
+    "lease_until_ms, owner, pass, turn, reason FROM event "
+)
+
+
+@dataclass
+class _Held:
+    """An event row as a fence check sees it."""
+
+    event_id: str
+    id: int
+    flow_id: int | None
+    seq: int
+    state: str
+    generation: int
+    attempts: int
+    lifetime_attempts: int
+    lease_until_ms: int | None
+    owner: str | None
+    pass_: int | None
+    turn: int | None
+    reason: str | None
 
 
 class QueueTxn:
-    """The SQL of every verb, bound to one open transaction."""
+    """The SQL of every verb, bound to one open transaction (a context manager).
 
-    def __init__(self, conn: sqlite3.Connection) -> None:
-        self.connection = conn
+    The clock row is read once, when the call's time is set, and written once,
+    just before COMMIT, with the new time, rotation counters and the state
+    transitions the call made.
+    """
+
+    def __init__(self, db: Database, name: str) -> None:
+        self._transaction = db.write(name, before_commit=self._flush)
+        self.connection: sqlite3.Connection = db.conn
         self._clock: _Clock | None = None
-        self._clock_dirty = False
+        self._moved = Counter()  # state -> change in its event count
+        self._dirty = False
+
+    def __enter__(self) -> QueueTxn:
+        self.connection = self._transaction.__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._transaction.__exit__(*exc)
 
     # -- the clock row -------------------------------------------------------
 
@@ -110,99 +153,148 @@ class QueueTxn:
         return self._clock
 
     def now(self, requested_ms: int, explicit: bool) -> int:
-        """The time this call runs at; moves the stored clock forward if needed."""
+        """The time this call runs at; raises ClockError for an explicit time
+        before the stored clock, clamps a wall clock that stepped back."""
         clock = self._load_clock()
         now_ms = policy.effective_now(requested_ms, clock.now_ms, explicit=explicit)
         if now_ms > clock.now_ms:
             clock.now_ms = now_ms
-            self._clock_dirty = True
+            self._dirty = True
         return now_ms
 
     def _next_turn(self) -> int:
         clock = self._load_clock()
         clock.turn += 1
-        self._clock_dirty = True
+        self._dirty = True
         return clock.turn
 
-    def flush(self) -> None:
-        """Write the clock row once, at the end of the transaction, if it changed."""
-        if self._clock_dirty and self._clock is not None:
-            # The clock and rotation counters only move forward (CHECKs keep tail >= vtime).
-            self.connection.execute(
-                "UPDATE clock SET now_ms = :now_ms, vtime = :vtime, tail = :tail, turn = :turn "
-                "WHERE id = 1",
-                vars(self._clock),
-            )
-            self._clock_dirty = False
+    def _count(self, before: str | None, after: str, n: int = 1) -> None:
+        """Record that n events moved from state `before` (None: new) to `after`."""
+        if before != after:
+            if before is not None:
+                self._moved[before] -= n
+            self._moved[after] += n
+            self._dirty = True
+
+    def _flush(self) -> None:
+        """Write the clock row once, before COMMIT, if this call changed it."""
+        if not self._dirty:
+            return
+        clock = self._load_clock()
+        moved = self._moved
+        # The clock and rotation counters only move forward (CHECK keeps
+        # tail >= vtime); the counts follow the transitions made above.
+        self.connection.execute(
+            "UPDATE clock SET now_ms = :now_ms, vtime = :vtime, tail = :tail, turn = :turn, "
+            "ready_n = ready_n + :ready, inflight_n = inflight_n + :inflight, "
+            "acked_n = acked_n + :acked, quarantined_n = quarantined_n + :quarantined WHERE id = 1",
+            {**vars(clock), "ready": moved["ready"], "inflight": moved["inflight"],
+             "acked": moved["acked"], "quarantined": moved["quarantined"]},
+        )
+        self._dirty = False
 
     # -- enqueue -------------------------------------------------------------
 
     def enqueue_many(self, items: Sequence[NewEvent], now_ms: int) -> list[Enqueued]:
-        """Store each new event at the end of its flow; identical repeats collapse."""
+        """Store each new event at the end of its flow; identical repeats collapse.
+
+        Any conflict raises before anything is written.
+        """
         conn = self.connection
-        out: list[Enqueued] = []
+        # An event id names one (flow, body) forever: a repeat must match it.
+        stored = {
+            row[0]: row
+            for row in conn.execute(
+                "SELECT e.event_id, f.name, e.seq, e.body FROM event AS e "
+                "LEFT JOIN flow AS f ON f.flow_id = e.flow_id "
+                "WHERE e.event_id IN (SELECT value FROM json_each(:ids))",
+                {"ids": json.dumps([item.event_id for item in items])},
+            )
+        }
+        fresh: dict[str, NewEvent] = {}
         for item in items:
-            # An event id names one (flow, body) forever: a repeat must match it.
-            found = conn.execute(
-                "SELECT f.name, e.seq, e.body FROM event AS e JOIN flow AS f ON f.flow_id = e.flow_id "
-                "WHERE e.event_id = :event_id",
-                {"event_id": item.event_id},
-            ).fetchone()
-            if found is not None:
-                out.append(_repeat(item, *found))
-                continue
-            flow_id, seq, has_head = self._flow_for_new_event(item.flow)
-            next_at_ms = now_ms + item.delay_ms
-            # The new event takes the flow's next seq; seqs have no gaps.
-            event_rowid = conn.execute(
-                "INSERT INTO event (event_id, flow_id, seq, body, state, created_ms, next_at_ms, due_ms) "
-                "VALUES (:event_id, :flow_id, :seq, :body, 'ready', :now_ms, :next_at_ms, :next_at_ms)",
-                {
-                    "event_id": item.event_id,
-                    "flow_id": flow_id,
-                    "seq": seq,
-                    "body": item.body,
-                    "now_ms": now_ms,
-                    "next_at_ms": next_at_ms,
-                },
-            ).lastrowid
-            if has_head:
-                # Not the head: the flow only hands out its next seq.
-                conn.execute(
-                    "UPDATE flow SET next_seq = next_seq + 1 WHERE flow_id = :flow_id",
-                    {"flow_id": flow_id},
-                )
+            if item.event_id in stored:
+                _check_repeat(item, stored[item.event_id][1], stored[item.event_id][3])
+            elif item.event_id in fresh:
+                earlier = fresh[item.event_id]
+                _check_repeat(item, earlier.flow, earlier.body)
             else:
-                # An idle flow (re)joins the rotation behind every flow already in it.
-                clock = self._load_clock()
-                conn.execute(
-                    "UPDATE flow SET next_seq = next_seq + 1, head_id = :head_id, due_ms = :due_ms, "
-                    "runnable = 0, pass = :pass, turn = :turn WHERE flow_id = :flow_id",
-                    {
-                        "flow_id": flow_id,
-                        "head_id": event_rowid,
-                        "due_ms": next_at_ms,
-                        "pass": clock.tail,
-                        "turn": self._next_turn(),
-                    },
-                )
-            out.append(Enqueued(item.event_id, item.flow, seq, True))
+                fresh[item.event_id] = item
+        seqs = self._insert_events(list(fresh.values()), now_ms) if fresh else {}
+        out = []
+        for item in items:
+            if item.event_id in seqs:
+                out.append(Enqueued(item.event_id, item.flow, seqs.pop(item.event_id), True))
+            else:
+                seq = stored[item.event_id][2] if item.event_id in stored else _seq_of(out, item.event_id)
+                out.append(Enqueued(item.event_id, item.flow, seq, False))
         return out
 
-    def _flow_for_new_event(self, name: str | None) -> tuple[int, int, bool]:
-        """(flow_id, seq for the new event, whether the flow already has a head)."""
+    def _insert_events(self, items: list[NewEvent], now_ms: int) -> dict[str, int]:
+        """Insert new events; returns their seqs. An event that finds its flow
+        idle becomes its head and joins the rotation behind every flow in it."""
         conn = self.connection
-        if name is not None:
-            row = conn.execute(
-                "SELECT flow_id, next_seq, head_id FROM flow WHERE name = :name", {"name": name}
-            ).fetchone()
-            if row is not None:
-                return row[0], row[1], row[2] is not None
-        # A new flow; its rotation place is set when its first event arrives.
-        flow_id = conn.execute(
-            "INSERT INTO flow (name, pass, turn) VALUES (:name, 0, 0)", {"name": name}
-        ).lastrowid
-        return flow_id, 1, False
+        clock = self._load_clock()
+        flows = self._allocate_seqs(Counter(item.flow for item in items if item.flow is not None))
+        rows = []
+        seqs = {}
+        for item in items:
+            next_at = now_ms + item.delay_ms
+            if item.flow is None:
+                flow_id, seq, head = None, 1, True
+            else:
+                slot = flows[item.flow]
+                flow_id, seq, head = slot[0], slot[1], not slot[2]
+                slot[1] += 1
+                slot[2] = True  # later events of this flow in the batch queue behind
+            rows.append({
+                "event_id": item.event_id, "flow_id": flow_id, "seq": seq, "body": item.body,
+                "now_ms": now_ms, "next_at_ms": next_at,
+                "pass": clock.tail if head else None,
+                "turn": self._next_turn() if head else None,
+                "dispatch_ms": next_at if head else None,
+                "runnable": int(head and next_at <= now_ms),
+            })
+            seqs[item.event_id] = seq
+        # Only heads get a rotation place and a dispatch time.
+        conn.executemany(
+            "INSERT INTO event (event_id, flow_id, seq, body, state, created_ms, due_ms, next_at_ms, "
+            "pass, turn, dispatch_ms, runnable) VALUES (:event_id, :flow_id, :seq, :body, 'ready', "
+            ":now_ms, :next_at_ms, :next_at_ms, :pass, :turn, :dispatch_ms, :runnable)",
+            rows,
+        )
+        self._count(None, "ready", len(rows))
+        return seqs
+
+    def _allocate_seqs(self, counts: Counter[str]) -> dict[str, list[Any]]:
+        """For each named flow: [flow_id, first new seq, whether it already has a head]."""
+        if not counts:
+            return {}
+        conn = self.connection
+        # Each flow hands out its next `count` seqs; a new flow starts at 1.
+        allocated = conn.execute(
+            "INSERT INTO flow (name, next_seq) SELECT key, 1 + value FROM json_each(:counts) WHERE true "
+            "ON CONFLICT (name) DO UPDATE SET next_seq = next_seq + excluded.next_seq - 1 "
+            "RETURNING flow_id, name, next_seq",
+            {"counts": json.dumps(counts)},
+        ).fetchall()
+        flows = {name: [flow_id, next_seq - counts[name], False] for flow_id, name, next_seq in allocated}
+        # A flow already has a head iff its last event before this batch is
+        # unacked (its unacked events are a suffix).
+        last = [[slot[0], slot[1] - 1] for slot in flows.values() if slot[1] > 1]
+        if last:
+            busy = {
+                row[0]
+                for row in conn.execute(
+                    "SELECT e.flow_id FROM json_each(:last) AS j JOIN event AS e "
+                    "ON e.flow_id = json_extract(j.value, '$[0]') AND e.seq = json_extract(j.value, '$[1]') "
+                    "WHERE e.state != 'acked'",
+                    {"last": json.dumps(last)},
+                )
+            }
+            for slot in flows.values():
+                slot[2] = slot[0] in busy
+        return flows
 
     # -- claim ---------------------------------------------------------------
 
@@ -211,215 +303,189 @@ class QueueTxn:
     ) -> list[Lease]:
         """Claim up to n heads, one per flow, lowest rotation position first."""
         conn = self.connection
-        # Heads whose time has come (backoff over, delay over, lease expired)
-        # enter the rotation index; flows still waiting cost nothing here.
+        # Heads whose time has come (delay or backoff over, lease expired)
+        # enter the rotation index; heads still waiting cost nothing here.
         conn.execute(
-            "UPDATE flow SET runnable = 1 WHERE runnable = 0 AND due_ms <= :now_ms",
+            "UPDATE event SET runnable = 1 WHERE runnable = 0 AND dispatch_ms <= :now_ms",
             {"now_ms": now_ms},
         )
-        leases: list[Lease] = []
         clock = self._load_clock()
+        leases: list[Lease] = []
+        lease_until = now_ms + lease_ms
         exhausted = False
         while len(leases) < n and not exhausted:
-            # Only flows in the rotation index are read, in rotation order.
             limit = n - len(leases)
+            # Only heads in the rotation index are read, in rotation order.
             rows = conn.execute(
-                "SELECT f.flow_id, f.name, f.weight, f.pass, e.id, e.event_id, e.seq, e.body, "
-                "e.state, e.generation, e.attempts, e.lifetime_attempts, e.lease_until_ms, e.owner "
-                "FROM flow AS f INDEXED BY flow_rotation JOIN event AS e ON e.id = f.head_id "
-                "WHERE f.runnable = 1 ORDER BY f.pass, f.turn LIMIT :limit",
+                "SELECT e.id, e.event_id, f.name, f.weight, e.seq, e.body, e.pass, e.state, "
+                "e.generation, e.attempts, e.lifetime_attempts, e.lease_until_ms, e.owner "
+                "FROM event AS e INDEXED BY event_rotation LEFT JOIN flow AS f ON f.flow_id = e.flow_id "
+                "WHERE e.runnable = 1 ORDER BY e.pass, e.turn LIMIT :limit",
                 {"limit": limit},
             ).fetchall()
-            exhausted = len(rows) < limit  # a short page: no more runnable flows
-            claimed_events = []
-            claimed_flows = []
-            for (flow_id, name, weight, pass_, rowid, event_id, seq, body, state,
-                 generation, attempts, lifetime, lease_until_ms, old_owner) in rows:
+            exhausted = len(rows) < limit  # a short page: nothing else is runnable
+            claimed = []
+            for (rowid, event_id, name, weight, seq, body, pass_, state, generation,
+                 attempts, lifetime, old_lease_until, old_owner) in rows:
                 if state == "inflight":
                     if attempts >= max_attempts:
-                        self._quarantine_spent_lease(
-                            flow_id, rowid, event_id, generation, attempts, lifetime,
-                            lease_until_ms, old_owner, now_ms, max_attempts,
-                        )
+                        self._quarantine_spent_lease(rowid, event_id, generation, attempts, lifetime,
+                                                     old_lease_until, old_owner, now_ms, max_attempts)
                         continue
                     self._audit(event_id, "expired", "lease expired before the holder settled",
                                 old_owner, generation, now_ms,
-                                {"lease_until": from_ms(lease_until_ms), "attempts": attempts})
+                                {"lease_until": from_ms(old_lease_until), "attempts": attempts})
+                self._count(state, "inflight")
                 # The turn is taken now, at claim time, not when the work succeeds.
                 start = max(pass_, clock.vtime)
-                new_pass = start + policy.stride(weight)
+                new_pass = start + policy.stride(weight or 1)
                 clock.vtime = start
                 clock.tail = max(clock.tail, new_pass)
-                lease_until = now_ms + lease_ms
-                claimed_events.append({"id": rowid, "lease_until_ms": lease_until,
-                                       "owner": owner, "now_ms": now_ms})
-                claimed_flows.append({"flow_id": flow_id, "pass": new_pass,
-                                      "turn": self._next_turn(), "due_ms": lease_until})
+                claimed.append({"id": rowid, "pass": new_pass, "turn": self._next_turn(),
+                                "lease_until_ms": lease_until, "owner": owner, "now_ms": now_ms})
                 leases.append(Lease(event_id, name, seq, json.loads(body), generation + 1,
                                     attempts + 1, lifetime + 1, owner, lease_until / 1000))
-            # The claimed head becomes inflight with a new generation; the
-            # attempt is counted durably before any work starts.
+            # The claimed head becomes inflight with a new generation, its
+            # attempt counted durably before any work starts, and waits in the
+            # waiting index until its lease ends or it is settled.
             conn.executemany(
                 "UPDATE event SET state = 'inflight', generation = generation + 1, "
                 "attempts = attempts + 1, lifetime_attempts = lifetime_attempts + 1, "
                 "next_at_ms = NULL, lease_until_ms = :lease_until_ms, owner = :owner, "
-                "first_claim_ms = coalesce(first_claim_ms, :now_ms) WHERE id = :id",
-                claimed_events,
-            )
-            # The flow leaves the rotation index until its lease ends or it is settled.
-            conn.executemany(
-                "UPDATE flow SET pass = :pass, turn = :turn, due_ms = :due_ms, runnable = 0 "
-                "WHERE flow_id = :flow_id",
-                claimed_flows,
+                "first_claim_ms = coalesce(first_claim_ms, :now_ms), pass = :pass, turn = :turn, "
+                "dispatch_ms = :lease_until_ms, runnable = 0 WHERE id = :id",
+                claimed,
             )
         return leases
 
     def _quarantine_spent_lease(
-        self, flow_id: int, rowid: int, event_id: str, generation: int, attempts: int,
-        lifetime: int, lease_until_ms: int, old_owner: str | None, now_ms: int, max_attempts: int,
+        self, rowid: int, event_id: str, generation: int, attempts: int, lifetime: int,
+        lease_until_ms: int, old_owner: str | None, now_ms: int, max_attempts: int,
     ) -> None:
         """An expired head whose round budget is spent stops, and blocks its flow."""
         reason = f"lease expired after attempt {attempts} of {max_attempts}; retry budget spent"
-        self._set_quarantined(flow_id, rowid, reason)
+        self._quarantine([{"id": rowid, "reason": reason}])
+        self._count("inflight", "quarantined")
         self._audit(event_id, "quarantine", reason, old_owner, generation, now_ms,
                     {"cause": "attempts_exhausted", "attempts": attempts,
                      "lifetime_attempts": lifetime, "lease_until": from_ms(lease_until_ms)})
 
-    def _set_quarantined(self, flow_id: int, rowid: int, reason: str) -> None:
-        # A quarantined head keeps blocking its flow: the flow leaves both indexes.
-        self.connection.execute(
+    def _quarantine(self, rows: list[dict[str, Any]]) -> None:
+        # A quarantined head keeps its rotation place and keeps blocking its
+        # flow, but leaves both dispatch indexes.
+        self.connection.executemany(
             "UPDATE event SET state = 'quarantined', lease_until_ms = NULL, next_at_ms = NULL, "
-            "reason = :reason WHERE id = :id",
-            {"id": rowid, "reason": reason},
-        )
-        self.connection.execute(
-            "UPDATE flow SET due_ms = NULL, runnable = 0 WHERE flow_id = :flow_id",
-            {"flow_id": flow_id},
+            "dispatch_ms = NULL, runnable = 0, reason = :reason WHERE id = :id",
+            rows,
         )
 
     # -- settle and extend ---------------------------------------------------
 
-    def _fenced(self, event_id: str, generation: int, now_ms: int) -> tuple:
-        """The inflight row a lease may act on, or raise why it may not.
-
-        The generation is checked before the time, so a holder whose event was
-        claimed again hears StaleLease even if its own lease also ran out.
-        """
-        row = self.connection.execute(
-            "SELECT id, flow_id, seq, state, generation, attempts, lifetime_attempts, "
-            "lease_until_ms, owner FROM event WHERE event_id = :event_id",
-            {"event_id": event_id},
-        ).fetchone()
-        if row is None:
-            raise StaleLease(event_id, generation, f"event {event_id!r} does not exist")
-        state, current, lease_until_ms = row[3], row[4], row[7]
-        if current != generation:
-            raise StaleLease(
-                event_id, generation,
-                f"event {event_id!r} is at generation {current}, this lease holds {generation}",
-            )
-        if state != "inflight":
-            raise StaleLease(event_id, generation, f"event {event_id!r} is {state}, not inflight")
-        if now_ms >= lease_until_ms:
-            raise LeaseExpired(
-                event_id, generation,
-                f"lease on {event_id!r} (generation {generation}) ended at "
-                f"{lease_until_ms / 1000}, now is {now_ms / 1000}",
-            )
-        return row
+    def _held(self, event_ids: list[str]) -> dict[str, _Held]:
+        rows = self.connection.execute(
+            _FENCE_COLUMNS + "WHERE event_id IN (SELECT value FROM json_each(:ids))",
+            {"ids": json.dumps(event_ids)},
+        )
+        return {row[0]: _Held(*row) for row in rows}
 
     def check_fence(self, event_id: str, generation: int, now_ms: int) -> None:
         """Raise StaleLease or LeaseExpired unless this lease may settle now."""
-        self._fenced(event_id, generation, now_ms)
+        lost = _fence(self._held([event_id]).get(event_id), event_id, generation, now_ms)
+        if lost is not None:
+            raise lost
 
     def settle_many(
         self, items: Sequence[SettleItem], *, now_ms: int, max_attempts: int, backoff: Backoff
     ) -> list[Settled | StaleLease | LeaseExpired]:
         """Settle each lease on its own; a lost lease is reported in its slot."""
+        held = self._held([item.event_id for item in items])
         out: list[Settled | StaleLease | LeaseExpired] = []
+        acked, next_heads, retried, quarantined, audits = [], [], [], [], []
         for item in items:
-            try:
-                row = self._fenced(item.event_id, item.generation, now_ms)
-            except (StaleLease, LeaseExpired) as lost:
+            row = held.get(item.event_id)
+            lost = _fence(row, item.event_id, item.generation, now_ms)
+            if lost is not None:
                 out.append(lost)
                 continue
-            rowid, flow_id, seq, _, generation, attempts, lifetime, _, owner = row
+            assert row is not None
             decision = policy.decide(
-                item.outcome, event_id=item.event_id, generation=generation, attempts=attempts,
-                max_attempts=max_attempts, now_ms=now_ms, delay=item.delay, backoff=backoff,
+                item.outcome, event_id=item.event_id, generation=row.generation,
+                attempts=row.attempts, max_attempts=max_attempts, now_ms=now_ms,
+                delay=item.delay, backoff=backoff,
             )
             if decision.state is State.ACKED:
-                self._ack(rowid, flow_id, seq, now_ms)
+                acked.append({"id": row.id, "now_ms": now_ms})
+                if row.flow_id is not None:
+                    next_heads.append({"flow_id": row.flow_id, "seq": row.seq + 1, "pass": row.pass_,
+                                       "turn": row.turn, "now_ms": now_ms})
             elif decision.state is State.READY:
-                self._requeue(rowid, flow_id, decision.next_at_ms, item.reason, now_ms)
-                self._audit(item.event_id, "retry", item.reason, owner, generation, now_ms,
-                            {"attempts": attempts, "next_at": from_ms(decision.next_at_ms)})
+                retried.append({"id": row.id, "next_at_ms": decision.next_at_ms,
+                                "runnable": int(decision.next_at_ms <= now_ms), "reason": item.reason})
+                audits.append(_audit_row(item.event_id, "retry", item.reason, row.owner, row.generation,
+                                         now_ms, {"attempts": row.attempts,
+                                                  "next_at": from_ms(decision.next_at_ms)}))
             else:
-                self._set_quarantined(flow_id, rowid, item.reason or decision.quarantine_cause)
-                self._audit(item.event_id, "quarantine", item.reason, owner, generation, now_ms,
-                            {"cause": decision.quarantine_cause, "attempts": attempts,
-                             "lifetime_attempts": lifetime})
-            out.append(Settled(item.event_id, decision.state, from_ms(decision.next_at_ms), attempts))
-        return out
-
-    def _ack(self, rowid: int, flow_id: int, seq: int, now_ms: int) -> None:
+                quarantined.append({"id": row.id, "reason": item.reason or decision.quarantine_cause})
+                audits.append(_audit_row(item.event_id, "quarantine", item.reason, row.owner,
+                                         row.generation, now_ms,
+                                         {"cause": decision.quarantine_cause, "attempts": row.attempts,
+                                          "lifetime_attempts": row.lifetime_attempts}))
+            self._count("inflight", decision.state.value)
+            row.state = decision.state.value  # a second settle of it in this batch is stale
+            out.append(Settled(item.event_id, decision.state, from_ms(decision.next_at_ms), row.attempts))
         conn = self.connection
-        # Acked is final; the lease is gone.
-        conn.execute(
-            "UPDATE event SET state = 'acked', lease_until_ms = NULL, settled_ms = :now_ms "
-            "WHERE id = :id",
-            {"id": rowid, "now_ms": now_ms},
-        )
-        # The next seq of the flow (there are no gaps) becomes its head.
-        nxt = conn.execute(
-            "SELECT id, next_at_ms FROM event WHERE flow_id = :flow_id AND seq = :seq",
-            {"flow_id": flow_id, "seq": seq + 1},
-        ).fetchone()
-        if nxt is None:
-            conn.execute(
-                "UPDATE flow SET head_id = NULL, due_ms = NULL, runnable = 0 WHERE flow_id = :flow_id",
-                {"flow_id": flow_id},
+        if acked:
+            # Acked is final: the event leaves the dispatch indexes for good.
+            conn.executemany(
+                "UPDATE event SET state = 'acked', lease_until_ms = NULL, settled_ms = :now_ms, "
+                "pass = NULL, turn = NULL, dispatch_ms = NULL, runnable = 0 WHERE id = :id",
+                acked,
             )
-        else:
-            conn.execute(
-                "UPDATE flow SET head_id = :head_id, due_ms = :due_ms, runnable = :due_ms <= :now_ms "
-                "WHERE flow_id = :flow_id",
-                {"flow_id": flow_id, "head_id": nxt[0], "due_ms": nxt[1], "now_ms": now_ms},
+        if next_heads:
+            # The next seq (there are no gaps) becomes the head and inherits
+            # the flow's rotation place; no row: the flow is idle now.
+            conn.executemany(
+                "UPDATE event SET pass = :pass, turn = :turn, dispatch_ms = next_at_ms, "
+                "runnable = next_at_ms <= :now_ms WHERE flow_id = :flow_id AND seq = :seq",
+                next_heads,
             )
-
-    def _requeue(self, rowid: int, flow_id: int, next_at_ms: int, reason: str | None, now_ms: int) -> None:
-        # Back to ready: same head, claimable again from next_at.
-        self.connection.execute(
-            "UPDATE event SET state = 'ready', lease_until_ms = NULL, next_at_ms = :next_at_ms, "
-            "reason = coalesce(:reason, reason) WHERE id = :id",
-            {"id": rowid, "next_at_ms": next_at_ms, "reason": reason},
-        )
-        self.connection.execute(
-            "UPDATE flow SET due_ms = :due_ms, runnable = :due_ms <= :now_ms WHERE flow_id = :flow_id",
-            {"flow_id": flow_id, "due_ms": next_at_ms, "now_ms": now_ms},
-        )
+        if retried:
+            # Back to ready: still the head, claimable again from next_at.
+            conn.executemany(
+                "UPDATE event SET state = 'ready', lease_until_ms = NULL, next_at_ms = :next_at_ms, "
+                "dispatch_ms = :next_at_ms, runnable = :runnable, reason = coalesce(:reason, reason) "
+                "WHERE id = :id",
+                retried,
+            )
+        if quarantined:
+            self._quarantine(quarantined)
+        if audits:
+            self._append_audit(audits)
+        return out
 
     def extend(self, event_id: str, generation: int, *, lease_ms: int, now_ms: int) -> Lease:
         """Move a live lease's end to now + lease_ms (fenced like settle)."""
-        rowid, flow_id = self._fenced(event_id, generation, now_ms)[:2]
-        lease_until = now_ms + lease_ms
-        # Only the current holder's lease moves; the flow's due time follows it.
-        self.connection.execute(
-            "UPDATE event SET lease_until_ms = :lease_until_ms WHERE id = :id",
-            {"id": rowid, "lease_until_ms": lease_until},
-        )
-        self.connection.execute(
-            "UPDATE flow SET due_ms = :due_ms WHERE flow_id = :flow_id",
-            {"flow_id": flow_id, "due_ms": lease_until},
-        )
-        row = self.connection.execute(
-            "SELECT e.event_id, f.name, e.seq, e.body, e.generation, e.attempts, "
-            "e.lifetime_attempts, e.owner, e.lease_until_ms "
-            "FROM event AS e JOIN flow AS f ON f.flow_id = e.flow_id WHERE e.id = :id",
-            {"id": rowid},
+        row = self._held([event_id]).get(event_id)
+        lost = _fence(row, event_id, generation, now_ms)
+        if lost is not None:
+            raise lost
+        assert row is not None
+        # Only the current holder's lease moves; the head's dispatch time follows it.
+        got = self.connection.execute(
+            "UPDATE event SET lease_until_ms = :lease_until_ms, dispatch_ms = :lease_until_ms "
+            "WHERE id = :id RETURNING seq, body, generation, attempts, lifetime_attempts, owner, "
+            "lease_until_ms",
+            {"id": row.id, "lease_until_ms": now_ms + lease_ms},
         ).fetchone()
-        return Lease(row[0], row[1], row[2], json.loads(row[3]), row[4], row[5], row[6], row[7],
-                     row[8] / 1000)
+        return Lease(event_id, self._flow_name(row.flow_id), got[0], json.loads(got[1]), *got[2:6],
+                     got[6] / 1000)
+
+    def _flow_name(self, flow_id: int | None) -> str | None:
+        if flow_id is None:
+            return None
+        return self.connection.execute(
+            "SELECT name FROM flow WHERE flow_id = :flow_id", {"flow_id": flow_id}
+        ).fetchone()[0]
 
     # -- redrive ---------------------------------------------------------------
 
@@ -427,49 +493,38 @@ class QueueTxn:
         self, event_id: str, *, expected_generation: int, reason: str, actor: str | None, now_ms: int
     ) -> int:
         """Give a quarantined head a new round; returns its new generation."""
-        conn = self.connection
-        row = conn.execute(
-            "SELECT id, flow_id, state, generation, attempts, lifetime_attempts, reason "
-            "FROM event WHERE event_id = :event_id",
-            {"event_id": event_id},
-        ).fetchone()
+        row = self._held([event_id]).get(event_id)
         if row is None:
             raise RedriveRefused(event_id, f"event {event_id!r} does not exist")
-        rowid, flow_id, state, generation, attempts, lifetime, old_reason = row
-        if state != "quarantined":
-            raise RedriveRefused(event_id, f"event {event_id!r} is {state}, not quarantined")
-        if generation != expected_generation:
+        if row.state != "quarantined":
+            raise RedriveRefused(event_id, f"event {event_id!r} is {row.state}, not quarantined")
+        if row.generation != expected_generation:
             raise RedriveRefused(
-                event_id,
-                f"event {event_id!r} is at generation {generation}, not {expected_generation}",
+                event_id, f"event {event_id!r} is at generation {row.generation}, not {expected_generation}"
             )
-        new_generation = generation + 1
+        generation = row.generation + 1
         # A new round: attempts reset, lifetime_attempts kept, the old reason
         # moves to the audit row. The generation moves on, so no holder from
-        # before the quarantine can settle.
-        conn.execute(
+        # before the quarantine can settle. Still the head, in its old
+        # rotation place, claimable now.
+        self.connection.execute(
             "UPDATE event SET state = 'ready', generation = :generation, attempts = 0, "
-            "next_at_ms = :now_ms, reason = NULL WHERE id = :id AND state = 'quarantined'",
-            {"id": rowid, "generation": new_generation, "now_ms": now_ms},
+            "next_at_ms = :now_ms, dispatch_ms = :now_ms, runnable = 1, reason = NULL "
+            "WHERE id = :id AND state = 'quarantined'",
+            {"id": row.id, "generation": generation, "now_ms": now_ms},
         )
-        # The quarantined event is its flow's head; the flow is claimable again now.
-        updated = conn.execute(
-            "UPDATE flow SET due_ms = :now_ms, runnable = 1 WHERE flow_id = :flow_id AND head_id = :id",
-            {"flow_id": flow_id, "id": rowid, "now_ms": now_ms},
-        ).rowcount
-        if updated != 1:
-            raise FairqError(f"event {event_id!r} is quarantined but is not its flow's head")
-        self._audit(event_id, "redrive", reason, actor, new_generation, now_ms,
-                    {"replaced_reason": old_reason, "attempts": attempts, "lifetime_attempts": lifetime})
-        return new_generation
+        self._count("quarantined", "ready")
+        self._append_audit([_audit_row(event_id, "redrive", reason, actor, generation, now_ms,
+                                       {"replaced_reason": row.reason, "attempts": row.attempts,
+                                        "lifetime_attempts": row.lifetime_attempts})])
+        return generation
 
     # -- configuration ---------------------------------------------------------
 
     def set_weight(self, name: str, weight: int) -> None:
         """Set a flow's weight, creating the flow if it has never been seen."""
-        # The rotation place of a new flow is set when its first event arrives.
         self.connection.execute(
-            "INSERT INTO flow (name, weight, pass, turn) VALUES (:name, :weight, 0, 0) "
+            "INSERT INTO flow (name, weight) VALUES (:name, :weight) "
             "ON CONFLICT (name) DO UPDATE SET weight = excluded.weight",
             {"name": name, "weight": weight},
         )
@@ -478,30 +533,31 @@ class QueueTxn:
 
     def _audit(self, event_id: str, action: str, reason: str | None, actor: str | None,
                generation: int | None, now_ms: int, detail: dict[str, Any]) -> None:
+        self._append_audit([_audit_row(event_id, action, reason, actor, generation, now_ms, detail)])
+
+    def _append_audit(self, rows: list[dict[str, Any]]) -> None:
         # Audit rows are appended, never changed.
-        self.connection.execute(
+        self.connection.executemany(
             "INSERT INTO audit (event_id, action, reason, actor, generation, at_ms, detail) "
             "VALUES (:event_id, :action, :reason, :actor, :generation, :at_ms, :detail)",
-            {"event_id": event_id, "action": action, "reason": reason, "actor": actor,
-             "generation": generation, "at_ms": now_ms,
-             "detail": json.dumps(detail, sort_keys=True, separators=(",", ":"))},
+            rows,
         )
 
     # -- reads -------------------------------------------------------------------
 
     def get(self, event_id: str) -> EventInfo | None:
         row = self.connection.execute(
-            _SELECT_EVENT + "WHERE e.event_id = :event_id",
-            {"event_id": event_id},
+            _SELECT_EVENT + "WHERE e.event_id = :event_id", {"event_id": event_id}
         ).fetchone()
         return None if row is None else _event_info(row)
 
     def events(self, *, state: str | None, flow: str | None, limit: int) -> list[EventInfo]:
         params = {"state": state, "flow": flow, "limit": limit}
         if flow is not None:
-            # One flow, in seq order, through the (flow_id, seq) index.
+            # One flow, in seq order, through its (flow_id, seq) index.
             sql = _SELECT_EVENT + (
-                "WHERE f.name = :flow AND (:state IS NULL OR e.state = :state) ORDER BY e.seq LIMIT :limit"
+                "WHERE e.flow_id = (SELECT flow_id FROM flow WHERE name = :flow) "
+                "AND (:state IS NULL OR e.state = :state) ORDER BY e.seq LIMIT :limit"
             )
         elif state == "quarantined":
             # The dead-letter list, through its partial index.
@@ -516,34 +572,67 @@ class QueueTxn:
             "WHERE :event_id IS NULL OR event_id = :event_id ORDER BY id LIMIT coalesce(:limit, -1)",
             {"event_id": event_id, "limit": limit},
         )
-        return [
-            AuditEntry(r[0], r[1], r[2], r[3], r[4], r[5] / 1000, json.loads(r[6])) for r in rows
-        ]
+        return [AuditEntry(r[0], r[1], r[2], r[3], r[4], r[5] / 1000, json.loads(r[6])) for r in rows]
 
     def stats(self, now_ms: int) -> Stats:
         conn = self.connection
-        counts = {s.value: 0 for s in State}
-        counts.update(conn.execute("SELECT state, n FROM tally"))
-        flows = conn.execute("SELECT count(*) FROM flow WHERE head_id IS NOT NULL").fetchone()[0]
+        counts = dict(zip(
+            (s.value for s in State),
+            conn.execute("SELECT ready_n, inflight_n, acked_n, quarantined_n FROM clock WHERE id = 1").fetchone(),
+        ))
+        # Every flow with unacked events has exactly one head: count them in
+        # the two dispatch indexes, plus the quarantined heads.
+        heads = conn.execute(
+            "SELECT (SELECT count(*) FROM event WHERE runnable = 1) "
+            "+ (SELECT count(*) FROM event WHERE runnable = 0 AND dispatch_ms IS NOT NULL)"
+        ).fetchone()[0]
         oldest = conn.execute(
-            "SELECT min(f.due_ms) FROM flow AS f JOIN event AS e ON e.id = f.head_id "
-            "WHERE f.due_ms <= :now_ms AND e.state = 'ready'",
+            "SELECT min(dispatch_ms) FROM event WHERE dispatch_ms <= :now_ms AND state = 'ready'",
             {"now_ms": now_ms},
         ).fetchone()[0]
         age = 0.0 if oldest is None else max(0, now_ms - oldest) / 1000
-        return Stats(counts=counts, flows=flows, oldest_ready_age=age, now=now_ms / 1000)
+        return Stats(counts=counts, flows=heads + counts["quarantined"], oldest_ready_age=age,
+                     now=now_ms / 1000)
+
+
+def _fence(row: _Held | None, event_id: str, generation: int, now_ms: int) -> StaleLease | LeaseExpired | None:
+    """Why this lease may not act now, or None if it may.
+
+    The generation is checked before the time, so a holder whose event was
+    claimed again hears StaleLease even if its own lease also ran out.
+    """
+    if row is None:
+        return StaleLease(event_id, generation, f"event {event_id!r} does not exist")
+    if row.generation != generation:
+        return StaleLease(event_id, generation,
+                          f"event {event_id!r} is at generation {row.generation}, this lease holds {generation}")
+    if row.state != "inflight":
+        return StaleLease(event_id, generation, f"event {event_id!r} is {row.state}, not inflight")
+    assert row.lease_until_ms is not None
+    if now_ms >= row.lease_until_ms:
+        return LeaseExpired(event_id, generation,
+                            f"lease on {event_id!r} (generation {generation}) ended at "
+                            f"{row.lease_until_ms / 1000}, now is {now_ms / 1000}")
+    return None
+
+
+def _audit_row(event_id: str, action: str, reason: str | None, actor: str | None,
+               generation: int | None, now_ms: int, detail: dict[str, Any]) -> dict[str, Any]:
+    return {"event_id": event_id, "action": action, "reason": reason, "actor": actor,
+            "generation": generation, "at_ms": now_ms,
+            "detail": json.dumps(detail, sort_keys=True, separators=(",", ":"))}
 
 
 _SELECT_EVENT = (
     "SELECT e.event_id, f.name, e.seq, e.body, e.state, e.generation, e.attempts, "
     "e.lifetime_attempts, e.next_at_ms, e.lease_until_ms, e.owner, e.reason, "
     "e.created_ms, e.due_ms, e.first_claim_ms, e.settled_ms "
-    "FROM event AS e JOIN flow AS f ON f.flow_id = e.flow_id "
+    "FROM event AS e LEFT JOIN flow AS f ON f.flow_id = e.flow_id "
 )
 
 
-def _repeat(item: NewEvent, stored_flow: str | None, seq: int, stored_body: str) -> Enqueued:
-    """An enqueue of a stored id: identical -> created=False, different -> Conflict."""
+def _check_repeat(item: NewEvent, stored_flow: str | None, stored_body: str) -> None:
+    """An enqueue of a known id must match it exactly, or nothing is written."""
     if stored_flow != item.flow:
         raise Conflict(
             item.event_id, "flow",
@@ -551,7 +640,11 @@ def _repeat(item: NewEvent, stored_flow: str | None, seq: int, stored_body: str)
         )
     if stored_body != item.body:
         raise Conflict(item.event_id, "body")
-    return Enqueued(item.event_id, item.flow, seq, False)
+
+
+def _seq_of(done: list[Enqueued], event_id: str) -> int:
+    """The seq an earlier item of this batch got for the same id."""
+    return next(e.seq for e in done if e.event_id == event_id)
 
 
 def _event_info(row: Sequence[Any]) -> EventInfo:
@@ -561,4 +654,3 @@ def _event_info(row: Sequence[Any]) -> EventInfo:
         lease_until=from_ms(row[9]), owner=row[10], reason=row[11], created_at=row[12] / 1000,
         due_at=row[13] / 1000, first_claimed_at=from_ms(row[14]), settled_at=from_ms(row[15]),
     )
-

@@ -1,96 +1,94 @@
 -- fairq queue schema: the one DDL source for a fresh database.
--- A database created from this file must equal one built by applying every
--- step in migrations/ in order (tests/test_schema.py checks it).
--- Times are integer milliseconds of the queue's own clock (see table clock).
+-- Times are integer milliseconds of the queue's own clock (table clock).
+--
+-- Dispatch lives on the events themselves: a flow's head carries the flow's
+-- rotation position (pass, turn) and the time it can next be claimed
+-- (dispatch_ms). Two partial indexes hold only heads, so a claim reads one
+-- index entry however many events wait behind heads or however many flows are
+-- blocked; events that are not heads are in neither index.
 
--- The queue's singleton bookkeeping row: its clock and its rotation counters.
+-- The queue's singleton row: its clock, its rotation counters and the number
+-- of events in each state. Every write transaction updates it once, at the
+-- end, with the transitions it made, so stats never counts rows.
 CREATE TABLE clock (
-    id      INTEGER PRIMARY KEY CHECK (id = 1),
-    now_ms  INTEGER NOT NULL,              -- highest time any write has used; never goes back
-    vtime   INTEGER NOT NULL CHECK (vtime >= 0),   -- rotation position of the latest claim
-    tail    INTEGER NOT NULL CHECK (tail >= vtime), -- highest position handed out; new flows join here
-    turn    INTEGER NOT NULL CHECK (turn >= 0)      -- counter that orders equal positions, first come first served
+    id             INTEGER PRIMARY KEY CHECK (id = 1),
+    now_ms         INTEGER NOT NULL,                -- highest time any write has used; never goes back
+    vtime          INTEGER NOT NULL CHECK (vtime >= 0),     -- rotation position of the latest claim
+    tail           INTEGER NOT NULL CHECK (tail >= vtime),  -- highest position handed out; flows join here
+    turn           INTEGER NOT NULL CHECK (turn >= 0),      -- orders equal positions: first come, first served
+    ready_n        INTEGER NOT NULL CHECK (ready_n >= 0),
+    inflight_n     INTEGER NOT NULL CHECK (inflight_n >= 0),
+    acked_n        INTEGER NOT NULL CHECK (acked_n >= 0),
+    quarantined_n  INTEGER NOT NULL CHECK (quarantined_n >= 0)
 ) STRICT;
-INSERT INTO clock (id, now_ms, vtime, tail, turn) VALUES (1, 0, 0, 0, 0);
+INSERT INTO clock VALUES (1, 0, 0, 0, 0, 0, 0, 0, 0);
 
--- An ordered lane. Only its head (lowest unacked seq) is ever claimable.
--- head_id, due_ms and runnable are kept incrementally by every verb so a
--- claim reads one index entry instead of scanning events or blocked flows.
+-- A named ordered lane. Events with flow=None have no row here: each is a
+-- flow of its own.
 CREATE TABLE flow (
     flow_id   INTEGER PRIMARY KEY,
-    name      TEXT UNIQUE,                  -- NULL: the private flow of one unordered event
-    weight    INTEGER NOT NULL DEFAULT 1 CHECK (weight BETWEEN 1 AND 1000),
-    next_seq  INTEGER NOT NULL DEFAULT 1 CHECK (next_seq >= 1),  -- seq the next event gets
-    head_id   INTEGER,                      -- event.id of the head; NULL when every event is acked
-                                            -- (no foreign key: kept by the store, checked by the tests)
-    due_ms    INTEGER,                      -- when the head becomes claimable (next_at, or lease_until
-                                            -- while inflight); NULL when no head or head quarantined
-    runnable  INTEGER NOT NULL DEFAULT 0 CHECK (runnable IN (0, 1)),  -- 1: due_ms <= clock, in the rotation index
-    pass      INTEGER NOT NULL CHECK (pass >= 0),  -- rotation position: claims go to the lowest
-    turn      INTEGER NOT NULL CHECK (turn >= 0),  -- tie-break: who reached this position first
-    CHECK (head_id IS NOT NULL OR due_ms IS NULL),
-    CHECK (runnable = 0 OR due_ms IS NOT NULL)
+    name      TEXT NOT NULL UNIQUE,
+    weight    INTEGER NOT NULL DEFAULT 1 CHECK (weight BETWEEN 1 AND 1000),  -- claims per rotation round
+    next_seq  INTEGER NOT NULL DEFAULT 1 CHECK (next_seq >= 1)               -- seq the next event gets
 ) STRICT;
--- Flows whose head is waiting for a time (backoff, delay, live lease): promoted
--- to runnable when due. Quarantined and empty flows are in neither index.
-CREATE INDEX flow_waiting ON flow (due_ms) WHERE runnable = 0 AND due_ms IS NOT NULL;
--- Flows whose head is claimable now, in rotation order.
-CREATE INDEX flow_rotation ON flow (pass, turn) WHERE runnable = 1;
 
 -- One unit of work. event_id, flow_id, seq and body never change.
 CREATE TABLE event (
     id                INTEGER PRIMARY KEY,
     event_id          TEXT NOT NULL UNIQUE,
-    flow_id           INTEGER NOT NULL REFERENCES flow (flow_id),
-    seq               INTEGER NOT NULL CHECK (seq >= 1),     -- position in its flow, from 1, no gaps
-    body              TEXT NOT NULL,                         -- canonical JSON
-    state             TEXT NOT NULL DEFAULT 'ready'
-                      CHECK (state IN ('ready', 'inflight', 'acked', 'quarantined')),
+    flow_id           INTEGER REFERENCES flow (flow_id),  -- NULL: unordered, a flow of its own
+    seq               INTEGER NOT NULL CHECK (seq >= 1),  -- position in its flow, from 1, no gaps
+    body              TEXT NOT NULL,                      -- canonical JSON
+    -- CHECKs here are written as OR chains, not IN lists: an IN list builds a
+    -- temporary table on every row write, which costs more than the write.
+    state             TEXT NOT NULL
+                      CHECK (state = 'ready' OR state = 'inflight' OR state = 'acked' OR state = 'quarantined'),
     generation        INTEGER NOT NULL DEFAULT 0 CHECK (generation >= 0),  -- fence: +1 per claim and redrive
     attempts          INTEGER NOT NULL DEFAULT 0 CHECK (attempts >= 0),    -- claims in this round
     lifetime_attempts INTEGER NOT NULL DEFAULT 0 CHECK (lifetime_attempts >= attempts),  -- never reset
     created_ms        INTEGER NOT NULL,
-    next_at_ms        INTEGER,          -- ready: claimable from here (delay, backoff); else NULL
-    lease_until_ms    INTEGER,          -- inflight: the lease ends here; else NULL
-    owner             TEXT,             -- who holds (or last held) the lease
-    reason            TEXT,             -- why it last retried or was quarantined
-    due_ms            INTEGER NOT NULL, -- when it first became claimable (enqueue time + delay)
-    first_claim_ms    INTEGER,          -- when it was first claimed; claim lag = first_claim_ms - due_ms
-    settled_ms        INTEGER,          -- when it was acked
-    UNIQUE (flow_id, seq),
+    due_ms            INTEGER NOT NULL,  -- when it first became claimable (enqueue time + delay)
+    next_at_ms        INTEGER,           -- ready: claimable from here (delay, backoff); else NULL
+    lease_until_ms    INTEGER,           -- inflight: the lease ends here; else NULL
+    owner             TEXT,              -- who holds (or last held) the lease
+    reason            TEXT,              -- why it last retried or was quarantined
+    first_claim_ms    INTEGER,           -- claim lag = first_claim_ms - due_ms
+    settled_ms        INTEGER,           -- when it was acked
+    -- Dispatch, set on heads only (the lowest unacked seq of a flow):
+    pass              INTEGER,           -- the flow's rotation position: claims go to the lowest
+    turn              INTEGER,           -- tie-break: who reached this position first
+    dispatch_ms       INTEGER,           -- when this head can next be claimed; NULL if quarantined
+    runnable          INTEGER NOT NULL DEFAULT 0 CHECK (runnable = 0 OR runnable = 1),  -- 1: in the rotation index
+    CHECK (flow_id IS NOT NULL OR seq = 1),
     CHECK ((state = 'inflight') = (lease_until_ms IS NOT NULL)),
     CHECK ((state = 'ready') = (next_at_ms IS NOT NULL)),
+    CHECK ((state = 'acked') = (settled_ms IS NOT NULL)),
     CHECK (state != 'inflight' OR generation >= 1),
-    CHECK ((state = 'acked') = (settled_ms IS NOT NULL))
+    CHECK ((pass IS NULL) = (turn IS NULL)),
+    CHECK (pass IS NOT NULL OR state = 'ready' OR state = 'acked'),  -- only heads are leased or quarantined
+    CHECK (state != 'acked' OR pass IS NULL),
+    -- A head's dispatch time is its next_at while ready, its lease_until while inflight.
+    CHECK ((dispatch_ms IS NOT NULL) = (pass IS NOT NULL AND state != 'quarantined')),
+    CHECK (dispatch_ms IS NULL OR dispatch_ms = coalesce(next_at_ms, lease_until_ms)),
+    CHECK (runnable = 0 OR dispatch_ms IS NOT NULL)
 ) STRICT;
+-- Seqs of a named flow are unique; the next head is found by (flow_id, seq + 1).
+CREATE UNIQUE INDEX event_flow_seq ON event (flow_id, seq) WHERE flow_id IS NOT NULL;
+-- Heads waiting for a time (delay, backoff, a live lease), by that time; a
+-- claim promotes the ones that are due into the rotation index.
+CREATE INDEX event_waiting ON event (dispatch_ms) WHERE runnable = 0 AND dispatch_ms IS NOT NULL;
+-- Heads claimable now, in rotation order.
+CREATE INDEX event_rotation ON event (pass, turn) WHERE runnable = 1;
 -- The dead-letter view: quarantined events are few, and operators list them.
 CREATE INDEX event_quarantined ON event (id) WHERE state = 'quarantined';
 
--- How many events are in each state, kept exact by the triggers below so
--- stats() never counts rows.
-CREATE TABLE tally (
-    state  TEXT PRIMARY KEY CHECK (state IN ('ready', 'inflight', 'acked', 'quarantined')),
-    n      INTEGER NOT NULL CHECK (n >= 0)
-) STRICT, WITHOUT ROWID;
-INSERT INTO tally (state, n) VALUES ('ready', 0), ('inflight', 0), ('acked', 0), ('quarantined', 0);
-
-CREATE TRIGGER tally_insert AFTER INSERT ON event BEGIN
-    UPDATE tally SET n = n + 1 WHERE state = new.state;
-END;
-CREATE TRIGGER tally_update AFTER UPDATE OF state ON event WHEN old.state != new.state BEGIN
-    UPDATE tally SET n = n - 1 WHERE state = old.state;
-    UPDATE tally SET n = n + 1 WHERE state = new.state;
-END;
-CREATE TRIGGER tally_delete AFTER DELETE ON event BEGIN
-    UPDATE tally SET n = n - 1 WHERE state = old.state;
-END;
-
 -- Decisions that explain an event's history: retries, quarantines, expired
--- leases, redrives. Rows are only ever appended.
+-- leases, redrives, misfired schedule slots. Rows are only ever appended.
 CREATE TABLE audit (
     id          INTEGER PRIMARY KEY,
     event_id    TEXT NOT NULL,          -- not a foreign key: a misfired slot has no event
-    action      TEXT NOT NULL CHECK (action IN ('retry', 'quarantine', 'expired', 'redrive', 'misfire')),
+    action      TEXT NOT NULL CHECK (action = 'retry' OR action = 'quarantine' OR action = 'expired'
+                                     OR action = 'redrive' OR action = 'misfire'),
     reason      TEXT,
     actor       TEXT,                   -- who decided (redrive), or the lease owner
     generation  INTEGER,                -- the event's generation after the decision

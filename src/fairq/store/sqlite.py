@@ -14,7 +14,7 @@ import importlib.resources
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from .. import _crash
@@ -36,6 +36,14 @@ def check_sqlite_version(found: tuple[int, int, int] = sqlite3.sqlite_version_in
         raise SchemaError(f"fairq needs SQLite >= {need} (STRICT tables); this Python has SQLite {have}")
 
 
+def check_json_functions(conn: sqlite3.Connection) -> None:
+    """Refuse an SQLite built without its JSON functions (batches pass id lists as JSON)."""
+    try:
+        conn.execute("SELECT count(*) FROM json_each('[1]')").fetchone()
+    except sqlite3.OperationalError as exc:
+        raise SchemaError(f"fairq needs SQLite's JSON functions (json_each); this SQLite has none: {exc}") from exc
+
+
 def is_busy(exc: BaseException) -> bool:
     """Does this sqlite3 error mean a lock wait ran out?"""
     code = getattr(exc, "sqlite_errorcode", None)
@@ -45,14 +53,19 @@ def is_busy(exc: BaseException) -> bool:
     return "database is locked" in text or "database table is locked" in text
 
 
+def raise_busy_as_busy(exc: BaseException) -> None:
+    """If `exc` is a lock timeout, raise fairq.Busy from it; otherwise return."""
+    if isinstance(exc, sqlite3.OperationalError) and is_busy(exc):
+        raise Busy(f"database is locked: {exc}") from exc
+
+
 @contextlib.contextmanager
 def translate_busy() -> Iterator[None]:
     """Turn a lock timeout into fairq.Busy; every other error passes through as it is."""
     try:
         yield
     except sqlite3.OperationalError as exc:
-        if is_busy(exc):
-            raise Busy(f"database is locked: {exc}") from exc
+        raise_busy_as_busy(exc)
         raise
 
 
@@ -103,6 +116,60 @@ def _enable_wal(conn: sqlite3.Connection, timeout: float) -> str:
         pause = min(pause * 2, 0.05)
 
 
+class Transaction:
+    """``with db.write(name) as conn:`` -- one BEGIN IMMEDIATE transaction.
+
+    Commits when the block ends (after `before_commit`, if given); rolls back
+    on any exception, including a failing COMMIT, and re-raises it. Holds the
+    database's thread lock for its whole life.
+    """
+
+    __slots__ = ("_db", "_name", "before_commit")
+
+    def __init__(self, db: Database, name: str, before_commit: Callable[[], None] | None) -> None:
+        self._db = db
+        self._name = name
+        self.before_commit = before_commit
+
+    def __enter__(self) -> sqlite3.Connection:
+        db = self._db
+        db.lock.acquire()
+        try:
+            db.conn.execute("BEGIN IMMEDIATE")
+        except BaseException as exc:
+            db.lock.release()
+            raise_busy_as_busy(exc)
+            raise
+        return db.conn
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: Any) -> None:
+        conn = self._db.conn
+        try:
+            if exc is None:
+                try:
+                    if self.before_commit is not None:
+                        self.before_commit()
+                    if not conn.in_transaction:
+                        raise FairqError(
+                            f"{self._name}: the transaction was ended inside the call; nothing is certain"
+                        )
+                    _crash.point(self._name, "before_commit")
+                    conn.execute("COMMIT")
+                except BaseException as failure:
+                    if conn.in_transaction:
+                        conn.execute("ROLLBACK")
+                    raise_busy_as_busy(failure)
+                    raise
+            elif conn.in_transaction:
+                conn.execute("ROLLBACK")
+        finally:
+            self._db.lock.release()
+        if exc is None:
+            _crash.point(self._name, "after_commit")
+        else:
+            raise_busy_as_busy(exc)
+
+
 class Database:
     """A connection opened with fairq's pragmas; safe to share between threads.
 
@@ -133,33 +200,20 @@ class Database:
         except BaseException:
             self.conn.close()
             raise
-        self.journal_mode = str(mode).lower()
+        self.journal_mode = mode
+        try:
+            check_json_functions(self.conn)
+        except BaseException:
+            self.conn.close()
+            raise
 
     def close(self) -> None:
         with self.lock:
             self.conn.close()
 
-    @contextlib.contextmanager
-    def write(self, name: str) -> Iterator[sqlite3.Connection]:
-        """One BEGIN IMMEDIATE transaction named for its crash points.
-
-        Commits when the block ends; rolls back on any exception, including a
-        failing COMMIT, and re-raises it.
-        """
-        conn = self.conn
-        with self.lock, translate_busy():
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                yield conn
-                if not conn.in_transaction:
-                    raise FairqError(f"{name}: the transaction was ended inside the call; nothing is certain")
-                _crash.point(f"{name}.before_commit")
-                conn.execute("COMMIT")
-            except BaseException:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                raise
-        _crash.point(f"{name}.after_commit")
+    def write(self, name: str, before_commit: Callable[[], None] | None = None) -> Transaction:
+        """One BEGIN IMMEDIATE transaction, named for its crash points."""
+        return Transaction(self, name, before_commit)
 
     @contextlib.contextmanager
     def read(self) -> Iterator[sqlite3.Connection]:
