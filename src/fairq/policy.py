@@ -6,6 +6,7 @@ tested and replayed exactly.
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import math
 from dataclasses import dataclass
@@ -23,6 +24,9 @@ __all__ = [
     "MAX_WEIGHT",
     "to_ms",
     "from_ms",
+    "CLAIM_LAG_BOUNDS_MS",
+    "lag_bucket",
+    "lag_quantile",
 ]
 
 #: A weight-1 flow moves this far along the rotation per claim; a weight-w flow
@@ -35,6 +39,31 @@ MAX_WEIGHT = 1000
 def stride(weight: int) -> int:
     """How far one claim moves a flow of this weight along the rotation."""
     return STRIDE_UNIT // weight
+
+
+#: Upper bounds (ms) of the claim-lag histogram buckets; a last bucket holds
+#: everything slower. Chosen to answer SLOs like "99% claimed within 10 s".
+CLAIM_LAG_BOUNDS_MS = (5, 10, 25, 50, 100, 250, 500, 1_000, 2_500, 5_000, 10_000, 30_000,
+                       60_000, 300_000, 900_000, 3_600_000)
+
+
+def lag_bucket(lag_ms: int) -> int:
+    """The histogram bucket a claim lag falls in (len(bounds) for the unbounded one)."""
+    return bisect.bisect_left(CLAIM_LAG_BOUNDS_MS, lag_ms)
+
+
+def lag_quantile(counts: list[int], q: float) -> float | None:
+    """The upper bound (seconds) of the bucket holding quantile q; inf past the last bound."""
+    total = sum(counts)
+    if total == 0:
+        return None
+    rank = q * total
+    seen = 0
+    for i, n in enumerate(counts):
+        seen += n
+        if seen >= rank and n:
+            return CLAIM_LAG_BOUNDS_MS[i] / 1000 if i < len(CLAIM_LAG_BOUNDS_MS) else math.inf
+    return math.inf
 
 
 def to_ms(seconds: float) -> int:

@@ -339,15 +339,17 @@ class Queue:
         with self._store.reading() as tx:
             return tx.audit(event_id, limit=limit)
 
-    def stats(self, *, now: float | None = None) -> Stats:
-        """Counts by state (zeros included), active flows, oldest ready age.
+    def stats(self, *, now: float | None = None, top: int = 10) -> Stats:
+        """Counts by state (zeros included), flows, oldest ready age, totals,
+        claim lag median/p99 and the `top` named flows by backlog.
 
         A read: uses `now` (or the wall clock) for ages but never moves the
         stored clock.
         """
         now_ms = self._requested(now)[0]
+        top = v.count(top, "top", low=0, high=10_000)
         with self._store.reading() as tx:
-            return tx.stats(now_ms)
+            return tx.stats(now_ms, top=top)
 
 
 def _lease_key(lease: Any, field: str) -> tuple[str, int]:

@@ -136,17 +136,30 @@ class AuditEntry:
 class Stats:
     """A snapshot of the queue.
 
-    counts: every State value as a key, zeros included. flows: flows with an
-    unacked event (a quarantined head blocks its flow, so
-    counts["quarantined"] is also the number of blocked flows).
+    counts: events in each state, every State value a key, zeros included.
+    flows: flows with an unacked event (a quarantined head blocks its flow,
+    so counts["quarantined"] is also the number of blocked flows).
     oldest_ready_age: seconds the longest-waiting claimable head has been
-    claimable (0.0 when none). now: the time the snapshot was taken at.
+    claimable (0.0 when none). totals: what happened since the file was
+    created: enqueued, claimed, expired (claims that found a dead holder's
+    lease), acked, retried, quarantined, redriven. claim_lag_median and
+    claim_lag_p99: seconds from an event's due time to its first claim, as the
+    upper bound of the histogram bucket holding that quantile (None before
+    any claim). claim_lag_buckets: (upper bound in seconds, count) per bucket,
+    the last bound infinite. top_flows: (flow, unacked events) for the
+    named flows with the largest backlog, largest first. now: when the
+    snapshot was taken.
     """
 
     counts: dict[str, int]
     flows: int
     oldest_ready_age: float
     now: float
+    totals: dict[str, int] = field(default_factory=dict)
+    claim_lag_median: float | None = None
+    claim_lag_p99: float | None = None
+    claim_lag_buckets: tuple[tuple[float, int], ...] = ()
+    top_flows: tuple[tuple[str, int], ...] = ()
 
 
 class Receipt(str, Enum):

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import sqlite3
 from collections import Counter
 from collections.abc import Iterator, Sequence
@@ -64,6 +65,10 @@ class _Clock:
     vtime: int
     tail: int
     turn: int
+    claim_lag: str  # JSON array of bucket counts, parsed only when a first claim adds to it
+
+
+TOTALS = ("enqueued", "claimed", "expired", "acked", "retried", "quarantined", "redriven")
 
 
 class QueueStore:
@@ -132,7 +137,9 @@ class QueueTxn:
         self._transaction = db.write(name, before_commit=self._flush)
         self.connection: sqlite3.Connection = db.conn
         self._clock: _Clock | None = None
-        self._moved = Counter()  # state -> change in its event count
+        self._moved: Counter[str] = Counter()  # state -> change in its event count
+        self._totals: Counter[str] = Counter()  # TOTALS name -> how many more happened
+        self._lags: list[int] | None = None  # claim lag bucket counts, once a first claim changes them
         self._dirty = False
 
     def __enter__(self) -> QueueTxn:
@@ -147,7 +154,7 @@ class QueueTxn:
     def _load_clock(self) -> _Clock:
         if self._clock is None:
             row = self.connection.execute(
-                "SELECT now_ms, vtime, tail, turn FROM clock WHERE id = 1"
+                "SELECT now_ms, vtime, tail, turn, claim_lag FROM clock WHERE id = 1"
             ).fetchone()
             self._clock = _Clock(*row)
         return self._clock
@@ -176,20 +183,42 @@ class QueueTxn:
             self._moved[after] += n
             self._dirty = True
 
+    def _happened(self, total: str, n: int = 1) -> None:
+        """Add n to one of the TOTALS counters."""
+        self._totals[total] += n
+        self._dirty = True
+
+    def _claim_lag(self, lag_ms: int) -> None:
+        """Add an event's first-claim lag to the histogram."""
+        if self._lags is None:
+            stored = json.loads(self._load_clock().claim_lag)
+            self._lags = stored + [0] * (len(policy.CLAIM_LAG_BOUNDS_MS) + 1 - len(stored))
+        self._lags[policy.lag_bucket(lag_ms)] += 1
+        self._dirty = True
+
     def _flush(self) -> None:
         """Write the clock row once, before COMMIT, if this call changed it."""
         if not self._dirty:
             return
         clock = self._load_clock()
-        moved = self._moved
-        # The clock and rotation counters only move forward (CHECK keeps
-        # tail >= vtime); the counts follow the transitions made above.
+        moved, totals = self._moved, self._totals
+        # The clock, rotation counters and totals only move forward (CHECK
+        # keeps tail >= vtime); the state counts follow the transitions made.
         self.connection.execute(
             "UPDATE clock SET now_ms = :now_ms, vtime = :vtime, tail = :tail, turn = :turn, "
             "ready_n = ready_n + :ready, inflight_n = inflight_n + :inflight, "
-            "acked_n = acked_n + :acked, quarantined_n = quarantined_n + :quarantined WHERE id = 1",
-            {**vars(clock), "ready": moved["ready"], "inflight": moved["inflight"],
-             "acked": moved["acked"], "quarantined": moved["quarantined"]},
+            "acked_n = acked_n + :acked, quarantined_n = quarantined_n + :quarantined, "
+            "enqueued_total = enqueued_total + :t_enqueued, claimed_total = claimed_total + :t_claimed, "
+            "expired_total = expired_total + :t_expired, acked_total = acked_total + :t_acked, "
+            "retried_total = retried_total + :t_retried, "
+            "quarantined_total = quarantined_total + :t_quarantined, "
+            "redriven_total = redriven_total + :t_redriven, "
+            "claim_lag = coalesce(:claim_lag, claim_lag) WHERE id = 1",
+            {"now_ms": clock.now_ms, "vtime": clock.vtime, "tail": clock.tail, "turn": clock.turn,
+             "ready": moved["ready"], "inflight": moved["inflight"], "acked": moved["acked"],
+             "quarantined": moved["quarantined"],
+             **{f"t_{name}": totals[name] for name in TOTALS},
+             "claim_lag": None if self._lags is None else json.dumps(self._lags)},
         )
         self._dirty = False
 
@@ -264,6 +293,7 @@ class QueueTxn:
             rows,
         )
         self._count(None, "ready", len(rows))
+        self._happened("enqueued", len(rows))
         return seqs
 
     def _allocate_seqs(self, counts: Counter[str]) -> dict[str, list[Any]]:
@@ -318,7 +348,8 @@ class QueueTxn:
             # Only heads in the rotation index are read, in rotation order.
             rows = conn.execute(
                 "SELECT e.id, e.event_id, f.name, f.weight, e.seq, e.body, e.pass, e.state, "
-                "e.generation, e.attempts, e.lifetime_attempts, e.lease_until_ms, e.owner "
+                "e.generation, e.attempts, e.lifetime_attempts, e.lease_until_ms, e.owner, "
+                "e.due_ms, e.first_claim_ms "
                 "FROM event AS e INDEXED BY event_rotation LEFT JOIN flow AS f ON f.flow_id = e.flow_id "
                 "WHERE e.runnable = 1 ORDER BY e.pass, e.turn LIMIT :limit",
                 {"limit": limit},
@@ -326,8 +357,9 @@ class QueueTxn:
             exhausted = len(rows) < limit  # a short page: nothing else is runnable
             claimed = []
             for (rowid, event_id, name, weight, seq, body, pass_, state, generation,
-                 attempts, lifetime, old_lease_until, old_owner) in rows:
+                 attempts, lifetime, old_lease_until, old_owner, due_ms, first_claim_ms) in rows:
                 if state == "inflight":
+                    self._happened("expired")
                     if attempts >= max_attempts:
                         self._quarantine_spent_lease(rowid, event_id, generation, attempts, lifetime,
                                                      old_lease_until, old_owner, now_ms, max_attempts)
@@ -336,6 +368,9 @@ class QueueTxn:
                                 old_owner, generation, now_ms,
                                 {"lease_until": from_ms(old_lease_until), "attempts": attempts})
                 self._count(state, "inflight")
+                self._happened("claimed")
+                if first_claim_ms is None:
+                    self._claim_lag(now_ms - due_ms)
                 # The turn is taken now, at claim time, not when the work succeeds.
                 start = max(pass_, clock.vtime)
                 new_pass = start + policy.stride(weight or 1)
@@ -366,6 +401,7 @@ class QueueTxn:
         reason = f"lease expired after attempt {attempts} of {max_attempts}; retry budget spent"
         self._quarantine([{"id": rowid, "reason": reason}])
         self._count("inflight", "quarantined")
+        self._happened("quarantined")
         self._audit(event_id, "quarantine", reason, old_owner, generation, now_ms,
                     {"cause": "attempts_exhausted", "attempts": attempts,
                      "lifetime_attempts": lifetime, "lease_until": from_ms(lease_until_ms)})
@@ -431,6 +467,7 @@ class QueueTxn:
                                          {"cause": decision.quarantine_cause, "attempts": row.attempts,
                                           "lifetime_attempts": row.lifetime_attempts}))
             self._count("inflight", decision.state.value)
+            self._happened(_TOTAL_FOR[decision.state])
             row.state = decision.state.value  # a second settle of it in this batch is stale
             out.append(Settled(item.event_id, decision.state, from_ms(decision.next_at_ms), row.attempts))
         conn = self.connection
@@ -514,6 +551,7 @@ class QueueTxn:
             {"id": row.id, "generation": generation, "now_ms": now_ms},
         )
         self._count("quarantined", "ready")
+        self._happened("redriven")
         self._append_audit([_audit_row(event_id, "redrive", reason, actor, generation, now_ms,
                                        {"replaced_reason": row.reason, "attempts": row.attempts,
                                         "lifetime_attempts": row.lifetime_attempts})])
@@ -574,12 +612,17 @@ class QueueTxn:
         )
         return [AuditEntry(r[0], r[1], r[2], r[3], r[4], r[5] / 1000, json.loads(r[6])) for r in rows]
 
-    def stats(self, now_ms: int) -> Stats:
+    def stats(self, now_ms: int, *, top: int) -> Stats:
         conn = self.connection
-        counts = dict(zip(
-            (s.value for s in State),
-            conn.execute("SELECT ready_n, inflight_n, acked_n, quarantined_n FROM clock WHERE id = 1").fetchone(),
-        ))
+        row = conn.execute(
+            "SELECT ready_n, inflight_n, acked_n, quarantined_n, enqueued_total, claimed_total, "
+            "expired_total, acked_total, retried_total, quarantined_total, redriven_total, claim_lag "
+            "FROM clock WHERE id = 1"
+        ).fetchone()
+        counts = dict(zip((s.value for s in State), row[:4]))
+        totals = dict(zip(TOTALS, row[4:11]))
+        lags = json.loads(row[11])
+        lags += [0] * (len(policy.CLAIM_LAG_BOUNDS_MS) + 1 - len(lags))
         # Every flow with unacked events has exactly one head: count them in
         # the two dispatch indexes, plus the quarantined heads.
         heads = conn.execute(
@@ -590,9 +633,25 @@ class QueueTxn:
             "SELECT min(dispatch_ms) FROM event WHERE dispatch_ms <= :now_ms AND state = 'ready'",
             {"now_ms": now_ms},
         ).fetchone()[0]
-        age = 0.0 if oldest is None else max(0, now_ms - oldest) / 1000
-        return Stats(counts=counts, flows=heads + counts["quarantined"], oldest_ready_age=age,
-                     now=now_ms / 1000)
+        # A named flow's backlog runs from its head's seq to its last seq.
+        top_flows = conn.execute(
+            "SELECT f.name, f.next_seq - e.seq AS backlog FROM event AS e JOIN flow AS f "
+            "ON f.flow_id = e.flow_id WHERE e.pass IS NOT NULL ORDER BY backlog DESC, f.name LIMIT :top",
+            {"top": top},
+        ).fetchall()
+        bounds = [b / 1000 for b in policy.CLAIM_LAG_BOUNDS_MS] + [math.inf]
+        return Stats(
+            counts=counts, flows=heads + counts["quarantined"],
+            oldest_ready_age=0.0 if oldest is None else max(0, now_ms - oldest) / 1000,
+            now=now_ms / 1000, totals=totals,
+            claim_lag_median=policy.lag_quantile(lags, 0.5),
+            claim_lag_p99=policy.lag_quantile(lags, 0.99),
+            claim_lag_buckets=tuple(zip(bounds, lags)),
+            top_flows=tuple((name, n) for name, n in top_flows),
+        )
+
+
+_TOTAL_FOR = {State.ACKED: "acked", State.READY: "retried", State.QUARANTINED: "quarantined"}
 
 
 def _fence(row: _Held | None, event_id: str, generation: int, now_ms: int) -> StaleLease | LeaseExpired | None:

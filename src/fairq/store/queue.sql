@@ -11,17 +11,29 @@
 -- of events in each state. Every write transaction updates it once, at the
 -- end, with the transitions it made, so stats never counts rows.
 CREATE TABLE clock (
-    id             INTEGER PRIMARY KEY CHECK (id = 1),
-    now_ms         INTEGER NOT NULL,                -- highest time any write has used; never goes back
-    vtime          INTEGER NOT NULL CHECK (vtime >= 0),     -- rotation position of the latest claim
-    tail           INTEGER NOT NULL CHECK (tail >= vtime),  -- highest position handed out; flows join here
-    turn           INTEGER NOT NULL CHECK (turn >= 0),      -- orders equal positions: first come, first served
-    ready_n        INTEGER NOT NULL CHECK (ready_n >= 0),
-    inflight_n     INTEGER NOT NULL CHECK (inflight_n >= 0),
-    acked_n        INTEGER NOT NULL CHECK (acked_n >= 0),
-    quarantined_n  INTEGER NOT NULL CHECK (quarantined_n >= 0)
+    id                 INTEGER PRIMARY KEY CHECK (id = 1),
+    now_ms             INTEGER NOT NULL,               -- highest time any write has used; never goes back
+    vtime              INTEGER NOT NULL CHECK (vtime >= 0),     -- rotation position of the latest claim
+    tail               INTEGER NOT NULL CHECK (tail >= vtime),  -- highest position handed out; flows join here
+    turn               INTEGER NOT NULL CHECK (turn >= 0),      -- orders equal positions: first come, first served
+    -- How many events are in each state now:
+    ready_n            INTEGER NOT NULL CHECK (ready_n >= 0),
+    inflight_n         INTEGER NOT NULL CHECK (inflight_n >= 0),
+    acked_n            INTEGER NOT NULL CHECK (acked_n >= 0),
+    quarantined_n      INTEGER NOT NULL CHECK (quarantined_n >= 0),
+    -- What has happened since the file was created (counters that only grow):
+    enqueued_total     INTEGER NOT NULL CHECK (enqueued_total >= 0),
+    claimed_total      INTEGER NOT NULL CHECK (claimed_total >= 0),
+    expired_total      INTEGER NOT NULL CHECK (expired_total >= 0),    -- claims that found a dead holder's lease
+    acked_total        INTEGER NOT NULL CHECK (acked_total >= 0),
+    retried_total      INTEGER NOT NULL CHECK (retried_total >= 0),
+    quarantined_total  INTEGER NOT NULL CHECK (quarantined_total >= 0),
+    redriven_total     INTEGER NOT NULL CHECK (redriven_total >= 0),
+    -- Claim lag (first claim - due) histogram: a JSON array of counts, one per
+    -- bucket of fairq.policy.CLAIM_LAG_BOUNDS_MS, the last one unbounded.
+    claim_lag          TEXT NOT NULL
 ) STRICT;
-INSERT INTO clock VALUES (1, 0, 0, 0, 0, 0, 0, 0, 0);
+INSERT INTO clock VALUES (1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, '[]');
 
 -- A named ordered lane. Events with flow=None have no row here: each is a
 -- flow of its own.

@@ -1,0 +1,54 @@
+"""What every subcommand shares: the database path, exit codes, output helpers."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+from typing import Any
+
+from ..errors import FairqError
+from ..queue import Queue
+from ..types import Stats
+
+EXIT_OK = 0
+EXIT_REFUSED = 1
+EXIT_USAGE = 2
+
+
+def database_path(args: argparse.Namespace) -> str:
+    """--db, else $FAIRQ_DB, else ./fairq.db."""
+    return args.db or os.environ.get("FAIRQ_DB") or "fairq.db"
+
+
+def open_existing(args: argparse.Namespace) -> Queue:
+    """The queue at the chosen path; refuses to create one where there is none."""
+    path = database_path(args)
+    if not os.path.exists(path):
+        raise FairqError(f"no fairq database at {path} (set --db or FAIRQ_DB, or run fairq init)")
+    return Queue(path)
+
+
+def stats_json(stats: Stats) -> dict[str, Any]:
+    """A Stats as plain JSON values (the unbounded lag bucket's bound is "+Inf")."""
+    return {
+        "counts": stats.counts,
+        "flows": stats.flows,
+        "oldest_ready_age": stats.oldest_ready_age,
+        "now": stats.now,
+        "totals": stats.totals,
+        "claim_lag_median": _finite(stats.claim_lag_median),
+        "claim_lag_p99": _finite(stats.claim_lag_p99),
+        "claim_lag_buckets": [[_finite(le), n] for le, n in stats.claim_lag_buckets],
+        "top_flows": [list(pair) for pair in stats.top_flows],
+    }
+
+
+def _finite(x: float | None) -> float | str | None:
+    return "+Inf" if x is not None and math.isinf(x) else x
+
+
+def print_json(value: Any) -> None:
+    """One JSON document on stdout, keys sorted, for programs to read."""
+    print(json.dumps(value, sort_keys=True, ensure_ascii=False))
