@@ -40,12 +40,15 @@ from .sqlite import Database
 
 @dataclass(frozen=True)
 class NewEvent:
-    """A validated enqueue request: canonical body text, delay in ms."""
+    """A validated enqueue request: canonical body text, and when it is due:
+    `delay_ms` after the call's time, or at `at_ms` if given (a schedule's
+    slot, which may already have passed)."""
 
     event_id: str
     flow: str | None
     body: str
     delay_ms: int
+    at_ms: int | None = None
 
 
 @dataclass(frozen=True)
@@ -268,7 +271,7 @@ class QueueTxn:
         rows = []
         seqs = {}
         for item in items:
-            next_at = now_ms + item.delay_ms
+            next_at = now_ms + item.delay_ms if item.at_ms is None else item.at_ms
             if item.flow is None:
                 flow_id, seq, head = None, 1, True
             else:
