@@ -73,13 +73,13 @@ class Inbox:
 
     def received(self, flow: str | None = None) -> int:
         """How many deliveries were accepted (in one flow, or in all)."""
-        with self._db.read() as conn:
-            return store.count(conn, v.optional_identifier(flow, "flow"))
+        flow = v.optional_identifier(flow, "flow")
+        return self._db.read(lambda conn: store.count(conn, flow))
 
     def last_seq(self, flow: str) -> int:
         """The highest seq accepted in a flow (0 when none)."""
-        with self._db.read() as conn:
-            return store.last_seq(conn, v.identifier(flow, "flow"))
+        flow = v.identifier(flow, "flow")
+        return self._db.read(lambda conn: store.last_seq(conn, flow))
 
     def close(self) -> None:
         """Close the connection."""

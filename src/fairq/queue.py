@@ -315,8 +315,7 @@ class Queue:
     def get(self, event_id: str) -> EventInfo | None:
         """Everything stored about one event, or None."""
         event_id = v.identifier(event_id, "event_id")
-        with self._store.reading() as tx:
-            return tx.get(event_id)
+        return self._store.read(lambda tx: tx.get(event_id))
 
     def events(self, *, state: State | str | None = None, flow: str | None = None,
                limit: int = 100) -> list[EventInfo]:
@@ -328,16 +327,14 @@ class Queue:
                 raise InvalidInput("state", f"must be one of {[s.value for s in State]}, got {state!r}") from None
         flow = v.optional_identifier(flow, "flow")
         limit = v.count(limit, "limit", low=1, high=1_000_000)
-        with self._store.reading() as tx:
-            return tx.events(state=state, flow=flow, limit=limit)
+        return self._store.read(lambda tx: tx.events(state=state, flow=flow, limit=limit))
 
     def audit(self, event_id: str | None = None, *, limit: int | None = None) -> list[AuditEntry]:
         """Audit rows, oldest first: for one event, or for the whole queue."""
         event_id = v.optional_identifier(event_id, "event_id")
         if limit is not None:
             limit = v.count(limit, "limit", low=1, high=10_000_000)
-        with self._store.reading() as tx:
-            return tx.audit(event_id, limit=limit)
+        return self._store.read(lambda tx: tx.audit(event_id, limit=limit))
 
     def stats(self, *, now: float | None = None, top: int = 10) -> Stats:
         """Counts by state (zeros included), flows, oldest ready age, totals,
@@ -348,8 +345,7 @@ class Queue:
         """
         now_ms = self._requested(now)[0]
         top = v.count(top, "top", low=0, high=10_000)
-        with self._store.reading() as tx:
-            return tx.stats(now_ms, top=top)
+        return self._store.read(lambda tx: tx.stats(now_ms, top=top))
 
 
 def _lease_key(lease: Any, field: str) -> tuple[str, int]:

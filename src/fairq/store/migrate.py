@@ -28,7 +28,7 @@ OWN_TABLES = ("clock", "flow", "event", "audit")
 
 def ensure_schema(db: Database) -> int:
     """Make the file a current fairq queue database; return its version."""
-    app_id, version = _marks(db.conn)
+    app_id, version = db.read(_marks)
     if app_id == APPLICATION_ID and version == LATEST:
         return version
     with db.write("migrate") as conn:
@@ -55,6 +55,7 @@ def ensure_schema(db: Database) -> int:
 
 
 def _marks(conn: sqlite3.Connection) -> tuple[int, int]:
+    """(application_id, user_version) from the file's header."""
     app_id = conn.execute("PRAGMA application_id").fetchone()[0]
     version = conn.execute("PRAGMA user_version").fetchone()[0]
     return app_id, version

@@ -21,14 +21,13 @@ tests/conftest.py recounts the rest after every test):
 
 from __future__ import annotations
 
-import contextlib
 import json
 import math
 import sqlite3
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from .. import policy
 from ..errors import Conflict, LeaseExpired, RedriveRefused, StaleLease
@@ -36,6 +35,9 @@ from ..policy import Backoff, from_ms
 from ..types import AuditEntry, Enqueued, EventInfo, Lease, Outcome, Settled, State, Stats
 from .migrate import ensure_schema
 from .sqlite import Database
+
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -93,13 +95,15 @@ class QueueStore:
         labels its crash points."""
         return QueueTxn(self.db, name)
 
-    @contextlib.contextmanager
-    def reading(self) -> Iterator[QueueTxn]:
-        """A read-only snapshot."""
-        with self.db.read() as conn:
+    def read(self, fn: Callable[[QueueTxn], T]) -> T:
+        """fn(tx) on a read-only snapshot."""
+
+        def run(conn: sqlite3.Connection) -> T:
             tx = QueueTxn(self.db, "read")
             tx.connection = conn
-            yield tx
+            return fn(tx)
+
+        return self.db.read(run)
 
 
 # The columns a settle, extend or redrive needs to judge a lease.

@@ -15,10 +15,12 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, TypeVar
 
 from .. import _crash
 from ..errors import Busy, FairqError, InvalidInput, SchemaError
+
+T = TypeVar("T")
 
 MIN_SQLITE = (3, 37, 0)
 SYNCHRONOUS = {"full": "FULL", "normal": "NORMAL"}
@@ -184,6 +186,9 @@ class Database:
         self.path = path
         self.lock = threading.RLock()
         try:
+            # SQLite's busy handler absorbs lock waits up to busy_timeout. (Shorter
+            # pauses than its 1, 2, 5 ... ms were measured: under contention they
+            # burn CPU and do not raise throughput.)
             self.conn = sqlite3.connect(
                 path, isolation_level=None, timeout=busy_timeout, check_same_thread=False
             )
@@ -215,14 +220,13 @@ class Database:
         """One BEGIN IMMEDIATE transaction, named for its crash points."""
         return Transaction(self, name, before_commit)
 
-    @contextlib.contextmanager
-    def read(self) -> Iterator[sqlite3.Connection]:
-        """A read transaction: every statement inside sees one snapshot."""
+    def read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """fn(conn) in a read transaction: every statement inside sees one snapshot."""
         conn = self.conn
         with self.lock, translate_busy():
             conn.execute("BEGIN")
             try:
-                yield conn
+                return fn(conn)
             finally:
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
