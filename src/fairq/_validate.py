@@ -85,10 +85,14 @@ def count(value: Any, field: str, *, low: int, high: int) -> int:
     return value
 
 
+_OUTCOMES = {o.value: o for o in Outcome}
+
+
 def outcome(value: Any, field: str = "outcome") -> Outcome:
+    """"ack", "retry", "fail" or the Outcome itself (a str-Enum hashes like its value)."""
     try:
-        return Outcome(value)
-    except ValueError:
+        return _OUTCOMES[value]
+    except (KeyError, TypeError):
         raise InvalidInput(field, f"must be one of 'ack', 'retry', 'fail', got {value!r}") from None
 
 
@@ -99,12 +103,42 @@ def body(value: Any, field: str = "body", *, max_bytes: int = DEFAULT_MAX_BODY_B
     infinities, non-str keys, tuples, sets, bytes and other non-JSON types.
     int and float stay distinct (1 and 1.0 are different bodies).
     """
-    _check_json(value, field)
-    text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    if not _plain_json(value, 0):
+        _check_json(value, field)  # raises naming the exact place, or accepts (e.g. a str subclass)
+    text = _CANONICAL.encode(value)
     size = len(_encodable(text, field))
     if size > max_bytes:
         raise InvalidInput(field, f"is {size} bytes of canonical JSON, over the limit of {max_bytes}")
     return text
+
+
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+def _plain_json(value: Any, depth: int) -> bool:
+    """The fast check: only exact JSON types, finite floats, str keys, bounded depth.
+
+    False sends the value through _check_json, which builds paths for its
+    error message; that is too slow to run on every body of a batch.
+    """
+    kind = type(value)
+    if kind is str or kind is int or kind is bool or value is None:
+        return True
+    if kind is float:
+        return math.isfinite(value)
+    if depth >= MAX_DEPTH:
+        return False
+    if kind is dict:
+        for key, item in value.items():
+            if type(key) is not str or not _plain_json(item, depth + 1):
+                return False
+        return True
+    if kind is list:
+        for item in value:
+            if not _plain_json(item, depth + 1):
+                return False
+        return True
+    return False
 
 
 def _check_json(root: Any, field: str) -> None:

@@ -40,6 +40,10 @@ class InvalidInput(FairqError, ValueError):
         self.problem = problem
         super().__init__(f"{field}: {problem}")
 
+    def within(self, container: str) -> InvalidInput:
+        """The same refusal, its field named inside `container` (e.g. "items[3]")."""
+        return InvalidInput(f"{container}.{self.field}", self.problem)
+
 
 class Conflict(FairqError):
     """The event id is already stored with a different flow or body; nothing was written."""

@@ -31,6 +31,10 @@ _ITEM_KEYS = frozenset({"event_id", "body", "flow", "delay"})
 Effect = Callable[[sqlite3.Connection], Any]
 
 
+class _NotAnItem(Exception):
+    """An enqueue_many item that is neither a 2- or 3-tuple nor a mapping."""
+
+
 class Queue:
     """A durable, fair, fenced work queue in one SQLite file.
 
@@ -99,7 +103,7 @@ class Queue:
         Enqueuing an id again with the same flow and body returns
         created=False; with a different flow or body it raises Conflict.
         """
-        item = self._new_event(event_id, body, flow, delay, prefix="")
+        item = self._new_event(event_id, body, flow, delay)
         requested = self._requested(now)
         with self._store.transaction("enqueue") as tx:
             return tx.enqueue_many([item], tx.now(*requested))[0]
@@ -113,7 +117,15 @@ class Queue:
         """
         if isinstance(items, (str, bytes, Mapping)):
             raise InvalidInput("items", "must be an iterable of tuples or dicts")
-        batch = [self._batch_item(i, item) for i, item in enumerate(items)]
+        batch = []
+        for i, item in enumerate(items):
+            try:
+                batch.append(self._batch_item(item))
+            except _NotAnItem:
+                raise InvalidInput(f"items[{i}]", "must be (event_id, body), (event_id, body, flow) "
+                                   "or a dict") from None
+            except InvalidInput as exc:
+                raise exc.within(f"items[{i}]") from None
         if len(batch) > MAX_BATCH:
             raise InvalidInput("items", f"at most {MAX_BATCH} per call, got {len(batch)}")
         requested = self._requested(now)
@@ -122,28 +134,24 @@ class Queue:
         with self._store.transaction("enqueue") as tx:
             return tx.enqueue_many(batch, tx.now(*requested))
 
-    def _batch_item(self, i: int, item: Any) -> NewEvent:
-        prefix = f"items[{i}]."
+    def _batch_item(self, item: Any) -> NewEvent:
+        if type(item) is tuple and 2 <= len(item) <= 3:
+            return self._new_event(item[0], item[1], item[2] if len(item) == 3 else None, 0.0)
         if isinstance(item, Mapping):
             unknown = set(item) - _ITEM_KEYS
             if unknown:
-                raise InvalidInput(f"{prefix}{sorted(unknown)[0]}", "is not a known key")
+                raise InvalidInput(sorted(unknown)[0], "is not a known key")
             if "event_id" not in item or "body" not in item:
-                missing = "event_id" if "event_id" not in item else "body"
-                raise InvalidInput(f"{prefix}{missing}", "is required")
-            return self._new_event(item["event_id"], item["body"], item.get("flow"),
-                                   item.get("delay", 0.0), prefix=prefix)
-        if isinstance(item, tuple) and len(item) in (2, 3):
-            flow = item[2] if len(item) == 3 else None
-            return self._new_event(item[0], item[1], flow, 0.0, prefix=prefix)
-        raise InvalidInput(f"items[{i}]", "must be (event_id, body), (event_id, body, flow) or a dict")
+                raise InvalidInput("event_id" if "event_id" not in item else "body", "is required")
+            return self._new_event(item["event_id"], item["body"], item.get("flow"), item.get("delay", 0.0))
+        raise _NotAnItem
 
-    def _new_event(self, event_id: Any, body: Any, flow: Any, delay: Any, *, prefix: str) -> NewEvent:
+    def _new_event(self, event_id: Any, body: Any, flow: Any, delay: Any) -> NewEvent:
         return NewEvent(
-            event_id=v.identifier(event_id, prefix + "event_id"),
-            flow=v.optional_identifier(flow, prefix + "flow"),
-            body=v.body(body, prefix + "body", max_bytes=self.max_body_bytes),
-            delay_ms=to_ms(v.seconds(delay, prefix + "delay")),
+            v.identifier(event_id, "event_id"),
+            None if flow is None else v.identifier(flow, "flow"),
+            v.body(body, "body", max_bytes=self.max_body_bytes),
+            to_ms(v.seconds(delay, "delay")),
         )
 
     # -- claim -------------------------------------------------------------------
@@ -190,7 +198,7 @@ class Queue:
         everything rolls back and the error propagates. The lease is checked
         again after the effect, which may have taken long.
         """
-        item = self._settle_item(lease, outcome, reason, delay, prefix="")
+        item = self._settle_item(lease, outcome, reason, delay)
         if effect is not None and not callable(effect):
             raise InvalidInput("effect", "must be callable")
         requested = self._requested(now)
@@ -232,8 +240,10 @@ class Queue:
         for i, item in enumerate(items):
             if not isinstance(item, tuple) or len(item) not in (2, 3):
                 raise InvalidInput(f"items[{i}]", "must be (lease, outcome) or (lease, outcome, reason)")
-            reason = item[2] if len(item) == 3 else None
-            batch.append(self._settle_item(item[0], item[1], reason, None, prefix=f"items[{i}]."))
+            try:
+                batch.append(self._settle_item(item[0], item[1], item[2] if len(item) == 3 else None, None))
+            except InvalidInput as exc:
+                raise exc.within(f"items[{i}]") from None
         if len(batch) > MAX_BATCH:
             raise InvalidInput("items", f"at most {MAX_BATCH} per call, got {len(batch)}")
         requested = self._requested(now)
@@ -247,23 +257,20 @@ class Queue:
             _log_settled(result)
         return results
 
-    def _settle_item(self, lease: Any, outcome: Any, reason: Any, delay: Any, *, prefix: str) -> SettleItem:
-        event_id, generation = _lease_key(lease, prefix + "lease")
-        outcome = v.outcome(outcome, prefix + "outcome")
+    def _settle_item(self, lease: Any, outcome: Any, reason: Any, delay: Any) -> SettleItem:
+        event_id, generation = _lease_key(lease, "lease")
+        outcome = v.outcome(outcome)
         if outcome is Outcome.ACK:
             if reason is not None:
-                raise InvalidInput(prefix + "reason", "an ack takes no reason")
+                raise InvalidInput("reason", "an ack takes no reason")
             if delay is not None:
-                raise InvalidInput(prefix + "delay", "an ack takes no delay")
-        elif outcome is Outcome.FAIL and delay is not None:
-            raise InvalidInput(prefix + "delay", "a fail takes no delay")
-        return SettleItem(
-            event_id=event_id,
-            generation=generation,
-            outcome=outcome,
-            reason=v.reason(reason, prefix + "reason", required=outcome is Outcome.FAIL),
-            delay=v.optional_seconds(delay, prefix + "delay"),
-        )
+                raise InvalidInput("delay", "an ack takes no delay")
+            return SettleItem(event_id, generation, outcome, None, None)
+        if outcome is Outcome.FAIL and delay is not None:
+            raise InvalidInput("delay", "a fail takes no delay")
+        return SettleItem(event_id, generation, outcome,
+                          v.reason(reason, "reason", required=outcome is Outcome.FAIL),
+                          v.optional_seconds(delay, "delay"))
 
     def extend(self, lease: Lease, seconds: float | None = None, *, now: float | None = None) -> Lease:
         """Heartbeat: the lease now ends at now + seconds (default lease_seconds). Fenced."""

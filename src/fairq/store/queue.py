@@ -27,7 +27,7 @@ import sqlite3
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 from .. import policy
 from ..errors import Conflict, LeaseExpired, RedriveRefused, StaleLease
@@ -40,8 +40,7 @@ from .sqlite import Database
 T = TypeVar("T")
 
 
-@dataclass(frozen=True)
-class NewEvent:
+class NewEvent(NamedTuple):
     """A validated enqueue request: canonical body text, and when it is due:
     `delay_ms` after the call's time, or at `at_ms` if given (a schedule's
     slot, which may already have passed)."""
@@ -53,8 +52,7 @@ class NewEvent:
     at_ms: int | None = None
 
 
-@dataclass(frozen=True)
-class SettleItem:
+class SettleItem(NamedTuple):
     """A validated settle request for one lease."""
 
     event_id: str
@@ -113,8 +111,7 @@ _FENCE_COLUMNS = (
 )
 
 
-@dataclass
-class _Held:
+class _Held(NamedTuple):
     """An event row as a fence check sees it."""
 
     event_id: str
@@ -184,7 +181,7 @@ class QueueTxn:
 
     def _count(self, before: str | None, after: str, n: int = 1) -> None:
         """Record that n events moved from state `before` (None: new) to `after`."""
-        if before != after:
+        if n and before != after:
             if before is not None:
                 self._moved[before] -= n
             self._moved[after] += n
@@ -192,8 +189,9 @@ class QueueTxn:
 
     def _happened(self, total: str, n: int = 1) -> None:
         """Add n to one of the TOTALS counters."""
-        self._totals[total] += n
-        self._dirty = True
+        if n:
+            self._totals[total] += n
+            self._dirty = True
 
     def _claim_lag(self, lag_ms: int) -> None:
         """Add an event's first-claim lag to the histogram."""
@@ -349,6 +347,8 @@ class QueueTxn:
         clock = self._load_clock()
         leases: list[Lease] = []
         lease_until = now_ms + lease_ms
+        lease_until_s = lease_until / 1000
+        from_ready = 0  # claims of ready heads; the others reclaim an expired lease
         exhausted = False
         while len(leases) < n and not exhausted:
             limit = n - len(leases)
@@ -365,7 +365,9 @@ class QueueTxn:
             claimed = []
             for (rowid, event_id, name, weight, seq, body, pass_, state, generation,
                  attempts, lifetime, old_lease_until, old_owner, due_ms, first_claim_ms) in rows:
-                if state == "inflight":
+                if state == "ready":
+                    from_ready += 1
+                else:
                     self._happened("expired")
                     if attempts >= max_attempts:
                         self._quarantine_spent_lease(rowid, event_id, generation, attempts, lifetime,
@@ -374,19 +376,19 @@ class QueueTxn:
                     self._audit(event_id, "expired", "lease expired before the holder settled",
                                 old_owner, generation, now_ms,
                                 {"lease_until": from_ms(old_lease_until), "attempts": attempts})
-                self._count(state, "inflight")
-                self._happened("claimed")
                 if first_claim_ms is None:
                     self._claim_lag(now_ms - due_ms)
                 # The turn is taken now, at claim time, not when the work succeeds.
-                start = max(pass_, clock.vtime)
+                start = pass_ if pass_ > clock.vtime else clock.vtime
                 new_pass = start + policy.stride(weight or 1)
                 clock.vtime = start
-                clock.tail = max(clock.tail, new_pass)
-                claimed.append({"id": rowid, "pass": new_pass, "turn": self._next_turn(),
+                if new_pass > clock.tail:
+                    clock.tail = new_pass
+                clock.turn += 1
+                claimed.append({"id": rowid, "pass": new_pass, "turn": clock.turn,
                                 "lease_until_ms": lease_until, "owner": owner, "now_ms": now_ms})
                 leases.append(Lease(event_id, name, seq, json.loads(body), generation + 1,
-                                    attempts + 1, lifetime + 1, owner, lease_until / 1000))
+                                    attempts + 1, lifetime + 1, owner, lease_until_s))
             # The claimed head becomes inflight with a new generation, its
             # attempt counted durably before any work starts, and waits in the
             # waiting index until its lease ends or it is settled.
@@ -398,6 +400,8 @@ class QueueTxn:
                 "dispatch_ms = :lease_until_ms, runnable = 0 WHERE id = :id",
                 claimed,
             )
+        self._count("ready", "inflight", from_ready)
+        self._happened("claimed", len(leases))
         return leases
 
     def _quarantine_spent_lease(
@@ -429,7 +433,7 @@ class QueueTxn:
             _FENCE_COLUMNS + "WHERE event_id IN (SELECT value FROM json_each(:ids))",
             {"ids": json.dumps(event_ids)},
         )
-        return {row[0]: _Held(*row) for row in rows}
+        return {row[0]: _Held._make(row) for row in rows}
 
     def check_fence(self, event_id: str, generation: int, now_ms: int) -> None:
         """Raise StaleLease or LeaseExpired unless this lease may settle now."""
@@ -444,24 +448,28 @@ class QueueTxn:
         held = self._held([item.event_id for item in items])
         out: list[Settled | StaleLease | LeaseExpired] = []
         acked, next_heads, retried, quarantined, audits = [], [], [], [], []
+        settled: set[str] = set()  # a second settle of one event in this batch is stale
         for item in items:
             row = held.get(item.event_id)
-            lost = _fence(row, item.event_id, item.generation, now_ms)
+            lost = _fence(row, item.event_id, item.generation, now_ms, item.event_id in settled)
             if lost is not None:
                 out.append(lost)
                 continue
             assert row is not None
+            settled.add(item.event_id)
+            if item.outcome is Outcome.ACK:
+                acked.append({"id": row.id, "now_ms": now_ms})
+                if row.flow_id is not None:
+                    next_heads.append({"flow_id": row.flow_id, "seq": row.seq + 1, "pass": row.pass_,
+                                       "turn": row.turn, "now_ms": now_ms})
+                out.append(Settled(item.event_id, State.ACKED, None, row.attempts))
+                continue
             decision = policy.decide(
                 item.outcome, event_id=item.event_id, generation=row.generation,
                 attempts=row.attempts, max_attempts=max_attempts, now_ms=now_ms,
                 delay=item.delay, backoff=backoff,
             )
-            if decision.state is State.ACKED:
-                acked.append({"id": row.id, "now_ms": now_ms})
-                if row.flow_id is not None:
-                    next_heads.append({"flow_id": row.flow_id, "seq": row.seq + 1, "pass": row.pass_,
-                                       "turn": row.turn, "now_ms": now_ms})
-            elif decision.state is State.READY:
+            if decision.state is State.READY:
                 retried.append({"id": row.id, "next_at_ms": decision.next_at_ms,
                                 "runnable": int(decision.next_at_ms <= now_ms), "reason": item.reason})
                 audits.append(_audit_row(item.event_id, "retry", item.reason, row.owner, row.generation,
@@ -473,10 +481,10 @@ class QueueTxn:
                                          row.generation, now_ms,
                                          {"cause": decision.quarantine_cause, "attempts": row.attempts,
                                           "lifetime_attempts": row.lifetime_attempts}))
-            self._count("inflight", decision.state.value)
-            self._happened(_TOTAL_FOR[decision.state])
-            row.state = decision.state.value  # a second settle of it in this batch is stale
             out.append(Settled(item.event_id, decision.state, from_ms(decision.next_at_ms), row.attempts))
+        for state, rows in ((State.ACKED, acked), (State.READY, retried), (State.QUARANTINED, quarantined)):
+            self._count("inflight", state.value, len(rows))
+            self._happened(_TOTAL_FOR[state], len(rows))
         conn = self.connection
         if acked:
             # Acked is final: the event leaves the dispatch indexes for good.
@@ -661,12 +669,16 @@ class QueueTxn:
 _TOTAL_FOR = {State.ACKED: "acked", State.READY: "retried", State.QUARANTINED: "quarantined"}
 
 
-def _fence(row: _Held | None, event_id: str, generation: int, now_ms: int) -> StaleLease | LeaseExpired | None:
+def _fence(row: _Held | None, event_id: str, generation: int, now_ms: int,
+           settled: bool = False) -> StaleLease | LeaseExpired | None:
     """Why this lease may not act now, or None if it may.
 
     The generation is checked before the time, so a holder whose event was
     claimed again hears StaleLease even if its own lease also ran out.
+    `settled`: the event was already settled earlier in the same batch.
     """
+    if settled:
+        return StaleLease(event_id, generation, f"event {event_id!r} was settled earlier in this batch")
     if row is None:
         return StaleLease(event_id, generation, f"event {event_id!r} does not exist")
     if row.generation != generation:
