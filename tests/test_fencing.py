@@ -111,3 +111,13 @@ def test_settle_many_reports_expired_leases_and_settles_the_rest(q: fairq.Queue)
     results = q.settle_many([(short, "ack"), (long, "ack")], now=2)
     assert isinstance(results[0], fairq.LeaseExpired)
     assert results[1].state is fairq.State.ACKED
+
+
+def test_the_same_lease_twice_in_one_batch_settles_once(q: fairq.Queue) -> None:
+    q.enqueue("x", {}, now=0)
+    lease = q.claim(now=0)
+    first, second = q.settle_many([(lease, "ack"), (lease, "retry", "again")], now=1)
+    assert first.state is fairq.State.ACKED
+    assert isinstance(second, fairq.StaleLease)
+    assert q.get("x").state is fairq.State.ACKED
+    assert q.stats(now=1).totals["retried"] == 0
