@@ -33,12 +33,17 @@ class FairqError(Exception):
 
 
 class InvalidInput(FairqError, ValueError):
-    """An argument is not acceptable; nothing was written."""
+    """An argument is not acceptable; nothing was written.
 
-    def __init__(self, field: str, problem: str) -> None:
+    `line` is set when the input came from a file (Queue.ingest): the
+    1-based line the problem is on.
+    """
+
+    def __init__(self, field: str, problem: str, *, line: int | None = None) -> None:
         self.field = field
         self.problem = problem
-        super().__init__(f"{field}: {problem}")
+        self.line = line
+        super().__init__(f"{_at(line)}{field}: {problem}")
 
     def within(self, container: str) -> InvalidInput:
         """The same refusal, its field named inside `container` (e.g. "items[3]")."""
@@ -46,13 +51,19 @@ class InvalidInput(FairqError, ValueError):
 
 
 class Conflict(FairqError):
-    """The event id is already stored with a different flow or body; nothing was written."""
+    """The event id is already stored with a different flow or body; nothing was written.
 
-    def __init__(self, event_id: str, field: str, message: str | None = None) -> None:
+    `line` is set when the input came from a file (Queue.ingest): the line
+    that conflicts.
+    """
+
+    def __init__(self, event_id: str, field: str, message: str | None = None, *,
+                 line: int | None = None) -> None:
         self.event_id = event_id
         self.field = field
+        self.line = line
         super().__init__(
-            message or f"event {event_id!r} is already stored with a different {field}"
+            _at(line) + (message or f"event {event_id!r} is already stored with a different {field}")
         )
 
 
@@ -99,3 +110,7 @@ class Busy(FairqError):
 
 class SchemaError(FairqError):
     """The file cannot be opened as a fairq database."""
+
+
+def _at(line: int | None) -> str:
+    return "" if line is None else f"line {line}: "

@@ -9,14 +9,15 @@ have taken long). No SQL lives here: fairq.store.queue has all of it.
 from __future__ import annotations
 
 import logging
+import re
 import sqlite3
 import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from . import _crash
+from . import _crash, ingest
 from . import _validate as v
-from .errors import InvalidInput, LeaseLost
+from .errors import Conflict, InvalidInput, LeaseLost
 from .policy import MAX_WEIGHT, Backoff, to_ms
 from .store.queue import NewEvent, QueueStore, SettleItem
 from .types import AuditEntry, Enqueued, EventInfo, Lease, Outcome, Settled, State, Stats
@@ -96,24 +97,30 @@ class Queue:
 
     def enqueue(
         self, event_id: str, body: Any, *, flow: str | None = None, delay: float = 0.0,
-        now: float | None = None,
+        now: float | None = None, conn: sqlite3.Connection | None = None,
     ) -> Enqueued:
         """Add an event at the end of its flow (flow=None: a flow of its own).
 
         Enqueuing an id again with the same flow and body returns
         created=False; with a different flow or body it raises Conflict.
+        conn: the application's own connection to this file, inside a
+        transaction it has begun; the event is written in that transaction
+        and commits (or rolls back) with it -- fairq never commits it.
         """
         item = self._new_event(event_id, body, flow, delay)
         requested = self._requested(now)
-        with self._store.transaction("enqueue") as tx:
+        with self._store.transaction("enqueue", conn) as tx:
             return tx.enqueue_many([item], tx.now(*requested))[0]
 
-    def enqueue_many(self, items: Iterable[Any], *, now: float | None = None) -> list[Enqueued]:
+    def enqueue_many(
+        self, items: Iterable[Any], *, now: float | None = None, conn: sqlite3.Connection | None = None,
+    ) -> list[Enqueued]:
         """Add many events in one transaction: all of them or none.
 
         items: (event_id, body) or (event_id, body, flow) tuples, or dicts with
         keys event_id, body and optionally flow and delay. An id repeated with
         identical content collapses to one event; any conflict refuses all.
+        conn: as for enqueue, the application's open transaction to join.
         """
         if isinstance(items, (str, bytes, Mapping)):
             raise InvalidInput("items", "must be an iterable of tuples or dicts")
@@ -131,8 +138,43 @@ class Queue:
         requested = self._requested(now)
         if not batch:
             return []
-        with self._store.transaction("enqueue") as tx:
+        with self._store.transaction("enqueue", conn) as tx:
             return tx.enqueue_many(batch, tx.now(*requested))
+
+    def ingest(
+        self, source: ingest.Source, *, max_bytes: int = ingest.DEFAULT_MAX_BYTES,
+        max_lines: int = ingest.DEFAULT_MAX_LINES, max_line_bytes: int | None = None,
+        max_body_bytes: int | None = None, id_pattern: str | re.Pattern[str] | None = None,
+        now: float | None = None,
+    ) -> list[Enqueued]:
+        """Enqueue every event of a JSONL file in one transaction: all of them or none.
+
+        source: a path, bytes, or a file opened in binary mode. Each non-blank
+        line is an object with event_id and body, optionally flow and delay
+        (fairq.ingest has the exact rules). The whole file is checked first;
+        a refusal is an InvalidInput or Conflict whose `line` is the line at
+        fault, and nothing is written. Returns one Enqueued per non-blank
+        line, in file order (created=False for repeats, in the file or of
+        stored events). Limits: max_bytes for the file, max_lines non-blank
+        lines, max_line_bytes per line (default: the body limit + 4096),
+        max_body_bytes per canonical body (default and ceiling: the queue's),
+        id_pattern a regular expression every event_id must match.
+        """
+        limits = ingest.Limits.make(
+            max_bytes=max_bytes, max_lines=max_lines, max_line_bytes=max_line_bytes,
+            max_body_bytes=self.max_body_bytes if max_body_bytes is None else max_body_bytes,
+            id_pattern=id_pattern, body_ceiling=self.max_body_bytes,
+        )
+        requested = self._requested(now)
+        events = ingest.read(source, limits, self._batch_item)
+        if not events:
+            return []
+        with self._store.transaction("ingest") as tx:
+            try:
+                return tx.enqueue_many([event for _, event in events], tx.now(*requested))
+            except Conflict as exc:
+                raise Conflict(exc.event_id, exc.field, str(exc),
+                               line=ingest.line_of(events, exc.event_id)) from exc
 
     def _batch_item(self, item: Any) -> NewEvent:
         if type(item) is tuple and 2 <= len(item) <= 3:
@@ -140,7 +182,7 @@ class Queue:
         if isinstance(item, Mapping):
             unknown = set(item) - _ITEM_KEYS
             if unknown:
-                raise InvalidInput(sorted(unknown)[0], "is not a known key")
+                raise InvalidInput(sorted(unknown)[0], "is not a known key (event_id, body, flow, delay)")
             if "event_id" not in item or "body" not in item:
                 raise InvalidInput("event_id" if "event_id" not in item else "body", "is required")
             return self._new_event(item["event_id"], item["body"], item.get("flow"), item.get("delay", 0.0))

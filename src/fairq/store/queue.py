@@ -34,7 +34,7 @@ from ..errors import Conflict, LeaseExpired, RedriveRefused, StaleLease
 from ..policy import Backoff, from_ms
 from ..types import AuditEntry, Enqueued, EventInfo, Lease, Outcome, Settled, State, Stats
 from .migrate import ensure_schema
-from .sqlite import Database
+from .sqlite import Database, JoinedTransaction, Transaction
 
 
 T = TypeVar("T")
@@ -88,10 +88,11 @@ class QueueStore:
     def close(self) -> None:
         self.db.close()
 
-    def transaction(self, name: str) -> QueueTxn:
+    def transaction(self, name: str, conn: sqlite3.Connection | None = None) -> QueueTxn:
         """``with store.transaction(name) as tx:`` -- a write transaction; `name`
-        labels its crash points."""
-        return QueueTxn(self.db, name)
+        labels its crash points. With `conn`, the writes join that connection's
+        open transaction instead (sqlite.JoinedTransaction) and commit with it."""
+        return QueueTxn(self.db, name, conn)
 
     def read(self, fn: Callable[[QueueTxn], T]) -> T:
         """fn(tx) on a read-only snapshot."""
@@ -137,8 +138,11 @@ class QueueTxn:
     transitions the call made.
     """
 
-    def __init__(self, db: Database, name: str) -> None:
-        self._transaction = db.write(name, before_commit=self._flush)
+    def __init__(self, db: Database, name: str, conn: sqlite3.Connection | None = None) -> None:
+        self._transaction: Transaction | JoinedTransaction = (
+            db.write(name, before_commit=self._flush) if conn is None
+            else db.join(conn, before_commit=self._flush)
+        )
         self.connection: sqlite3.Connection = db.conn
         self._clock: _Clock | None = None
         self._moved: Counter[str] = Counter()  # state -> change in its event count

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib.resources
+import os
 import sqlite3
 import threading
 import time
@@ -99,6 +100,21 @@ def _only_comments(text: str) -> bool:
     return all(not line.strip() or line.strip().startswith("--") for line in text.splitlines())
 
 
+def main_file(conn: sqlite3.Connection) -> str:
+    """The file of the connection's main database ('' if temporary or in memory)."""
+    for _, name, file in conn.execute("PRAGMA database_list"):
+        if name == "main":
+            return str(file or "")
+    return ""
+
+
+def _same_file(a: str, b: str) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
 def _enable_wal(conn: sqlite3.Connection, timeout: float) -> str:
     """Switch the file to WAL, waiting out other connections doing the same.
 
@@ -172,6 +188,76 @@ class Transaction:
             raise_busy_as_busy(exc)
 
 
+class JoinedTransaction:
+    """``with db.join(conn) as conn:`` -- a write inside the caller's own transaction.
+
+    For an application that keeps its tables in the queue's file (the outbox
+    pattern): fairq's statements run on the application's connection, inside
+    the transaction the application has open, so the application's write and
+    fairq's commit together or not at all -- when the application commits.
+    A SAVEPOINT wraps them: if the call fails, its own statements are undone
+    and the error propagates; the application's earlier statements and its
+    transaction are left for it to roll back. Never COMMIT, never ROLLBACK.
+
+    The connection's row and text factories are set to the defaults for the
+    call and restored after it.
+    """
+
+    __slots__ = ("_db", "_conn", "before_commit", "_factories")
+
+    def __init__(self, db: Database, conn: Any, before_commit: Callable[[], None] | None) -> None:
+        self._db = db
+        self._conn = conn
+        self.before_commit = before_commit
+        self._factories: tuple[Any, Any] | None = None
+
+    def __enter__(self) -> sqlite3.Connection:
+        conn = self._conn
+        self._db.check_joinable(conn)
+        self._factories = (conn.row_factory, conn.text_factory)
+        conn.row_factory, conn.text_factory = None, str
+        try:
+            self._db.check_same_file(conn)
+            # Nested in the application's transaction: releasing it commits nothing.
+            conn.execute("SAVEPOINT fairq")
+        except BaseException as exc:
+            self._restore()
+            raise_busy_as_busy(exc)
+            raise
+        return conn
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: Any) -> None:
+        conn = self._conn
+        try:
+            if exc is None:
+                try:
+                    if self.before_commit is not None:
+                        self.before_commit()
+                    # This call's writes become part of the application's transaction.
+                    conn.execute("RELEASE fairq")
+                except BaseException as failure:
+                    self._undo()
+                    raise_busy_as_busy(failure)
+                    raise
+            else:
+                self._undo()
+        finally:
+            self._restore()
+        if exc is not None:
+            raise_busy_as_busy(exc)
+
+    def _undo(self) -> None:
+        # Only this call's statements: the application's transaction stays open.
+        if self._conn.in_transaction:
+            self._conn.execute("ROLLBACK TO fairq")
+            self._conn.execute("RELEASE fairq")
+
+    def _restore(self) -> None:
+        if self._factories is not None:
+            self._conn.row_factory, self._conn.text_factory = self._factories
+            self._factories = None
+
+
 class Database:
     """A connection opened with fairq's pragmas; safe to share between threads.
 
@@ -208,6 +294,7 @@ class Database:
         self.journal_mode = mode
         try:
             check_json_functions(self.conn)
+            self.file = main_file(self.conn)
         except BaseException:
             self.conn.close()
             raise
@@ -219,6 +306,29 @@ class Database:
     def write(self, name: str, before_commit: Callable[[], None] | None = None) -> Transaction:
         """One BEGIN IMMEDIATE transaction, named for its crash points."""
         return Transaction(self, name, before_commit)
+
+    def join(self, conn: Any, before_commit: Callable[[], None] | None = None) -> JoinedTransaction:
+        """A write inside `conn`'s open transaction (see JoinedTransaction)."""
+        return JoinedTransaction(self, conn, before_commit)
+
+    def check_joinable(self, conn: Any) -> None:
+        """Refuse (InvalidInput) anything but an open connection inside a transaction."""
+        if not isinstance(conn, sqlite3.Connection):
+            raise InvalidInput("conn", f"must be a sqlite3.Connection, not {type(conn).__name__}")
+        try:
+            inside = conn.in_transaction
+        except sqlite3.ProgrammingError as exc:
+            raise InvalidInput("conn", f"is not usable: {exc}") from None
+        if not inside:
+            raise InvalidInput("conn", "is not inside a transaction: begin one (BEGIN IMMEDIATE) and "
+                                       "commit it yourself; fairq joins it and never commits it")
+
+    def check_same_file(self, conn: sqlite3.Connection) -> None:
+        """Refuse (InvalidInput) a connection whose main database is not this file."""
+        theirs = main_file(conn)
+        if not theirs or not _same_file(theirs, self.file):
+            raise InvalidInput("conn", f"is on {theirs or 'a temporary or in-memory database'!r}, "
+                                       f"not on the queue's file {self.file!r}")
 
     def read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         """fn(conn) in a read transaction: every statement inside sees one snapshot."""
