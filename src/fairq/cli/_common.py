@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import datetime
 import json
 import math
 import os
+from collections.abc import Sequence
 from typing import Any
 
 from ..errors import FairqError
 from ..queue import Queue
-from ..types import Stats
+from ..types import AuditEntry, EventInfo, Stats
 
 EXIT_OK = 0
 EXIT_REFUSED = 1
@@ -52,3 +55,29 @@ def _finite(x: float | None) -> float | str | None:
 def print_json(value: Any) -> None:
     """One JSON document on stdout, keys sorted, for programs to read."""
     print(json.dumps(value, sort_keys=True, ensure_ascii=False))
+
+
+def event_json(info: EventInfo) -> dict[str, Any]:
+    """An EventInfo as plain JSON values (times in queue-clock seconds)."""
+    return {**dataclasses.asdict(info), "state": info.state.value}
+
+
+def audit_json(entry: AuditEntry) -> dict[str, Any]:
+    """An AuditEntry as plain JSON values."""
+    return dataclasses.asdict(entry)
+
+
+def when(seconds: float | None) -> str:
+    """A queue-clock time for people: UTC ISO-8601 to the millisecond, '-' for none."""
+    if seconds is None:
+        return "-"
+    moment = datetime.datetime.fromtimestamp(seconds, datetime.timezone.utc)
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def print_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
+    """Left-aligned columns under upper-case headers, for people to read."""
+    cells = [[str(h).upper() for h in headers]] + [["-" if c is None else str(c) for c in r] for r in rows]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
+    for row in cells:
+        print("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip())

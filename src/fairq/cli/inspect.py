@@ -1,16 +1,42 @@
-"""Subcommands that look at a queue: status."""
+"""Subcommands that look at a queue: status, events, show. They never write."""
 
 from __future__ import annotations
 
 import argparse
+import json
 
-from ._common import EXIT_OK, open_existing, print_json, stats_json
+from ..errors import FairqError
+from ..types import State
+from ._common import (
+    EXIT_OK,
+    audit_json,
+    event_json,
+    open_existing,
+    print_json,
+    print_table,
+    stats_json,
+    when,
+)
+
+REASON_WIDTH = 60  # characters of a reason shown in the events table
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("status", help="counts by state, flows, oldest ready age, claim lag, backlogs")
     p.add_argument("--json", action="store_true", help="one JSON object on stdout")
     p.set_defaults(func=status)
+
+    p = sub.add_parser("events", help="list events, filtered by state and/or flow")
+    p.add_argument("--state", choices=[s.value for s in State], help="only events in this state")
+    p.add_argument("--flow", help="only this flow's events, in seq order")
+    p.add_argument("--limit", type=int, default=100, metavar="N", help="at most N events (default 100)")
+    p.add_argument("--json", action="store_true", help="one JSON array on stdout")
+    p.set_defaults(func=events)
+
+    p = sub.add_parser("show", help="everything about one event, with its audit trail")
+    p.add_argument("event_id", metavar="ID")
+    p.add_argument("--json", action="store_true", help="one JSON object on stdout")
+    p.set_defaults(func=show)
 
 
 def status(args: argparse.Namespace) -> int:
@@ -26,6 +52,50 @@ def status(args: argparse.Namespace) -> int:
     print(f"oldest ready age  {stats.oldest_ready_age:.3f}s")
     if stats.claim_lag_median is not None:
         print(f"claim lag         median <= {stats.claim_lag_median}s, p99 <= {stats.claim_lag_p99}s")
+    if stats.totals:
+        print("totals            " + ", ".join(f"{name} {n}" for name, n in stats.totals.items()))
     for flow, backlog in stats.top_flows:
         print(f"  flow {flow}: {backlog} unacked")
     return EXIT_OK
+
+
+def events(args: argparse.Namespace) -> int:
+    with open_existing(args) as q:
+        found = q.events(state=args.state, flow=args.flow, limit=args.limit)
+    if args.json:
+        print_json([event_json(e) for e in found])
+        return EXIT_OK
+    print_table(
+        ["event_id", "flow", "seq", "state", "generation", "attempts", "next_at", "lease_until", "reason"],
+        [[e.event_id, e.flow, e.seq, e.state.value, e.generation, e.attempts, when(e.next_at),
+          when(e.lease_until), _short(e.reason)] for e in found],
+    )
+    return EXIT_OK
+
+
+def show(args: argparse.Namespace) -> int:
+    with open_existing(args) as q:
+        info = q.get(args.event_id)
+        if info is None:
+            raise FairqError(f"no event {args.event_id!r}")
+        trail = q.audit(args.event_id)
+    if args.json:
+        print_json({"event": event_json(info), "audit": [audit_json(a) for a in trail]})
+        return EXIT_OK
+    for name, value in event_json(info).items():
+        if name == "body":
+            value = json.dumps(value, sort_keys=True, ensure_ascii=False)
+        elif name.endswith("_at") or name == "lease_until":
+            value = when(value)
+        print(f"{name:<18} {'-' if value is None else value}")
+    if trail:
+        print("audit:")
+        print_table(["at", "action", "generation", "actor", "reason"],
+                    [[when(a.at), a.action, a.generation, a.actor, a.reason] for a in trail])
+    return EXIT_OK
+
+
+def _short(text: str | None) -> str | None:
+    if text is None or len(text) <= REASON_WIDTH:
+        return text
+    return text[: REASON_WIDTH - 1] + "…"
