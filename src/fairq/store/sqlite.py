@@ -188,6 +188,10 @@ class Transaction:
             raise_busy_as_busy(exc)
 
 
+class OwnConnection(sqlite3.Connection):
+    """The class of fairq's own connections, so they can be told from an application's."""
+
+
 class JoinedTransaction:
     """``with db.join(conn) as conn:`` -- a write inside the caller's own transaction.
 
@@ -276,7 +280,8 @@ class Database:
             # pauses than its 1, 2, 5 ... ms were measured: under contention they
             # burn CPU and do not raise throughput.)
             self.conn = sqlite3.connect(
-                path, isolation_level=None, timeout=busy_timeout, check_same_thread=False
+                path, isolation_level=None, timeout=busy_timeout, check_same_thread=False,
+                factory=OwnConnection,
             )
         except sqlite3.Error as exc:
             raise SchemaError(f"cannot open {path!s}: {exc}") from exc
@@ -315,6 +320,9 @@ class Database:
         """Refuse (InvalidInput) anything but an open connection inside a transaction."""
         if not isinstance(conn, sqlite3.Connection):
             raise InvalidInput("conn", f"must be a sqlite3.Connection, not {type(conn).__name__}")
+        if isinstance(conn, OwnConnection):
+            raise InvalidInput("conn", "is fairq's own connection (a settle effect's or an Inbox apply's), "
+                                       "whose transaction belongs to that call; pass the application's own")
         try:
             inside = conn.in_transaction
         except sqlite3.ProgrammingError as exc:
