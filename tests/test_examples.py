@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -17,3 +19,41 @@ def test_fair_relay_reproduces_every_scenario() -> None:
     assert done.returncode == 0, done.stdout + done.stderr
     assert "15/15 scenarios as expected" in done.stdout
     assert "DIFF" not in done.stdout
+
+
+def test_paid_orders_reproduces_the_seeds_numbers() -> None:
+    done = subprocess.run([sys.executable, str(ROOT / "examples" / "paid_orders.py"), "--check"],
+                          capture_output=True, text=True, timeout=120,  # the timeout only stops a hang
+                          env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "17/17 steps as expected" in done.stdout and "DIFF" not in done.stdout
+    assert '"total": 17000' in done.stdout and '"total": 20000' in done.stdout
+
+
+def test_paid_orders_check_exits_1_on_any_difference(monkeypatch, capsys) -> None:
+    spec = importlib.util.spec_from_file_location("paid_orders", ROOT / "examples" / "paid_orders.py")
+    paid_orders = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(paid_orders)
+    monkeypatch.setitem(paid_orders.EXPECTED, "E0003 generation", 3)
+    assert paid_orders.main(["--check"]) == 1
+    out = capsys.readouterr().out
+    assert "DIFF E0003 generation: 2" in out and "16/17 steps as expected" in out
+    assert paid_orders.main([]) == 0  # without --check a difference is only reported
+
+
+def test_the_readme_shell_walkthrough_ends_with_the_examples_totals(tmp_path) -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    script = next(b for b in re.findall(r"```sh\n(.*?)```", readme, flags=re.S) if "fairq init" in b)
+    (tmp_path / "examples").symlink_to(ROOT / "examples")
+    prelude = ('fairq() { "$PY" -m fairq "$@"; }\npython3() { "$PY" "$@"; }\nset -e\n')
+    done = subprocess.run(["bash", "-c", prelude + script], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=120,  # the timeout only stops a hang
+                          env={**os.environ, "PY": sys.executable, "PYTHONPATH": str(ROOT / "src")})
+    assert done.returncode == 0, done.stdout + done.stderr
+    out = done.stdout
+    assert '{"created": 4, "duplicates": 1, "lines": 5}' in out
+    assert '"book": 15000, "pen": 2000, "total": 17000' in out
+    assert "E0004     -     1    quarantined  1" in out
+    assert '{"event_id": "E0004", "generation": 2}' in out
+    assert '"toy": 3000, "total": 20000, "effects": 4}, "states": {"acked": 4}' in out
+    assert out.rstrip().endswith('{"created": 0, "duplicates": 5, "lines": 5}')
