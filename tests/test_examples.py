@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import fairq
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -57,3 +59,25 @@ def test_the_readme_shell_walkthrough_ends_with_the_examples_totals(tmp_path) ->
     assert '{"event_id": "E0004", "generation": 2}' in out
     assert '"toy": 3000, "total": 20000, "effects": 4}, "states": {"acked": 4}' in out
     assert out.rstrip().endswith('{"created": 0, "duplicates": 5, "lines": 5}')
+
+
+def test_paid_orders_sends_every_malformed_order_to_quarantine_at_once(tmp_path) -> None:
+    spec = importlib.util.spec_from_file_location("paid_orders_rules", ROOT / "examples" / "paid_orders.py")
+    paid_orders = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(paid_orders)
+    bad = {"B01": {"category": ["book"], "amount_cents": 5}, "B02": {"category": 7, "amount_cents": 5},
+           "B03": {"amount_cents": 5}, "B04": {"category": "book", "amount_cents": True},
+           "B05": {"category": "book", "amount_cents": 0}, "B06": {"category": "book", "amount_cents": 10_000_000},
+           "B07": {"category": "book", "amount_cents": 5.0}, "B08": {"category": "book", "amount_cents": "5"},
+           "B09": ["book", 5]}
+    shop = paid_orders.Shop(tmp_path / "shop.db")
+    shop.queue.enqueue_many([(event_id, body) for event_id, body in bad.items()]
+                            + [("G01", {"category": "bag", "amount_cents": 9_999_999})], now=0)
+    steps = [shop.step(0) for _ in range(11)]
+    assert steps[-1] == "idle" and "G01: done" in steps
+    for event_id in bad:
+        info = shop.queue.get(event_id)
+        assert (info.state, info.attempts) == (fairq.State.QUARANTINED, 1), event_id
+        assert info.reason.startswith("invalid_payload: "), info.reason
+    assert shop.totals() == {"bag": 9_999_999, "total": 9_999_999, "effects": 1}
+    shop.queue.close()

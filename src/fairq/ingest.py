@@ -39,8 +39,9 @@ _BLANK = b" \t\r"  # JSON whitespace that may pad an empty line
 
 @dataclass(frozen=True)
 class Limits:
-    """How much one file may hold. Seed 004's rules are
-    ``Limits.make(max_bytes=1_000_000, max_lines=1000, max_body_bytes=10_000)``."""
+    """How much one file may hold, and the form of its ids. Seed 004's rules are
+    ``Limits.make(max_bytes=1_000_000, max_lines=1000, max_body_bytes=10_000,
+    id_pattern=r"E[0-9]{4}")``."""
 
     max_bytes: int  # the whole file, BOM and line ends included
     max_lines: int  # non-blank lines
@@ -84,14 +85,14 @@ def read(source: Source, limits: Limits,
     line number.
     """
     events = []
-    for line in lines(read_bytes(source, limits.max_bytes), limits):
+    for line in _lines(_read_bytes(source, limits.max_bytes), limits):
         try:
             event = make_event(line.fields)
             _check_limits(event, limits)
         except InvalidInput as exc:
             raise InvalidInput(exc.field, exc.problem, line=line.number) from None
         events.append((line.number, event))
-    check_repeats(events)
+    _check_repeats(events)
     return events
 
 
@@ -104,7 +105,7 @@ def _check_limits(event: NewEvent, limits: Limits) -> None:
         raise InvalidInput("event_id", f"{event.event_id!r} does not match {limits.id_pattern.pattern!r}")
 
 
-def read_bytes(source: Source, max_bytes: int) -> bytes:
+def _read_bytes(source: Source, max_bytes: int) -> bytes:
     """The file's bytes (a path, bytes, or a file opened in binary mode), refused past max_bytes."""
     if isinstance(source, (bytes, bytearray, memoryview)):
         data = bytes(source)
@@ -138,7 +139,7 @@ def _read_at_most(f: Any, n: int) -> bytes:
     return b"".join(chunks)
 
 
-def lines(data: bytes, limits: Limits) -> list[Line]:
+def _lines(data: bytes, limits: Limits) -> list[Line]:
     """Each non-blank line as a JSON object with no duplicate keys."""
     if data.startswith(_BOM):
         data = data[len(_BOM):]
@@ -229,7 +230,7 @@ def _first_duplicate(root: dict[str, Any]) -> str | None:
     return None
 
 
-def check_repeats(events: list[tuple[int, NewEvent]]) -> None:
+def _check_repeats(events: list[tuple[int, NewEvent]]) -> None:
     """An id repeated in the file must repeat its flow and body exactly (delay aside)."""
     first: dict[str, tuple[int, NewEvent]] = {}
     for number, event in events:
