@@ -19,6 +19,7 @@ PUBLIC = [
     "EventInfo", "FairqError", "Inbox", "InvalidInput", "Lease", "LeaseExpired", "LeaseLost",
     "Outcome", "Queue", "Receipt", "RedriveRefused", "SchemaError", "Settled", "StaleLease",
     "State", "Stats",
+    "Misfire", "Schedule",
 ]
 
 

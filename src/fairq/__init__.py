@@ -25,8 +25,10 @@ from .types import (
     Enqueued,
     EventInfo,
     Lease,
+    Misfire,
     Outcome,
     Receipt,
+    Schedule,
     Settled,
     State,
     Stats,
@@ -64,4 +66,6 @@ __all__ = [
     "StaleLease",
     "State",
     "Stats",
+    "Misfire",
+    "Schedule",
 ]

@@ -19,6 +19,7 @@ from . import _crash, ingest
 from . import _validate as v
 from .errors import Conflict, InvalidInput, LeaseLost
 from .policy import MAX_WEIGHT, Backoff, to_ms
+from .schedules import Schedules, expand_due
 from .store.queue import NewEvent, QueueStore, SettleItem
 from .types import AuditEntry, Enqueued, EventInfo, Lease, Outcome, Settled, State, Stats
 
@@ -358,6 +359,27 @@ class Queue:
         weight = v.count(weight, "weight", low=1, high=MAX_WEIGHT)
         with self._store.transaction("set_weight") as tx:
             tx.set_weight(flow, weight)
+
+    # -- schedules ---------------------------------------------------------------------
+
+    @property
+    def schedules(self) -> Schedules:
+        """The periodic schedules kept in this file: add, get, list, remove, pause, resume."""
+        return Schedules(self)
+
+    def tick(self, *, now: float | None = None, ahead: float = 0.0) -> list[Enqueued]:
+        """Turn every due slot of every unpaused schedule into an instance, idempotently.
+
+        Each schedule resumes from its stored position; slots missed while
+        nothing ticked are reconciled by its misfire policy, and each slot
+        not turned into an instance is an audit row with action "misfire".
+        ahead: also expand slots up to this many seconds in the future; their
+        instances become claimable at their slot. Returns the instances.
+        """
+        ahead_ms = to_ms(v.seconds(ahead, "ahead"))
+        requested = self._requested(now)
+        with self._store.transaction("tick") as tx:
+            return expand_due(tx, tx.now(*requested), ahead_ms)
 
     # -- reads -------------------------------------------------------------------------
 

@@ -6,6 +6,7 @@ float seconds of the queue's clock. Nothing here touches a database.
 
 from __future__ import annotations
 
+import datetime
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
@@ -23,6 +24,8 @@ __all__ = [
     "AuditEntry",
     "Stats",
     "Receipt",
+    "Misfire",
+    "Schedule",
 ]
 
 
@@ -187,3 +190,66 @@ _RECEIPT_OUTCOME = {
     Receipt.ID_CONFLICT: Outcome.FAIL,
     Receipt.SEQUENCE_CONFLICT: Outcome.FAIL,
 }
+
+
+class Misfire(str, Enum):
+    """What a tick does with a schedule's slots that are already due when it finds them.
+
+    all: every slot becomes an instance (catch up on everything missed).
+    coalesce: only the newest due slot does; the older ones are misfires.
+    skip: slots later than the schedule's grace are misfires, the rest run.
+    """
+
+    ALL = "all"
+    COALESCE = "coalesce"
+    SKIP = "skip"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """A periodic schedule, as stored.
+
+    Exactly one of `every` (seconds between slots, counted from `start`) and
+    `cron` (a 5-field expression read in time zone `tz`) is set. `flow` is
+    the flow of its instances (by default the schedule's name, so runs never
+    overlap), None when each instance is a flow of its own. `grace`: how late
+    (seconds) a slot may be found and still run, under coalesce and skip.
+    `last_slot`: the newest slot a tick has decided (None before the first);
+    `next_slot`: the next one a tick will decide (None: no slot is left).
+    Slots and start are queue-clock seconds (Unix time).
+    """
+
+    name: str
+    every: float | None
+    cron: str | None
+    tz: str
+    body: Any
+    flow: str | None
+    start: float
+    misfire: Misfire
+    grace: float | None
+    paused: bool
+    last_slot: float | None
+    next_slot: float | None
+
+    def instance_id(self, slot: float) -> str:
+        """The event id of this schedule's instance for `slot`: "{name}@{UTC ISO-8601}"."""
+        return slot_event_id(self.name, round(slot * 1000))
+
+
+def slot_text(slot_ms: int) -> str:
+    """A slot as a UTC ISO-8601 instant: 2026-03-29T01:00:00Z (milliseconds only when not zero)."""
+    seconds, ms = divmod(slot_ms, 1000)
+    text = (_EPOCH + datetime.timedelta(seconds=seconds)).strftime("%Y-%m-%dT%H:%M:%S")
+    return f"{text}.{ms:03d}Z" if ms else f"{text}Z"
+
+
+def slot_event_id(name: str, slot_ms: int) -> str:
+    """The instance id of a schedule's slot: "{name}@{slot_text}"."""
+    return f"{name}@{slot_text(slot_ms)}"
+
+
+_EPOCH = datetime.datetime(1970, 1, 1)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import Sequence
 
 from ..errors import SchemaError
 from .sqlite import Database, read_script
@@ -19,11 +20,15 @@ APPLICATION_ID = 0x66710001
 
 #: MIGRATIONS[v] upgrades a database from version v - 1 to version v.
 #: Version 1 is the first released schema; its steps start at 2.
-MIGRATIONS: dict[int, str] = {}
-LATEST = 1
+MIGRATIONS: dict[int, str] = {2: "migrations/0002_schedules.sql"}
+LATEST = 2
 
 #: Tables fairq owns in its file; a foreign table of the same name is refused.
-OWN_TABLES = ("clock", "flow", "event", "audit")
+OWN_TABLES = ("clock", "flow", "event", "audit", "schedule")
+
+#: The tables each step creates: an application's own table of the same name
+#: in the file refuses the upgrade before anything changes.
+STEP_TABLES: dict[int, tuple[str, ...]] = {2: ("schedule",)}
 
 
 def ensure_schema(db: Database) -> int:
@@ -34,7 +39,7 @@ def ensure_schema(db: Database) -> int:
     with db.write("migrate") as conn:
         app_id, version = _marks(conn)  # again, under the write lock
         if app_id == 0 and version == 0:
-            _refuse_clashes(conn, db.path)
+            _refuse_clashes(conn, db.path, OWN_TABLES)
             db.run_script(conn, read_script("queue.sql"))
             conn.execute(f"PRAGMA application_id = {APPLICATION_ID:d}")
         elif app_id != APPLICATION_ID:
@@ -48,7 +53,9 @@ def ensure_schema(db: Database) -> int:
                 f"understands ({LATEST}); upgrade fairq"
             )
         else:
-            for step in range(version + 1, LATEST + 1):
+            steps = range(version + 1, LATEST + 1)
+            _refuse_clashes(conn, db.path, [t for step in steps for t in STEP_TABLES.get(step, ())])
+            for step in steps:
                 db.run_script(conn, read_script(MIGRATIONS[step]))
         conn.execute(f"PRAGMA user_version = {LATEST:d}")
     return LATEST
@@ -61,13 +68,13 @@ def _marks(conn: sqlite3.Connection) -> tuple[int, int]:
     return app_id, version
 
 
-def _refuse_clashes(conn: sqlite3.Connection, path: object) -> None:
-    # An unmarked file may hold the application's own tables (outbox use), but
-    # not tables with the names fairq needs.
+def _refuse_clashes(conn: sqlite3.Connection, path: object, names: Sequence[str]) -> None:
+    # The file may hold the application's own tables (outbox use), but not
+    # tables with the names fairq is about to create.
     rows = conn.execute(
         "SELECT name FROM sqlite_schema WHERE type = 'table' "
         "AND name IN (SELECT value FROM json_each(:names))",
-        {"names": json.dumps(OWN_TABLES)},
+        {"names": json.dumps(list(names))},
     ).fetchall()
     if rows:
         names = ", ".join(sorted(r[0] for r in rows))

@@ -592,6 +592,11 @@ class QueueTxn:
                generation: int | None, now_ms: int, detail: dict[str, Any]) -> None:
         self._append_audit([_audit_row(event_id, action, reason, actor, generation, now_ms, detail)])
 
+    def append_misfires(self, misfires: Sequence[tuple[str, str, dict[str, Any]]], now_ms: int) -> None:
+        """Record schedule slots that did not become instances: (instance id, reason, detail)."""
+        self._append_audit([_audit_row(event_id, "misfire", reason, None, None, now_ms, detail)
+                            for event_id, reason, detail in misfires])
+
     def _append_audit(self, rows: list[dict[str, Any]]) -> None:
         # Audit rows are appended, never changed.
         self.connection.executemany(

@@ -1,0 +1,405 @@
+"""Periodic schedules: which slots exist, what a tick does with them, and q.schedules.
+
+A schedule names a sequence of slots, nominal fire instants kept as UTC
+milliseconds: ``start + k * every``, or the matches of a cron expression read
+in a time zone. A tick decides each slot once, in order, resuming from the
+position stored with the schedule: the slot becomes an instance (an ordinary
+event ``"{name}@{slot}"``, due at its slot, with the normal lease, fence,
+retry and quarantine) or a misfire (an audit row with action ``misfire``).
+This module makes those decisions; fairq.store.schedules holds the SQL. It
+reads no clock: the time comes in from the facade.
+
+DST rules for cron schedules: a local time that does not exist (the clocks
+spring forward over it) fires once, at the first instant after the gap; a
+local time that occurs twice (the clocks fall back) fires once, at its first
+occurrence. Slot ids are UTC instants, so they stay unique.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import functools
+import logging
+import zoneinfo
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
+
+from . import _validate as v
+from . import cron as cronlib
+from .errors import Conflict, InvalidInput
+from .policy import to_ms
+from .store.queue import NewEvent, QueueTxn
+from .store.schedules import Advance, NewSchedule, ScheduleTxn
+from .types import Enqueued, Misfire, Schedule, slot_event_id, slot_text
+
+if TYPE_CHECKING:
+    from .queue import Queue
+
+__all__ = ["Schedules", "Timetable", "MAX_SLOTS_PER_TICK", "MAX_NAME_CHARS", "expand_due", "decide"]
+
+log = logging.getLogger("fairq")
+
+#: The most slots of one schedule a tick decides (instances and misfires
+#: together). A schedule further behind catches up over the following ticks,
+#: each resuming from the stored position, so one tick stays one short
+#: transaction however long the queue was down.
+MAX_SLOTS_PER_TICK = 1000
+
+#: A schedule's name is at most this long, so "{name}@{slot}" fits an event id.
+MAX_NAME_CHARS = 200
+
+# The longest slot an instance body can carry, to size-check a schedule's body.
+_LAST_SLOT_MS = 253_402_300_799_999  # 9999-12-31T23:59:59.999Z
+
+
+# -- slots -----------------------------------------------------------------------
+
+
+def zone(name: Any) -> zoneinfo.ZoneInfo:
+    """The IANA time zone `name`, or InvalidInput("tz", ...)."""
+    if not isinstance(name, str) or not name:
+        raise InvalidInput("tz", f"must be an IANA time zone name like 'Europe/Berlin', got {name!r}")
+    return _zone(name)
+
+
+@functools.lru_cache(maxsize=256)
+def _zone(name: str) -> zoneinfo.ZoneInfo:
+    try:
+        return zoneinfo.ZoneInfo(name)
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError, OSError):
+        raise InvalidInput("tz", f"{name!r} is not a known IANA time zone") from None
+
+
+def wall_to_utc_ms(wall: dt.datetime, tz: zoneinfo.ZoneInfo) -> int:
+    """The UTC instant (ms) a naive local wall time fires at, by the DST rules.
+
+    A time that occurs twice fires at its first occurrence (fold=0 is the
+    earlier one); a time inside a spring-forward gap fires at the instant
+    the gap ends.
+    """
+    first = int(wall.replace(tzinfo=tz, fold=0).timestamp())
+    if dt.datetime.fromtimestamp(first, tz).replace(tzinfo=None, fold=0) == wall:
+        return first * 1000
+    # In a gap the two folds read the wall time with the offsets on either
+    # side of the transition, so the transition lies between them.
+    other = int(wall.replace(tzinfo=tz, fold=1).timestamp())
+    before, after = min(first, other), max(first, other)
+    offset_before = dt.datetime.fromtimestamp(before, tz).utcoffset()
+    while after - before > 1:
+        mid = (before + after) // 2
+        if dt.datetime.fromtimestamp(mid, tz).utcoffset() == offset_before:
+            before = mid
+        else:
+            after = mid
+    return after * 1000
+
+
+@dataclass(frozen=True)
+class Timetable:
+    """The slots of one schedule, in order: pure arithmetic, no clock."""
+
+    start_ms: int
+    every_ms: int | None = None
+    cron: cronlib.Cron | None = None
+    tz: zoneinfo.ZoneInfo | None = None
+
+    @classmethod
+    def of(cls, start_ms: int, every_ms: int | None, cron: str | None, tz: str) -> Timetable:
+        """The timetable of a schedule definition (exactly one of every_ms and cron)."""
+        if every_ms is not None:
+            return cls(start_ms, every_ms=every_ms)
+        assert cron is not None
+        return cls(start_ms, cron=_parse_cron(cron), tz=zone(tz))
+
+    def first(self) -> int | None:
+        """The first slot: start itself (every=), or the first match at or after start (cron=)."""
+        return self.start_ms if self.every_ms is not None else self.after(self.start_ms - 1)
+
+    def after(self, slot_ms: int) -> int | None:
+        """The first slot later than slot_ms; None if the cron never matches again."""
+        if self.every_ms is not None:
+            return slot_ms + self.every_ms
+        assert self.cron is not None and self.tz is not None
+        # Matches are looked for in local wall time from the minute holding
+        # slot_ms; a wall time that maps to slot_ms or earlier (the rest of a
+        # gap, the repeat of a fallen-back hour) is passed over.
+        wall = dt.datetime.fromtimestamp(slot_ms // 1000, self.tz).replace(tzinfo=None, fold=0)
+        candidate = wall.replace(second=0, microsecond=0)
+        while True:
+            match = self.cron.next_match(candidate)
+            if match is None:
+                return None
+            fire_ms = wall_to_utc_ms(match, self.tz)
+            if fire_ms > slot_ms:
+                return fire_ms
+            candidate = match + dt.timedelta(minutes=1)
+
+
+@functools.lru_cache(maxsize=1024)
+def _parse_cron(expression: str) -> cronlib.Cron:
+    return cronlib.parse(expression)
+
+
+# -- what a tick does ------------------------------------------------------------------
+
+
+@dataclass
+class Decision:
+    """What one tick does with one schedule's due slots."""
+
+    instances: list[int] = field(default_factory=list)  # slots that become events
+    misfires: list[tuple[int, str, dict[str, Any]]] = field(default_factory=list)  # (slot, reason, detail)
+    advance: Advance | None = None  # the schedule's new position; None: nothing was decided
+
+
+def decide(schedule: Schedule, timetable: Timetable, now_ms: int, horizon_ms: int) -> Decision:
+    """Decide the schedule's slots from its stored next slot up to horizon_ms.
+
+    Slots later than now (expanded ahead) always become instances. Slots
+    already due follow the misfire policy: all runs each of them; coalesce
+    runs only the newest and records the others; skip runs those found at
+    most `grace` late. Under coalesce, the newest also needs to be within
+    grace when one is set. At most MAX_SLOTS_PER_TICK slots are decided.
+    """
+    decision = Decision()
+    if schedule.next_slot is None:
+        return decision
+    slots: list[int] = []
+    slot: int | None = to_ms(schedule.next_slot)
+    while slot is not None and slot <= horizon_ms and len(slots) < MAX_SLOTS_PER_TICK:
+        slots.append(slot)
+        slot = timetable.after(slot)
+    if not slots:
+        return decision
+    due = [s for s in slots if s <= now_ms]
+    grace_ms = None if schedule.grace is None else to_ms(schedule.grace)
+    superseded_by: int | None = None  # under coalesce: the newest due slot, known or beyond the cap
+    if schedule.misfire is Misfire.ALL:
+        run = set(due)
+    elif schedule.misfire is Misfire.COALESCE:
+        more_due = slot is not None and slot <= now_ms  # the cap stopped short of the newest
+        newest = slot if more_due else (due[-1] if due else None)
+        superseded_by = newest
+        run = {newest} if newest in due and (grace_ms is None or now_ms - newest <= grace_ms) else set()
+    else:
+        assert grace_ms is not None
+        run = {s for s in due if now_ms - s <= grace_ms}
+    for s in slots:
+        if s > now_ms or s in run:
+            decision.instances.append(s)
+            continue
+        late = (now_ms - s) / 1000
+        if superseded_by is not None and s != superseded_by:
+            reason = f"coalesce: a later slot ({slot_text(superseded_by)}) was due"
+        else:
+            reason = f"{schedule.misfire.value}: found {late:g} s late, over the grace of {schedule.grace:g} s"
+        decision.misfires.append((s, reason, {
+            "schedule": schedule.name, "slot": slot_text(s), "misfire": schedule.misfire.value,
+            "late": late, "grace": schedule.grace,
+        }))
+    decision.advance = Advance(schedule.name, slots[-1], slot)
+    return decision
+
+
+def instance_body(name: str, slot_ms: int, body: Any) -> dict[str, Any]:
+    """What an instance carries: its schedule, its slot (text and seconds) and the schedule's body."""
+    return {"schedule": name, "slot": slot_text(slot_ms), "due_at": slot_ms / 1000, "body": body}
+
+
+def expand_due(tx: QueueTxn, now_ms: int, ahead_ms: int) -> list[Enqueued]:
+    """Decide every due slot of every unpaused schedule, inside the caller's tick transaction.
+
+    Instances, misfire records and the schedules' new positions commit
+    together; an instance that already exists identically is left as it is.
+    """
+    store = ScheduleTxn(tx)
+    events: list[NewEvent] = []
+    misfires: list[tuple[str, str, dict[str, Any]]] = []
+    moves: list[Advance] = []
+    for schedule in store.due(now_ms + ahead_ms):
+        timetable = Timetable.of(to_ms(schedule.start), None if schedule.every is None else to_ms(schedule.every),
+                                 schedule.cron, schedule.tz)
+        decision = decide(schedule, timetable, now_ms, now_ms + ahead_ms)
+        for slot_ms in decision.instances:
+            body = v.body(instance_body(schedule.name, slot_ms, schedule.body), "body", max_bytes=1 << 30)
+            events.append(NewEvent(slot_event_id(schedule.name, slot_ms), schedule.flow, body, 0, at_ms=slot_ms))
+        misfires.extend((slot_event_id(schedule.name, s), reason, detail) for s, reason, detail in decision.misfires)
+        if decision.misfires:
+            log.warning("schedule %s: %d slots misfired (%s)", schedule.name, len(decision.misfires),
+                        decision.misfires[0][1])
+        if decision.advance is not None:
+            moves.append(decision.advance)
+    enqueued = _enqueue_untaken(tx, events, misfires, now_ms)
+    if misfires:
+        tx.append_misfires(misfires, now_ms)
+    store.advance(moves)
+    return enqueued
+
+
+def _enqueue_untaken(
+    tx: QueueTxn, events: list[NewEvent], misfires: list[tuple[str, str, dict[str, Any]]], now_ms: int
+) -> list[Enqueued]:
+    """Enqueue the instances; one whose id an unrelated event already holds is a misfire.
+
+    enqueue_many raises Conflict before it writes anything, so dropping the
+    taken id and trying again is safe.
+    """
+    while events:
+        try:
+            return tx.enqueue_many(events, now_ms)
+        except Conflict as exc:
+            events = [e for e in events if e.event_id != exc.event_id]
+            misfires.append((exc.event_id, f"the instance id is taken by a different event ({exc})",
+                             {"conflict": exc.field}))
+            log.warning("schedule instance %s not created: %s", exc.event_id, exc)
+    return []
+
+
+# -- the facade --------------------------------------------------------------------
+
+
+class Schedules:
+    """The periodic schedules kept in a queue's file: ``q.schedules``.
+
+    Each method is one transaction. add (with an explicit start), remove,
+    pause and resume never read or move the queue's clock; q.tick() does
+    the expanding.
+    """
+
+    def __init__(self, queue: Queue) -> None:
+        self._queue = queue
+
+    def add(
+        self, name: str, *, every: float | None = None, cron: str | None = None, tz: str = "UTC",
+        body: Any = None, flow: str | None = None, overlap: bool = False, start: float | None = None,
+        misfire: Misfire | str = Misfire.COALESCE, grace: float | None = None,
+    ) -> Schedule:
+        """Create a schedule, or return it unchanged if it exists with this definition.
+
+        every: seconds between slots, counted from `start`. cron: a 5-field
+        expression (or @daily-style macro) read in time zone `tz`; its first
+        slot is its first match at or after `start`. start defaults to the
+        queue clock's current reading. body: JSON every instance carries.
+        flow: the flow of the instances (default: the schedule's name, so
+        runs never overlap); overlap=True makes each instance a flow of its
+        own. misfire: "all", "coalesce" or "skip" (see Misfire); grace:
+        seconds a due slot may be found late and still run (coalesce:
+        optional; skip: required; all: refused).
+
+        A name already taken with a different definition raises InvalidInput.
+        """
+        new = self._validated(name, every, cron, tz, body, flow, overlap, start, misfire, grace)
+        timetable = Timetable.of(new.start_ms, new.every_ms, new.cron, new.tz)
+        if timetable.first() is None:
+            raise InvalidInput("cron", f"{new.cron!r} matches no date (like February 30)")
+        # Only a defaulted start reads the clock.
+        requested = self._queue._requested(None) if start is None else None
+        with self._queue._store.transaction("schedule") as tx:
+            store = ScheduleTxn(tx)
+            stored = store.get(new.name)
+            if stored is not None:
+                _refuse_redefinition(stored, new, explicit_start=start is not None)
+                return stored
+            if requested is not None:
+                timetable = replace(timetable, start_ms=tx.now(*requested))
+            first = timetable.first()
+            if first is None:
+                raise InvalidInput("cron", f"{new.cron!r} matches no date after its start")
+            return store.insert(replace(new, start_ms=timetable.start_ms, next_slot_ms=first))
+
+    def _validated(
+        self, name: Any, every: Any, cron: Any, tz: Any, body: Any, flow: Any, overlap: Any, start: Any,
+        misfire: Any, grace: Any,
+    ) -> NewSchedule:
+        name = v.identifier(name, "name")
+        if len(name) > MAX_NAME_CHARS:
+            raise InvalidInput("name", f"must be at most {MAX_NAME_CHARS} characters, got {len(name)}")
+        if (every is None) == (cron is None):
+            raise InvalidInput("every", "give exactly one of every= (seconds) and cron= (an expression)")
+        every_ms = None
+        if every is not None:
+            every_ms = to_ms(v.seconds(every, "every", positive=True))
+            if every_ms < 1:
+                raise InvalidInput("every", f"must be at least 0.001 seconds, got {every!r}")
+            if tz != "UTC":
+                raise InvalidInput("tz", "applies to cron= schedules only; every= counts seconds from start")
+        else:
+            cron = cronlib.parse(cron)
+        zone(tz)
+        if not isinstance(overlap, bool):
+            raise InvalidInput("overlap", f"must be True or False, not {type(overlap).__name__}")
+        flow = v.optional_identifier(flow, "flow")
+        if overlap and flow is not None:
+            raise InvalidInput("overlap", "an overlapping schedule has no flow of its own; drop flow=")
+        try:
+            misfire = Misfire(misfire)
+        except ValueError:
+            raise InvalidInput("misfire", f"must be one of 'all', 'coalesce', 'skip', got {misfire!r}") from None
+        grace_ms = None if grace is None else to_ms(v.seconds(grace, "grace"))
+        if misfire is Misfire.ALL and grace_ms is not None:
+            raise InvalidInput("grace", "does not apply to misfire='all', which runs every missed slot")
+        if misfire is Misfire.SKIP and grace_ms is None:
+            raise InvalidInput("grace", "is required with misfire='skip': how late a slot may be found and still run")
+        start_ms = 0 if start is None else to_ms(v.seconds(start, "start"))
+        canonical = v.body(body, "body", max_bytes=self._queue.max_body_bytes)
+        # The instance body wraps the schedule's body; the largest one must fit.
+        v.body(instance_body(name, _LAST_SLOT_MS, body), "body", max_bytes=self._queue.max_body_bytes)
+        return NewSchedule(
+            name=name, every_ms=every_ms, cron=None if cron is None else cron.expression, tz=tz,
+            body=canonical, flow=None if overlap else (flow or name), start_ms=start_ms, misfire=misfire,
+            grace_ms=grace_ms, next_slot_ms=start_ms,
+        )
+
+    def get(self, name: str) -> Schedule | None:
+        """The schedule called `name`, or None."""
+        name = v.identifier(name, "name")
+        with self._queue._store.reading() as tx:
+            return ScheduleTxn(tx).get(name)
+
+    def list(self) -> list[Schedule]:
+        """Every schedule, by name."""
+        with self._queue._store.reading() as tx:
+            return ScheduleTxn(tx).list()
+
+    def remove(self, name: str) -> bool:
+        """Delete a schedule; False if there was none. Its instances and misfire records stay."""
+        name = v.identifier(name, "name")
+        with self._queue._store.transaction("schedule") as tx:
+            return ScheduleTxn(tx).delete(name)
+
+    def pause(self, name: str) -> Schedule:
+        """Hold a schedule's expansion; its slots wait for resume (see resume)."""
+        return self._set_paused(name, True)
+
+    def resume(self, name: str) -> Schedule:
+        """Let ticks expand a paused schedule again, from its stored position: the
+        slots that came due meanwhile are reconciled by its misfire policy."""
+        return self._set_paused(name, False)
+
+    def _set_paused(self, name: Any, paused: bool) -> Schedule:
+        name = v.identifier(name, "name")
+        with self._queue._store.transaction("schedule") as tx:
+            schedule = ScheduleTxn(tx).set_paused(name, paused)
+        if schedule is None:
+            raise InvalidInput("name", f"no schedule is called {name!r}")
+        return schedule
+
+
+def _refuse_redefinition(stored: Schedule, new: NewSchedule, *, explicit_start: bool) -> None:
+    """An add of an existing name must repeat its definition (start only if given)."""
+    asked = {
+        "every": new.every_ms, "cron": new.cron, "tz": new.tz, "body": new.body, "flow": new.flow,
+        "misfire": new.misfire, "grace": new.grace_ms,
+    }
+    have = {
+        "every": None if stored.every is None else to_ms(stored.every), "cron": stored.cron, "tz": stored.tz,
+        "body": v.body(stored.body, "body", max_bytes=1 << 30), "flow": stored.flow,
+        "misfire": stored.misfire, "grace": None if stored.grace is None else to_ms(stored.grace),
+    }
+    if explicit_start:
+        asked["start"], have["start"] = new.start_ms, to_ms(stored.start)
+    for key in asked:
+        if asked[key] != have[key]:
+            raise InvalidInput("name", f"schedule {stored.name!r} already exists with a different {key}; "
+                                       "remove it first to redefine it")
+

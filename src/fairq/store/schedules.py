@@ -1,0 +1,115 @@
+"""All SQL of schedules, run inside a queue transaction.
+
+ScheduleTxn borrows the connection of an open QueueTxn, so a tick's
+instances, misfires and schedule positions commit together. It never
+commits, never reads a clock and makes no decision: fairq.schedules decides
+which slots exist and what becomes of them.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..policy import from_ms
+from ..types import Misfire, Schedule
+from .queue import QueueTxn
+
+
+@dataclass(frozen=True)
+class NewSchedule:
+    """A validated schedules.add request: canonical body text, times in ms."""
+
+    name: str
+    every_ms: int | None
+    cron: str | None
+    tz: str
+    body: str
+    flow: str | None
+    start_ms: int
+    misfire: Misfire
+    grace_ms: int | None
+    next_slot_ms: int
+
+
+@dataclass(frozen=True)
+class Advance:
+    """Where a tick leaves one schedule: the newest slot it decided and the next one."""
+
+    name: str
+    last_slot_ms: int
+    next_slot_ms: int | None
+
+
+# The columns a Schedule is made of, in _schedule's order.
+_COLUMNS = ("name, every_ms, cron, tz, body, flow, start_ms, misfire, grace_ms, paused, "
+            "last_slot_ms, next_slot_ms ")
+_SELECT = "SELECT " + _COLUMNS + "FROM schedule "
+
+
+class ScheduleTxn:
+    """The schedule statements, bound to an open queue transaction or read snapshot."""
+
+    def __init__(self, tx: QueueTxn) -> None:
+        self.connection = tx.connection
+
+    def get(self, name: str) -> Schedule | None:
+        row = self.connection.execute(_SELECT + "WHERE name = :name", {"name": name}).fetchone()
+        return None if row is None else _schedule(row)
+
+    def list(self) -> list[Schedule]:
+        return [_schedule(row) for row in self.connection.execute(_SELECT + "ORDER BY name")]
+
+    def insert(self, new: NewSchedule) -> Schedule:
+        # A name is one schedule; the caller has checked it is free.
+        row = self.connection.execute(
+            "INSERT INTO schedule (name, every_ms, cron, tz, body, flow, start_ms, misfire, grace_ms, "
+            "next_slot_ms) VALUES (:name, :every_ms, :cron, :tz, :body, :flow, :start_ms, :misfire, "
+            ":grace_ms, :next_slot_ms) RETURNING " + _COLUMNS,
+            {"name": new.name, "every_ms": new.every_ms, "cron": new.cron, "tz": new.tz, "body": new.body,
+             "flow": new.flow, "start_ms": new.start_ms, "misfire": new.misfire.value,
+             "grace_ms": new.grace_ms, "next_slot_ms": new.next_slot_ms},
+        ).fetchone()
+        return _schedule(row)
+
+    def delete(self, name: str) -> bool:
+        # Removing a schedule leaves its instances and misfire records alone.
+        cursor = self.connection.execute("DELETE FROM schedule WHERE name = :name", {"name": name})
+        return cursor.rowcount == 1
+
+    def set_paused(self, name: str, paused: bool) -> Schedule | None:
+        # Pausing only holds expansion: the stored position stays where it is.
+        row = self.connection.execute(
+            "UPDATE schedule SET paused = :paused WHERE name = :name RETURNING " + _COLUMNS,
+            {"name": name, "paused": int(paused)},
+        ).fetchone()
+        return None if row is None else _schedule(row)
+
+    def due(self, horizon_ms: int) -> list[Schedule]:
+        # Through the schedule_due index: only unpaused schedules whose next
+        # slot has come are read, however many schedules wait.
+        return [_schedule(row) for row in self.connection.execute(
+            _SELECT + "INDEXED BY schedule_due WHERE paused = 0 AND next_slot_ms <= :horizon_ms "
+            "ORDER BY next_slot_ms",
+            {"horizon_ms": horizon_ms},
+        )]
+
+    def advance(self, moves: Sequence[Advance]) -> None:
+        # Every slot up to last_slot_ms has been decided (an instance or a
+        # misfire, written in this same transaction); the next tick resumes
+        # at next_slot_ms.
+        self.connection.executemany(
+            "UPDATE schedule SET last_slot_ms = :last_slot_ms, next_slot_ms = :next_slot_ms "
+            "WHERE name = :name",
+            [{"name": m.name, "last_slot_ms": m.last_slot_ms, "next_slot_ms": m.next_slot_ms} for m in moves],
+        )
+
+
+def _schedule(row: Sequence[Any]) -> Schedule:
+    return Schedule(
+        name=row[0], every=from_ms(row[1]), cron=row[2], tz=row[3], body=json.loads(row[4]), flow=row[5],
+        start=row[6] / 1000, misfire=Misfire(row[7]), grace=from_ms(row[8]), paused=bool(row[9]),
+        last_slot=from_ms(row[10]), next_slot=from_ms(row[11]),
+    )
