@@ -1,0 +1,110 @@
+"""The user_version ladder: a file made by an older fairq upgrades to exactly the
+schema a fresh file gets, and keeps its events.
+
+tests/fixtures/schema_v1.sql is queue.sql as version 1 shipped it; it never
+changes. Each later version adds a fixture of its own.
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+import fairq
+from fairq.store import migrate
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+
+
+def build_v1(path: Path) -> None:
+    """A version 1 file with two events of flow A (A1 is the head) and an unordered one."""
+    conn = sqlite3.connect(path)
+    conn.executescript((FIXTURES / "schema_v1.sql").read_text(encoding="utf-8"))
+    conn.executescript("""
+        INSERT INTO flow (flow_id, name, next_seq) VALUES (1, 'A', 3);
+        INSERT INTO event (event_id, flow_id, seq, body, state, created_ms, due_ms, next_at_ms,
+                           pass, turn, dispatch_ms, runnable)
+        VALUES ('A1', 1, 1, '{"n":1}', 'ready', 0, 0, 0, 0, 1, 0, 0),
+               ('A2', 1, 2, '{"n":2}', 'ready', 0, 0, 0, NULL, NULL, NULL, 0),
+               ('u1', NULL, 1, '{"n":3}', 'ready', 0, 0, 0, 0, 2, 0, 0);
+        UPDATE clock SET ready_n = 3, enqueued_total = 3, turn = 2, now_ms = 0;
+    """)
+    conn.execute(f"PRAGMA application_id = {migrate.APPLICATION_ID:d}")
+    conn.execute("PRAGMA user_version = 1")
+    conn.commit()
+    conn.close()
+
+
+def schema(path: Path) -> dict[str, object]:
+    """What must match between a migrated and a fresh file: the schema objects
+    (SQL without comments or layout) and the file's marks."""
+    conn = sqlite3.connect(path)
+    try:
+        rows = conn.execute(
+            "SELECT type, name, tbl_name, sql FROM sqlite_schema WHERE name NOT LIKE 'sqlite_%' "
+            "ORDER BY type, name").fetchall()
+        return {
+            "objects": [(t, n, tbl, normalize(sql)) for t, n, tbl, sql in rows],
+            "user_version": conn.execute("PRAGMA user_version").fetchone()[0],
+            "application_id": conn.execute("PRAGMA application_id").fetchone()[0],
+        }
+    finally:
+        conn.close()
+
+
+def normalize(sql: str | None) -> str | None:
+    if sql is None:
+        return None
+    return " ".join(re.sub(r"--[^\n]*", "", sql).split())
+
+
+def test_a_version_1_file_migrates_to_exactly_the_fresh_schema(tmp_path) -> None:
+    old, fresh = tmp_path / "old.db", tmp_path / "fresh.db"
+    build_v1(old)
+    fairq.Queue(old).close()
+    fairq.Queue(fresh).close()
+    migrated = schema(old)
+    assert migrated == schema(fresh)
+    assert migrated["user_version"] == migrate.LATEST == 2
+    assert "schedule" in [name for _, name, _, _ in migrated["objects"]]
+
+
+def test_events_stored_under_version_1_survive_the_upgrade(tmp_path) -> None:
+    path = tmp_path / "old.db"
+    build_v1(path)
+    with fairq.Queue(path, lease_seconds=5) as q:
+        assert q.get("A2").body == {"n": 2}
+        assert q.stats(now=1).counts["ready"] == 3
+        order = []
+        while (lease := q.claim(now=1)) is not None:
+            order.append(lease.event_id)
+            q.ack(lease, now=1)
+        assert order == ["A1", "u1", "A2"]
+        q.schedules.add("report", every=10, start=0)
+        assert [e.event_id for e in q.tick(now=1)] == ["report@1970-01-01T00:00:00Z"]
+
+
+def test_the_upgrade_refuses_an_application_table_named_like_a_new_one(tmp_path) -> None:
+    path = tmp_path / "old.db"
+    build_v1(path)
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE schedule (shift TEXT)")  # the application's own table
+    conn.commit()
+    conn.close()
+    with pytest.raises(fairq.SchemaError, match="schedule"):
+        fairq.Queue(path)
+    conn = sqlite3.connect(path)
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == 1
+    assert conn.execute("SELECT count(*) FROM event").fetchone()[0] == 3
+    conn.close()
+
+
+def test_every_step_names_the_tables_it_creates() -> None:
+    for step, script in migrate.MIGRATIONS.items():
+        text = (Path(migrate.__file__).parent / script).read_text(encoding="utf-8")
+        created = re.findall(r"CREATE TABLE (\w+)", text)
+        assert tuple(created) == migrate.STEP_TABLES[step]
+        assert set(created) <= set(migrate.OWN_TABLES)
