@@ -10,6 +10,7 @@ instants follow the tz database on this machine (transition dates of
 from __future__ import annotations
 
 import datetime as dt
+import zoneinfo
 
 import pytest
 
@@ -101,3 +102,13 @@ def test_an_unknown_time_zone_is_refused(q, tz) -> None:
         q.schedules.add("job", cron="@daily", tz=tz, start=0)
     assert info.value.field == "tz"
     assert q.schedules.list() == []
+
+
+@pytest.mark.parametrize("day, runs", [("2026-03-29", 23), ("2026-10-25", 24), ("2026-06-01", 24)])
+def test_an_hourly_job_runs_once_per_local_hour_that_fires(q, day, runs) -> None:
+    berlin = dt.datetime.fromisoformat(day).replace(tzinfo=zoneinfo.ZoneInfo("Europe/Berlin"))
+    begin, end = berlin.timestamp(), (berlin + dt.timedelta(days=1)).timestamp()
+    q.schedules.add("job", cron="@hourly", tz="Europe/Berlin", start=begin, misfire="all")
+    slots = [e.event_id for e in q.tick(now=end - 1)]
+    assert len(slots) == runs
+    assert len(set(slots)) == runs
