@@ -1,0 +1,70 @@
+"""Rule 5 for schedules: a tick or a schedule change is one transaction.
+
+A TEMP trigger makes one write RAISE(ABORT); the call must surface the error
+and leave the file exactly as before (no instance without its misfires and
+position, no position without its instances).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+
+import pytest
+
+import fairq
+
+TABLES = ("clock", "flow", "event", "audit", "schedule")
+
+# (name, setup, act, the writes act must make)
+SCENARIOS: list[tuple[str, Callable, Callable, list[tuple[str, str]]]] = [
+    ("tick with instances and misfires", lambda q: q.schedules.add("report", every=10, start=20),
+     lambda q: q.tick(now=50),
+     [("event", "INSERT"), ("flow", "INSERT"), ("audit", "INSERT"), ("schedule", "UPDATE"), ("clock", "UPDATE")]),
+    ("tick ahead", lambda q: q.schedules.add("report", every=10, start=20, overlap=True),
+     lambda q: q.tick(now=0, ahead=30),
+     [("event", "INSERT"), ("schedule", "UPDATE"), ("clock", "UPDATE")]),
+    ("schedules.add with a start", lambda q: None,
+     lambda q: q.schedules.add("report", cron="@daily", tz="Asia/Tokyo", start=0), [("schedule", "INSERT")]),
+    ("schedules.pause", lambda q: q.schedules.add("report", every=10, start=0),
+     lambda q: q.schedules.pause("report"), [("schedule", "UPDATE")]),
+    ("schedules.remove", lambda q: q.schedules.add("report", every=10, start=0),
+     lambda q: q.schedules.remove("report"), [("schedule", "DELETE")]),
+]
+CASES = [(s, table, op) for s in SCENARIOS for table, op in s[3]]
+
+
+def snapshot(conn: sqlite3.Connection) -> list:
+    return [conn.execute(f"SELECT * FROM main.{t} ORDER BY 1").fetchall() for t in TABLES]  # noqa: S608
+
+
+@pytest.mark.parametrize("scenario, table, op", CASES, ids=[f"{s[0]}-{t}-{op}" for s, t, op in CASES])
+def test_a_failing_schedule_write_leaves_nothing_partial(make_queue, scenario, table, op) -> None:
+    _, setup, act, _ = scenario
+    q = make_queue()
+    setup(q)
+    conn = q._store.db.conn
+    before = snapshot(conn)
+    conn.execute(f"CREATE TEMP TRIGGER injected_failure BEFORE {op} ON main.{table} "
+                 "BEGIN SELECT RAISE(ABORT, 'injected failure'); END")
+    with pytest.raises(sqlite3.IntegrityError, match="injected failure"):
+        act(q)
+    assert snapshot(conn) == before
+    assert not conn.in_transaction
+    conn.execute("DROP TRIGGER temp.injected_failure")
+    act(q)
+    assert snapshot(conn) != before
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS, ids=[s[0] for s in SCENARIOS])
+def test_the_declared_schedule_write_sets_are_complete(make_queue, scenario) -> None:
+    _, setup, act, writes = scenario
+    q = make_queue()
+    setup(q)
+    conn = q._store.db.conn
+    for table in TABLES:
+        for op in ("INSERT", "UPDATE", "DELETE"):
+            if (table, op) not in writes:
+                conn.execute(f"CREATE TEMP TRIGGER undeclared_{table}_{op.lower()} BEFORE {op} ON main.{table} "
+                             "BEGIN SELECT RAISE(ABORT, 'undeclared write'); END")
+    act(q)
