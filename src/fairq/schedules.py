@@ -353,13 +353,11 @@ class Schedules:
     def get(self, name: str) -> Schedule | None:
         """The schedule called `name`, or None."""
         name = v.identifier(name, "name")
-        with self._queue._store.reading() as tx:
-            return ScheduleTxn(tx).get(name)
+        return self._queue._store.read(lambda tx: ScheduleTxn(tx).get(name))
 
     def list(self) -> list[Schedule]:
         """Every schedule, by name."""
-        with self._queue._store.reading() as tx:
-            return ScheduleTxn(tx).list()
+        return self._queue._store.read(lambda tx: ScheduleTxn(tx).list())
 
     def remove(self, name: str) -> bool:
         """Delete a schedule; False if there was none. Its instances and misfire records stay."""
