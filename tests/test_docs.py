@@ -20,6 +20,7 @@ PUBLIC = [
     "Outcome", "Queue", "Receipt", "RedriveRefused", "SchemaError", "Settled", "StaleLease",
     "State", "Stats",
     "Misfire", "Schedule",
+    "Client", "RemoteError", "Unavailable",
 ]
 
 

@@ -14,6 +14,8 @@ from .errors import (
     SchemaError,
     StaleLease,
 )
+from .errors import RemoteError, Unavailable
+from .http import Client
 from .inbox import Inbox
 from .policy import Backoff
 from .queue import Queue
@@ -68,4 +70,7 @@ __all__ = [
     "Stats",
     "Misfire",
     "Schedule",
+    "Client",
+    "RemoteError",
+    "Unavailable",
 ]

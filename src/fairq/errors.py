@@ -22,6 +22,8 @@ __all__ = [
     "ClockError",
     "Busy",
     "SchemaError",
+    "Unavailable",
+    "RemoteError",
 ]
 
 
@@ -114,3 +116,20 @@ class SchemaError(FairqError):
 
 def _at(line: int | None) -> str:
     return "" if line is None else f"line {line}: "
+
+
+class Unavailable(FairqError):
+    """The fairq server could not be reached or did not answer; the call may or may not have taken effect."""
+
+    def __init__(self, url: str, message: str | None = None) -> None:
+        self.url = url
+        super().__init__(message)
+
+
+class RemoteError(FairqError):
+    """The fairq server refused the request for a reason a local Queue never has."""
+
+    def __init__(self, status: int, code: str, message: str | None = None) -> None:
+        self.status = status
+        self.code = code
+        super().__init__(message)

@@ -1,0 +1,278 @@
+"""fairq.Client: the Queue's verbs on a queue served by `fairq serve`.
+
+Same verbs and signatures as Queue (minus `now=` and `effect=`, which cannot
+cross the wire: the server uses its own clock, and no code runs inside a
+remote transaction), the same value types back and the same exceptions
+raised, so code written against Queue runs unchanged against a server.
+Standard library only (urllib); environment proxies and redirects are not
+followed, so the token goes only to the URL given.
+
+There are no automatic retries. A call that raises Unavailable may or may not
+have taken effect: a claim may have leased an event (it is claimed again when
+that lease ends); a settle may have committed (settling again answers
+StaleLease).
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import urllib.error
+import urllib.request
+from collections.abc import Iterable, Mapping
+from typing import Any
+from urllib.parse import quote, urlencode, urlsplit
+
+from .. import _validate as v
+from ..errors import FairqError, InvalidInput, LeaseLost, RemoteError, Unavailable
+from ..queue import Queue, _lease_key
+from ..types import AuditEntry, Enqueued, EventInfo, Lease, Outcome, Settled, State, Stats
+from .wire import check_json, error_from_json, from_json
+
+__all__ = ["Client"]
+
+
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    """Refuse redirects: the server never sends one, and the token must not follow it."""
+
+    def redirect_request(self, *args: Any, **kw: Any) -> None:
+        return None
+
+
+class Client:
+    """A Queue served over HTTP by `fairq serve` at `url`.
+
+    token: the server's bearer token. timeout: seconds to wait for each
+    answer. Safe to share between threads; holds no connection open.
+    Refusals raise what Queue raises (StaleLease, LeaseExpired, Conflict,
+    InvalidInput naming the server's field, RedriveRefused, Busy, ...); a
+    server that cannot be reached raises Unavailable; a refusal with no local
+    equivalent (a wrong token, an internal error) raises RemoteError.
+    """
+
+    def __init__(self, url: str, *, token: str | None = None, timeout: float = 30.0) -> None:
+        split = urlsplit(url) if isinstance(url, str) else None
+        if split is None or split.scheme not in ("http", "https") or not split.hostname:
+            raise InvalidInput("url", f"must be an http:// or https:// URL, got {url!r}")
+        if token is not None and not isinstance(token, str):
+            raise InvalidInput("token", f"must be a str, not {type(token).__name__}")
+        self.url = url.rstrip("/")
+        self.timeout = v.seconds(timeout, "timeout", positive=True)
+        self._headers = {"Accept": "application/json"}
+        if token is not None:
+            self._headers["Authorization"] = f"Bearer {token}"
+        self._opener = urllib.request.build_opener(urllib.request.ProxyHandler({}), _NoRedirect)
+
+    def __repr__(self) -> str:
+        return f"fairq.Client({self.url!r})"
+
+    def close(self) -> None:
+        """Nothing to release (no connection is kept); here so Client fits where Queue does."""
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- enqueue -------------------------------------------------------------------
+
+    def enqueue(self, event_id: str, body: Any, *, flow: str | None = None, delay: float = 0.0,
+                now: None = None) -> Enqueued:
+        """Queue.enqueue on the server: created=False for an identical repeat, Conflict otherwise."""
+        _server_side(now=now)
+        data = self._post("/v1/enqueue", event_id=event_id, body=body, flow=flow, delay=delay)
+        return from_json(Enqueued, data)
+
+    def enqueue_many(self, items: Iterable[Any], *, now: None = None) -> list[Enqueued]:
+        """Queue.enqueue_many on the server: all the items in one transaction, or none."""
+        _server_side(now=now)
+        if isinstance(items, (str, bytes, Mapping)):
+            raise InvalidInput("items", "must be an iterable of tuples or dicts")
+        data = self._post("/v1/enqueue_many", items=[_wire_item(item) for item in items])
+        return [from_json(Enqueued, e) for e in data["enqueued"]]
+
+    # -- claim -----------------------------------------------------------------------
+
+    def claim(self, *, owner: str | None = None, now: None = None,
+              lease_seconds: float | None = None) -> Lease | None:
+        """Queue.claim on the server: the next head in fair order, or None."""
+        _server_side(now=now)
+        data = self._post("/v1/claim", owner=owner, lease_seconds=lease_seconds)
+        return None if data is None else from_json(Lease, data)
+
+    def claim_many(self, n: int, *, owner: str | None = None, now: None = None,
+                   lease_seconds: float | None = None) -> list[Lease]:
+        """Queue.claim_many on the server: up to n heads, at most one per flow."""
+        _server_side(now=now)
+        data = self._post("/v1/claim_many", n=n, owner=owner, lease_seconds=lease_seconds)
+        return [] if data is None else [from_json(Lease, x) for x in data["leases"]]
+
+    # -- settle ----------------------------------------------------------------------
+
+    def settle(self, lease: Lease, outcome: Outcome | str, *, reason: str | None = None,
+               delay: float | None = None, effect: None = None, now: None = None) -> Settled:
+        """Queue.settle on the server, fenced the same way (StaleLease, LeaseExpired)."""
+        _server_side(now=now, effect=effect)
+        data = self._post("/v1/settle", lease=_wire_lease(lease), outcome=outcome, reason=reason, delay=delay)
+        return from_json(Settled, data)
+
+    # The shorthands are Queue's own: they only call self.settle.
+    ack = Queue.ack
+    retry = Queue.retry
+    fail = Queue.fail
+
+    def settle_many(self, items: Iterable[Any], *, now: None = None) -> list[Settled | LeaseLost]:
+        """Queue.settle_many on the server: a lost lease comes back in its slot."""
+        _server_side(now=now)
+        batch = []
+        for i, item in enumerate(items):
+            if not isinstance(item, tuple) or len(item) not in (2, 3):
+                raise InvalidInput(f"items[{i}]", "must be (lease, outcome) or (lease, outcome, reason)")
+            try:
+                lease = _wire_lease(item[0])
+            except InvalidInput as exc:
+                raise exc.within(f"items[{i}]") from None
+            batch.append({"lease": lease, "outcome": item[1], "reason": item[2] if len(item) == 3 else None})
+        if not batch:
+            return []
+        data = self._post("/v1/settle_many", items=batch)
+        return [_settle_result(r) for r in data["results"]]
+
+    def extend(self, lease: Lease, seconds: float | None = None, *, now: None = None) -> Lease:
+        """Queue.extend on the server: the renewed lease, fenced."""
+        _server_side(now=now)
+        return from_json(Lease, self._post("/v1/extend", lease=_wire_lease(lease), seconds=seconds))
+
+    # -- redrive and configuration -----------------------------------------------------
+
+    def redrive(self, event_id: str, *, expected_generation: int, reason: str, actor: str | None = None,
+                now: None = None) -> int:
+        """Queue.redrive on the server; returns the new generation."""
+        _server_side(now=now)
+        data = self._post("/v1/redrive", event_id=event_id, expected_generation=expected_generation,
+                          reason=reason, actor=actor)
+        return data["generation"]
+
+    def set_weight(self, flow: str, weight: int) -> None:
+        """Queue.set_weight on the server."""
+        self._post("/v1/set_weight", flow=flow, weight=weight)
+
+    # -- reads -------------------------------------------------------------------------
+
+    def get(self, event_id: str) -> EventInfo | None:
+        """Queue.get on the server: everything stored about one event, or None."""
+        path = "/v1/events/" + quote(v.identifier(event_id, "event_id"), safe="")
+        try:
+            return from_json(EventInfo, self._call("GET", path))
+        except RemoteError as exc:
+            if exc.code == "unknown_event":
+                return None
+            raise
+
+    def events(self, *, state: State | str | None = None, flow: str | None = None,
+               limit: int = 100) -> list[EventInfo]:
+        """Queue.events on the server."""
+        data = self._call("GET", "/v1/events", _query(text={"state": state, "flow": flow}, ints={"limit": limit}))
+        return [from_json(EventInfo, e) for e in data["events"]]
+
+    def audit(self, event_id: str | None = None, *, limit: int | None = None) -> list[AuditEntry]:
+        """Queue.audit on the server."""
+        data = self._call("GET", "/v1/audit", _query(text={"event_id": event_id}, ints={"limit": limit}))
+        return [from_json(AuditEntry, a) for a in data["audit"]]
+
+    def stats(self, *, now: None = None, top: int = 10) -> Stats:
+        """Queue.stats on the server, taken at the server's clock."""
+        _server_side(now=now)
+        return from_json(Stats, self._call("GET", "/v1/stats", _query(ints={"top": top})))
+
+    # -- the wire ------------------------------------------------------------------------
+
+    def _post(self, path: str, **payload: Any) -> Any:
+        for name, value in payload.items():
+            check_json(value, name)
+        return self._call("POST", path, payload=payload)
+
+    def _call(self, method: str, path: str, query: dict[str, str] | None = None,
+              payload: dict[str, Any] | None = None) -> Any:
+        """The decoded JSON answer (None for 204), or the refusal raised as a fairq error."""
+        url = self.url + path + (f"?{urlencode(query)}" if query else "")
+        headers = dict(self._headers)
+        data = None
+        if payload is not None:
+            data = json.dumps(payload, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode("utf-8")
+            headers["Content-Type"] = "application/json"
+        request = urllib.request.Request(url, data=data, headers=headers, method=method)
+        try:
+            with self._opener.open(request, timeout=self.timeout) as response:
+                status, raw = response.status, response.read()
+        except urllib.error.HTTPError as exc:
+            raise self._refusal(exc) from None
+        except (OSError, http.client.HTTPException) as exc:
+            raise Unavailable(self.url, f"no answer from fairq at {self.url} ({_reason(exc)}); "
+                              f"the call may or may not have taken effect") from exc
+        if status == 204:
+            return None
+        try:
+            return json.loads(raw)
+        except ValueError:
+            raise RemoteError(status, "bad_response", f"HTTP {status} with a body that is not JSON") from None
+
+    def _refusal(self, exc: urllib.error.HTTPError) -> FairqError:
+        try:
+            with exc:
+                data = json.loads(exc.read())
+        except (OSError, http.client.HTTPException, ValueError):
+            data = None
+        return error_from_json(exc.code, data)
+
+
+def _server_side(*, now: Any = None, effect: Any = None) -> None:
+    """Refuse the arguments a remote call cannot honour."""
+    if now is not None:
+        raise InvalidInput("now", "cannot be sent to a server: the server uses its own clock")
+    if effect is not None:
+        raise InvalidInput("effect", "cannot be sent to a server: no code runs inside a remote transaction")
+
+
+def _wire_lease(lease: Any) -> dict[str, Any]:
+    event_id, generation = _lease_key(lease, "lease")
+    return {"event_id": event_id, "generation": generation}
+
+
+def _wire_item(item: Any) -> Any:
+    """An enqueue_many item as the server takes it; the server's Queue judges its shape."""
+    if type(item) is tuple:
+        if 2 <= len(item) <= 3:
+            return {"event_id": item[0], "body": item[1], "flow": item[2] if len(item) == 3 else None}
+        return list(item)
+    return item
+
+
+def _settle_result(data: dict[str, Any]) -> Settled | LeaseLost:
+    if "error" in data:
+        lost = error_from_json(409, data)
+        if not isinstance(lost, LeaseLost):
+            raise RemoteError(409, "bad_response", f"a settle_many slot holds {data['error']!r}")
+        return lost
+    return from_json(Settled, data)
+
+
+def _query(*, text: Mapping[str, Any] = {}, ints: Mapping[str, Any] = {}) -> dict[str, str]:
+    """Query parameters, type-checked here because a query string carries only text."""
+    out = {}
+    for name, value in text.items():
+        if value is not None:
+            if not isinstance(value, str):
+                raise InvalidInput(name, f"must be a str, not {type(value).__name__}")
+            out[name] = str(value)
+    for name, value in ints.items():
+        if value is not None:
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise InvalidInput(name, f"must be an int, not {type(value).__name__}")
+            out[name] = str(value)
+    return out
+
+
+def _reason(exc: BaseException) -> str:
+    return str(getattr(exc, "reason", None) or exc) or type(exc).__name__

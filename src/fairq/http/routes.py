@@ -1,0 +1,218 @@
+"""The endpoints: one small function per Queue verb, each exactly one Queue call.
+
+``@route(METHOD, PATH)`` adds an endpoint; ``{name}`` in a path captures one
+percent-decoded segment. An endpoint gets the Queue and the Request and
+returns (status, JSON value), or (204, None) for nothing. It passes the
+request's keys to the Queue verb as they are: the Queue validates them and
+names the field it refuses, and it picks the time (no `now` on the wire).
+Nothing here knows about sockets, headers or tokens (fairq.http.server).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import InvalidInput
+from ..queue import Queue
+from ..types import Settled
+from .wire import lease_ref, queue_error_json, to_json
+
+__all__ = ["Request", "Refusal", "Route", "ROUTES", "route"]
+
+Reply = tuple[int, Any]
+Endpoint = Callable[[Queue, "Request"], Reply]
+
+
+class Refusal(Exception):
+    """A refusal made at the HTTP edge, answered with its machine code (see wire.STATUS)."""
+
+    def __init__(self, code: str, message: str, *, field: str | None = None,
+                 headers: dict[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.field = field
+        self.headers = headers or {}
+
+
+@dataclass(frozen=True)
+class Request:
+    """What an endpoint sees: captured path segments, the query string, the JSON body."""
+
+    path: dict[str, str] = field(default_factory=dict)
+    query: dict[str, list[str]] = field(default_factory=dict)
+    body: dict[str, Any] = field(default_factory=dict)
+
+    def fields(self, *required: str, optional: Sequence[str] = ()) -> dict[str, Any]:
+        """The body's keys as keyword arguments: all of `required`, any of `optional`."""
+        return take(self.body, required, optional)
+
+    def params(self, *, text: Sequence[str] = (), ints: Sequence[str] = ()) -> dict[str, Any]:
+        """The query string as keyword arguments: `text` names as str, `ints` parsed."""
+        out: dict[str, Any] = {}
+        for name, values in self.query.items():
+            if name not in text and name not in ints:
+                raise InvalidInput(name, "is not a known parameter")
+            if len(values) > 1:
+                raise InvalidInput(name, "is given more than once")
+            out[name] = _int(values[0], name) if name in ints else values[0]
+        return out
+
+
+def take(obj: dict[str, Any], required: Sequence[str], optional: Sequence[str], within: str = "") -> dict[str, Any]:
+    """`obj` checked to hold every required key and no key outside required + optional."""
+    prefix = f"{within}." if within else ""
+    for name in obj:
+        if name not in required and name not in optional:
+            raise InvalidInput(prefix + name, "is not a known key")
+    for name in required:
+        if name not in obj:
+            raise InvalidInput(prefix + name, "is required")
+    return dict(obj)
+
+
+def _int(text: str, name: str) -> int:
+    if not re.fullmatch(r"-?[0-9]{1,18}", text):
+        raise InvalidInput(name, f"must be an int, got {text!r}")
+    return int(text)
+
+
+def _array(value: Any, name: str) -> list[Any]:
+    if not isinstance(value, list):
+        raise InvalidInput(name, "must be an array")
+    return value
+
+
+@dataclass(frozen=True)
+class Route:
+    """One endpoint: method, path pattern split into segments, the function, and
+    whether it is served without a token."""
+
+    method: str
+    segments: tuple[str, ...]
+    endpoint: Endpoint
+    public: bool = False
+
+    def match(self, segments: Sequence[str]) -> dict[str, str] | None:
+        """The raw (still percent-encoded) captures if the path fits this pattern."""
+        if len(segments) != len(self.segments):
+            return None
+        captured = {}
+        for pattern, segment in zip(self.segments, segments):
+            if pattern.startswith("{"):
+                if not segment:
+                    return None
+                captured[pattern[1:-1]] = segment
+            elif pattern != segment:
+                return None
+        return captured
+
+
+ROUTES: list[Route] = []
+
+
+def route(method: str, path: str, *, public: bool = False) -> Callable[[Endpoint], Endpoint]:
+    """Register the decorated function as the endpoint for METHOD PATH."""
+    def add(endpoint: Endpoint) -> Endpoint:
+        ROUTES.append(Route(method, tuple(path.split("/")[1:]), endpoint, public))
+        return endpoint
+    return add
+
+
+# -- endpoints -------------------------------------------------------------------------
+
+
+@route("GET", "/healthz", public=True)
+def healthz(q: Queue, req: Request) -> Reply:
+    return 200, {"status": "ok"}
+
+
+@route("POST", "/v1/enqueue")
+def enqueue(q: Queue, req: Request) -> Reply:
+    done = q.enqueue(**req.fields("event_id", "body", optional=("flow", "delay")))
+    return (201 if done.created else 200), to_json(done)
+
+
+@route("POST", "/v1/enqueue_many")
+def enqueue_many(q: Queue, req: Request) -> Reply:
+    items = _array(req.fields("items")["items"], "items")
+    # An array item is the (event_id, body[, flow]) tuple form.
+    done = q.enqueue_many([tuple(item) if isinstance(item, list) else item for item in items])
+    return (201 if any(e.created for e in done) else 200), {"enqueued": to_json(done)}
+
+
+@route("POST", "/v1/claim")
+def claim(q: Queue, req: Request) -> Reply:
+    lease = q.claim(**req.fields(optional=("owner", "lease_seconds")))
+    return (204, None) if lease is None else (200, to_json(lease))
+
+
+@route("POST", "/v1/claim_many")
+def claim_many(q: Queue, req: Request) -> Reply:
+    leases = q.claim_many(**req.fields("n", optional=("owner", "lease_seconds")))
+    return (200, {"leases": to_json(leases)}) if leases else (204, None)
+
+
+@route("POST", "/v1/settle")
+def settle(q: Queue, req: Request) -> Reply:
+    args = req.fields("lease", "outcome", optional=("reason", "delay"))
+    args["lease"] = lease_ref(args["lease"], "lease")
+    return 200, to_json(q.settle(**args))
+
+
+@route("POST", "/v1/settle_many")
+def settle_many(q: Queue, req: Request) -> Reply:
+    batch = []
+    for i, item in enumerate(_array(req.fields("items")["items"], "items")):
+        if not isinstance(item, dict):
+            raise InvalidInput(f"items[{i}]", "must be an object with lease, outcome and optionally reason")
+        args = take(item, ("lease", "outcome"), ("reason",), within=f"items[{i}]")
+        batch.append((lease_ref(args["lease"], f"items[{i}].lease"), args["outcome"], args.get("reason")))
+    results = q.settle_many(batch)
+    return 200, {"results": [to_json(r) if isinstance(r, Settled) else queue_error_json(r) for r in results]}
+
+
+@route("POST", "/v1/extend")
+def extend(q: Queue, req: Request) -> Reply:
+    args = req.fields("lease", optional=("seconds",))
+    args["lease"] = lease_ref(args["lease"], "lease")
+    return 200, to_json(q.extend(**args))
+
+
+@route("POST", "/v1/redrive")
+def redrive(q: Queue, req: Request) -> Reply:
+    args = req.fields("event_id", "expected_generation", "reason", optional=("actor",))
+    return 200, {"event_id": args["event_id"], "generation": q.redrive(**args)}
+
+
+@route("POST", "/v1/set_weight")
+def set_weight(q: Queue, req: Request) -> Reply:
+    args = req.fields("flow", "weight")
+    q.set_weight(**args)
+    return 200, args
+
+
+@route("GET", "/v1/events/{event_id}")
+def get(q: Queue, req: Request) -> Reply:
+    info = q.get(req.path["event_id"])
+    if info is None:
+        raise Refusal("unknown_event", f"no event {req.path['event_id']!r}", field="event_id")
+    return 200, to_json(info)
+
+
+@route("GET", "/v1/events")
+def events(q: Queue, req: Request) -> Reply:
+    return 200, {"events": to_json(q.events(**req.params(text=("state", "flow"), ints=("limit",))))}
+
+
+@route("GET", "/v1/audit")
+def audit(q: Queue, req: Request) -> Reply:
+    return 200, {"audit": to_json(q.audit(**req.params(text=("event_id",), ints=("limit",))))}
+
+
+@route("GET", "/v1/stats")
+def stats(q: Queue, req: Request) -> Reply:
+    return 200, to_json(q.stats(**req.params(ints=("top",))))

@@ -1,0 +1,260 @@
+"""The HTTP edge of `fairq serve`: tokens, limits, routing, JSON in and out.
+
+It checks, in this order: the bearer token (every route but /healthz), the
+route and method, the body's framing (a Content-Length, no chunking, at most
+`max_body` bytes, checked before reading), its content type (JSON) and that
+it parses as one JSON object. Then it makes exactly one Queue call through
+the endpoint (fairq.http.routes) and answers with its JSON form
+(fairq.http.wire). Every refusal is a JSON body with a machine code; an
+unexpected error answers only "internal error" and logs the traceback to the
+"fairq" logger. Threads share one Queue, whose calls take turns on one
+connection, so each request is one transaction.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import ipaddress
+import json
+import logging
+import socket
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs, unquote, urlsplit
+
+from .. import _validate as v
+from ..errors import FairqError, InvalidInput
+from ..queue import Queue
+from .routes import ROUTES, Refusal, Request, Route
+from .wire import STATUS, error_code, error_json, queue_error_json
+
+__all__ = ["Server", "is_loopback", "DEFAULT_HOST", "DEFAULT_PORT", "DEFAULT_MAX_BODY"]
+
+log = logging.getLogger("fairq")
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 8765
+DEFAULT_MAX_BODY = 1 << 20
+#: A client that sends nothing for this long loses its connection (and thread).
+SOCKET_TIMEOUT = 30.0
+_MAX_QUERY_FIELDS = 20
+_BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
+# What http.server itself refuses (bad request line, oversize headers, unknown method).
+_PROTOCOL_ERRORS = {414: "too_large", 431: "too_large", 501: "not_implemented"}
+
+
+def is_loopback(host: str) -> bool:
+    """Is `host` "localhost" or a loopback address literal (127.0.0.0/8, ::1)?"""
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+class Server(ThreadingHTTPServer):
+    """The HTTP server in front of one Queue; `serve_forever()` runs it.
+
+    token: the bearer token every request but GET /healthz must carry. None
+    turns authentication off, which is allowed only on a loopback host (and
+    then only requests addressed to a loopback name are served, against DNS
+    rebinding). max_body: the largest request body in bytes. port=0 picks a
+    free port; `url` says which.
+    """
+
+    daemon_threads = True
+
+    def __init__(self, queue: Queue, *, token: str | None, host: str = DEFAULT_HOST,
+                 port: int = DEFAULT_PORT, max_body: int = DEFAULT_MAX_BODY) -> None:
+        if token is None and not is_loopback(host):
+            raise InvalidInput("token", f"is required to listen on {host!r}; "
+                               "only a loopback address may be served without one")
+        if token is not None and (not token or not all("!" <= ch <= "~" for ch in token)):
+            raise InvalidInput("token", "must be non-empty printable ASCII without spaces")
+        self.queue = queue
+        self.max_body = v.count(max_body, "max_body", low=64, high=1 << 30)
+        self.token_digest = None if token is None else _digest(token.encode("ascii"))
+        self.address_family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        super().__init__((host.strip("[]"), port), _Handler)
+
+    @property
+    def url(self) -> str:
+        """The base URL the server listens on, e.g. http://127.0.0.1:8765."""
+        host, port = self.server_address[:2]
+        return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A connection broke outside a request (the client went away): log it quietly."""
+        log.debug("connection from %s ended with an error", client_address, exc_info=True)
+
+
+def _digest(token: bytes) -> bytes:
+    # Comparing fixed-length digests keeps the comparison's time independent of
+    # both the content and the length of the token.
+    return hashlib.sha256(token).digest()
+
+
+class _Dropped(Exception):
+    """The client stopped sending mid-request; there is no one to answer."""
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: Server
+    protocol_version = "HTTP/1.1"
+    server_version = "fairq"
+    sys_version = ""
+    timeout = SOCKET_TIMEOUT
+
+    def do_GET(self) -> None:
+        self._handle()
+
+    do_POST = do_PUT = do_PATCH = do_DELETE = do_GET
+
+    def _handle(self) -> None:
+        self._body_read = False
+        headers: dict[str, str] = {}
+        try:
+            status, payload = self._answer()
+        except _Dropped:
+            self.close_connection = True
+            return
+        except Refusal as r:
+            status, payload = STATUS[r.code], error_json(r.code, r.message, field=r.field)
+            headers = r.headers
+        except FairqError as exc:
+            if error_code(exc) is None:
+                status, payload = self._internal_error()
+            else:
+                status, payload = STATUS[error_code(exc)], queue_error_json(exc)
+                if status == 503:
+                    headers = {"Retry-After": "1"}
+        except Exception:
+            status, payload = self._internal_error()
+        if not self._body_read and ("Transfer-Encoding" in self.headers
+                                    or self.headers.get("Content-Length", "0") != "0"):
+            self.close_connection = True  # the unread body would be taken for the next request
+        self._send(status, payload, headers)
+
+    def _internal_error(self) -> tuple[int, Any]:
+        log.exception("internal error answering %s %s", self.command, urlsplit(self.path).path)
+        return 500, error_json("internal", "internal error")
+
+    def _answer(self) -> tuple[int, Any]:
+        target = urlsplit(self.path)
+        segments = target.path.split("/")[1:] if target.path.startswith("/") else []
+        matches = [(r, captured) for r in ROUTES if (captured := r.match(segments)) is not None]
+        if not any(r.public for r, _ in matches):
+            self._authenticate()
+        if not matches:
+            raise Refusal("not_found", f"no endpoint {target.path}")
+        chosen = next(((r, c) for r, c in matches if r.method == self.command), None)
+        if chosen is None:
+            allowed = ", ".join(sorted({r.method for r, _ in matches}))
+            raise Refusal("method_not_allowed", f"{target.path} answers {allowed}", headers={"Allow": allowed})
+        route, captured = chosen
+        request = Request(path=_decode_path(captured), query=_parse_query(target.query), body=self._body(route))
+        return route.endpoint(self.server.queue, request)
+
+    def _authenticate(self) -> None:
+        digest = self.server.token_digest
+        if digest is None:
+            host = self.headers.get("Host")
+            if host is not None and not is_loopback(urlsplit("//" + host).hostname or ""):
+                raise Refusal("forbidden", "without a token, only requests to a loopback host are served")
+            return
+        challenge = {"WWW-Authenticate": 'Bearer realm="fairq"'}
+        scheme, _, token = self.headers.get("Authorization", "").partition(" ")
+        if scheme.lower() != "bearer" or not token.strip():
+            raise Refusal("unauthorized", "an Authorization: Bearer token is required", headers=challenge)
+        if not hmac.compare_digest(_digest(token.strip().encode("latin-1")), digest):
+            raise Refusal("unauthorized", "the token is not accepted", headers=challenge)
+
+    def _body(self, route: Route) -> dict[str, Any]:
+        chunked = "Transfer-Encoding" in self.headers
+        length = self.headers.get("Content-Length")
+        if route.method not in _BODY_METHODS:
+            if chunked or length not in (None, "0"):
+                raise Refusal("invalid_input", f"a {route.method} request takes no body", field="request")
+            return {}
+        if chunked or length is None:
+            raise Refusal("length_required", "send the body with a Content-Length (chunked bodies are refused)")
+        if not (length.isascii() and length.isdigit()):
+            raise Refusal("invalid_input", f"Content-Length {length!r} is not a number", field="Content-Length")
+        size = int(length)
+        if size > self.server.max_body:
+            raise Refusal("too_large", f"the body is {size} bytes, over the limit of {self.server.max_body}")
+        if self.headers.get_content_type() != "application/json" or \
+                self.headers.get_param("charset", "utf-8").lower() not in ("utf-8", "utf8"):
+            raise Refusal("unsupported_media_type", "the body must be Content-Type: application/json (UTF-8)")
+        try:
+            raw = self.rfile.read(size)
+        except OSError as exc:
+            raise _Dropped from exc
+        if len(raw) < size:
+            raise _Dropped
+        self._body_read = True
+        try:
+            data = json.loads(raw.decode("utf-8"), object_pairs_hook=_no_duplicate_keys,
+                              parse_constant=_no_constant)
+        except (ValueError, RecursionError) as exc:
+            raise Refusal("invalid_json", f"the body is not valid JSON: {exc}") from None
+        if not isinstance(data, dict):
+            raise Refusal("invalid_json", "the body must be a JSON object")
+        return data
+
+    def _send(self, status: int, payload: Any, headers: dict[str, str]) -> None:
+        body = b"" if payload is None else json.dumps(
+            payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+        ).encode("utf-8")
+        self.send_response(status)
+        if status != 204:
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+        self.send_header("Cache-Control", "no-store")
+        for name, value in headers.items():
+            self.send_header(name, value)
+        if self.close_connection:
+            self.send_header("Connection", "close")
+        self.end_headers()
+        if body:
+            self.wfile.write(body)
+
+    def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
+        """http.server's own refusals (bad request line, huge headers), as JSON."""
+        self.close_connection = True
+        self._send(code, error_json(_PROTOCOL_ERRORS.get(code, "bad_request"),
+                                    message or HTTPStatus(code).phrase), {})
+
+    def log_message(self, format: str, *args: Any) -> None:
+        log.debug("http %s %s", self.address_string(), format % args)
+
+
+def _decode_path(captured: dict[str, str]) -> dict[str, str]:
+    try:
+        return {name: unquote(raw, errors="strict") for name, raw in captured.items()}
+    except UnicodeDecodeError:
+        raise InvalidInput(next(iter(captured)), "is not percent-encoded UTF-8") from None
+
+
+def _parse_query(query: str) -> dict[str, list[str]]:
+    try:
+        return parse_qs(query, keep_blank_values=True, errors="strict", max_num_fields=_MAX_QUERY_FIELDS)
+    except (ValueError, UnicodeDecodeError):
+        raise InvalidInput("query", f"is not a valid query string of at most {_MAX_QUERY_FIELDS} "
+                           "percent-encoded UTF-8 fields") from None
+
+
+def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    seen: set[str] = set()
+    for key, _ in pairs:
+        if key in seen:
+            raise ValueError(f"key {key!r} appears twice")
+        seen.add(key)
+    return dict(pairs)
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")

@@ -1,0 +1,221 @@
+"""The JSON forms of fairq's values and refusals on the HTTP wire.
+
+Both ends use this module: the server to answer, the client to rebuild the
+very value types (`Lease`, `Settled`, ...) and exception classes
+(`StaleLease`, `InvalidInput`, ...) a local Queue returns and raises. Times
+are float seconds of the server's queue clock; an unbounded histogram bound
+is the string "+Inf". No I/O and no HTTP here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from enum import Enum
+from typing import Any, NamedTuple, TypeVar
+
+from .. import _validate as v
+from ..errors import (
+    Busy,
+    Conflict,
+    FairqError,
+    InvalidInput,
+    LeaseExpired,
+    RedriveRefused,
+    RemoteError,
+    StaleLease,
+)
+from ..types import Lease, State
+
+__all__ = [
+    "LeaseRef",
+    "lease_ref",
+    "to_json",
+    "from_json",
+    "check_json",
+    "error_code",
+    "error_json",
+    "queue_error_json",
+    "error_from_json",
+    "STATUS",
+]
+
+T = TypeVar("T")
+
+# Machine code -> HTTP status, for every refusal the server can answer.
+STATUS = {
+    "invalid_input": 400,
+    "invalid_json": 400,
+    "bad_request": 400,
+    "unauthorized": 401,
+    "forbidden": 403,
+    "not_found": 404,
+    "unknown_event": 404,
+    "method_not_allowed": 405,
+    "conflict": 409,
+    "stale_lease": 409,
+    "lease_expired": 409,
+    "redrive_refused": 409,
+    "length_required": 411,
+    "too_large": 413,
+    "unsupported_media_type": 415,
+    "internal": 500,
+    "not_implemented": 501,
+    "busy": 503,
+}
+
+# The queue's refusals, subclasses before their bases.
+_CODES: tuple[tuple[type[FairqError], str], ...] = (
+    (InvalidInput, "invalid_input"),
+    (StaleLease, "stale_lease"),
+    (LeaseExpired, "lease_expired"),
+    (Conflict, "conflict"),
+    (RedriveRefused, "redrive_refused"),
+    (Busy, "busy"),
+)
+
+# Codes a client turns back into InvalidInput: the request was not
+# acceptable, and nothing was written.
+_INPUT_REFUSALS = frozenset({"invalid_input", "invalid_json", "length_required", "too_large",
+                             "unsupported_media_type"})
+
+
+# -- values ---------------------------------------------------------------------------
+
+
+def to_json(value: Any) -> Any:
+    """A fairq value (frozen dataclass, enum, tuple, float) as plain JSON values."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: to_json(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, Enum):
+        return value.value
+    if isinstance(value, float) and math.isinf(value):
+        return "+Inf"
+    if isinstance(value, (tuple, list)):
+        return [to_json(item) for item in value]
+    if isinstance(value, dict):
+        return {key: to_json(item) for key, item in value.items()}
+    return value
+
+
+def _number(value: Any) -> float | None:
+    return math.inf if value == "+Inf" else value
+
+
+# Fields whose JSON form is not already the Python value, by field name (each
+# name means one thing across the value types).
+_DECODE = {
+    "state": State,
+    "claim_lag_median": _number,
+    "claim_lag_p99": _number,
+    "claim_lag_buckets": lambda pairs: tuple((_number(le), n) for le, n in pairs),
+    "top_flows": lambda pairs: tuple((flow, n) for flow, n in pairs),
+}
+
+
+def from_json(cls: type[T], data: Any) -> T:
+    """Rebuild a value of dataclass `cls` from its JSON form.
+
+    Raises ValueError if `data` is not that form (unknown or missing keys,
+    a state that does not exist, ...).
+    """
+    if not isinstance(data, dict):
+        raise ValueError(f"a {cls.__name__} must be a JSON object, not {type(data).__name__}")
+    names = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    unknown = set(data) - names
+    if unknown:
+        raise ValueError(f"unknown {cls.__name__} keys {sorted(unknown)}")
+    try:
+        return cls(**{k: _DECODE[k](x) if k in _DECODE else x for k, x in data.items()})
+    except TypeError as exc:
+        raise ValueError(f"not a {cls.__name__}: {exc}") from None
+
+
+class LeaseRef(NamedTuple):
+    """What settle and extend need back from a lease: its event_id and generation."""
+
+    event_id: Any
+    generation: Any
+
+
+_LEASE_KEYS = frozenset(f.name for f in dataclasses.fields(Lease))
+
+
+def lease_ref(value: Any, field: str) -> LeaseRef:
+    """The event_id and generation of a lease sent back over the wire.
+
+    Accepts the whole lease as the server sent it, or just those two keys;
+    Queue checks their values.
+    """
+    if not isinstance(value, dict):
+        raise InvalidInput(field, f"must be a lease object, not {_json_type(value)}")
+    unknown = set(value) - _LEASE_KEYS
+    if unknown:
+        raise InvalidInput(f"{field}.{sorted(unknown)[0]}", "is not a lease key")
+    for key in ("event_id", "generation"):
+        if key not in value:
+            raise InvalidInput(f"{field}.{key}", "is required")
+    return LeaseRef(value["event_id"], value["generation"])
+
+
+def check_json(value: Any, field: str) -> None:
+    """Refuse, naming the place, anything that would not cross as JSON unchanged."""
+    if not v._plain_json(value, 0):
+        v._check_json(value, field)
+
+
+def _json_type(value: Any) -> str:
+    names = {dict: "object", list: "array", str: "string", bool: "boolean", type(None): "null"}
+    return names.get(type(value), "number")
+
+
+# -- refusals ---------------------------------------------------------------------------
+
+
+def error_code(exc: FairqError) -> str | None:
+    """The machine code of a queue refusal, or None for an unexpected error."""
+    for cls, code in _CODES:
+        if isinstance(exc, cls):
+            return code
+    return None
+
+
+def error_json(code: str, message: str, **data: Any) -> dict[str, Any]:
+    """The JSON body of a refusal: error, message, and field etc. when known."""
+    return {"error": code, "message": message, **{k: x for k, x in data.items() if x is not None}}
+
+
+def queue_error_json(exc: FairqError) -> dict[str, Any]:
+    """The JSON body of a queue refusal, carrying what its attributes say."""
+    code = error_code(exc)
+    if code is None:
+        raise ValueError(f"{type(exc).__name__} has no wire form")
+    if isinstance(exc, InvalidInput):
+        return error_json(code, exc.problem, field=exc.field)
+    return error_json(code, str(exc), field=getattr(exc, "field", None),
+                      event_id=getattr(exc, "event_id", None), generation=getattr(exc, "generation", None))
+
+
+def error_from_json(status: int, data: Any) -> FairqError:
+    """The exception a local Queue would have raised for this refusal.
+
+    Refusals with no local equivalent (authentication, routes, internal
+    errors) become RemoteError carrying the status and the code.
+    """
+    if not isinstance(data, dict) or not isinstance(data.get("error"), str):
+        return RemoteError(status, "http_error", f"HTTP {status} without a fairq error body")
+    code = data["error"]
+    message = str(data.get("message") or code)
+    event_id = data.get("event_id")
+    if code in _INPUT_REFUSALS:
+        return InvalidInput(str(data.get("field") or "request"), message)
+    if code in ("stale_lease", "lease_expired"):
+        cls = StaleLease if code == "stale_lease" else LeaseExpired
+        return cls(event_id, data.get("generation"), message)
+    if code == "conflict":
+        return Conflict(event_id, data.get("field"), message)
+    if code == "redrive_refused":
+        return RedriveRefused(event_id, message)
+    if code == "busy":
+        return Busy(message)
+    return RemoteError(status, code, message)
