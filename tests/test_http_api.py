@@ -1,0 +1,278 @@
+"""Every endpoint over a real loopback server: status codes, bodies, and fairq.Client
+returning the same values and raising the same errors as a local Queue."""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+import time
+
+import pytest
+
+import fairq
+from http_support import TOKEN, raw, running
+from http_support import client, server  # noqa: F401  (fixtures)
+
+
+def test_healthz_answers_without_a_token(server) -> None:
+    answer = raw(server, "GET", "/healthz", token=None)
+    assert (answer.status, answer.json) == (200, {"status": "ok"})
+
+
+def test_enqueue_answers_201_when_created_and_200_for_an_identical_repeat(server, make_queue) -> None:
+    first = raw(server, "POST", "/v1/enqueue", {"event_id": "a", "body": {"n": 1}, "flow": "F"})
+    again = raw(server, "POST", "/v1/enqueue", {"event_id": "a", "body": {"n": 1}, "flow": "F"})
+    assert (first.status, again.status) == (201, 200)
+    assert first.json == {"event_id": "a", "flow": "F", "seq": 1, "created": True}
+    assert again.json["created"] is False
+    assert make_queue().get("a").body == {"n": 1}
+
+
+def test_a_conflicting_enqueue_is_409_and_writes_nothing(server, client, make_queue) -> None:
+    client.enqueue("a", {"n": 1}, flow="F")
+    answer = raw(server, "POST", "/v1/enqueue", {"event_id": "a", "body": {"n": 2}, "flow": "F"})
+    assert answer.status == 409
+    assert answer.json["error"] == "conflict" and answer.json["field"] == "body"
+    with pytest.raises(fairq.Conflict) as caught:
+        client.enqueue("a", {"n": 1}, flow="G")
+    assert caught.value.field == "flow" and caught.value.event_id == "a"
+    assert [e.body for e in make_queue().events()] == [{"n": 1}]
+
+
+def test_enqueue_many_takes_tuples_dicts_and_arrays_in_one_call(server, client, make_queue) -> None:
+    done = client.enqueue_many([("a", 1), ("b", 2.0, "F"), {"event_id": "c", "body": [3], "flow": "F", "delay": 0}])
+    assert [(e.event_id, e.flow, e.seq, e.created) for e in done] == [
+        ("a", None, 1, True), ("b", "F", 1, True), ("c", "F", 2, True)]
+    answer = raw(server, "POST", "/v1/enqueue_many", {"items": [["d", {}, "F"], ["a", 1]]})
+    assert answer.status == 201 and [e["created"] for e in answer.json["enqueued"]] == [True, False]
+    assert raw(server, "POST", "/v1/enqueue_many", {"items": [["a", 1]]}).status == 200
+    bodies = {e.event_id: e.body for e in make_queue().events()}
+    assert bodies == {"a": 1, "b": 2.0, "c": [3], "d": {}}
+    assert type(bodies["b"]) is float  # 2.0 stays a float across the wire
+
+
+def test_an_enqueue_many_with_one_bad_item_writes_nothing(client, make_queue) -> None:
+    with pytest.raises(fairq.InvalidInput) as caught:
+        client.enqueue_many([("a", 1), {"event_id": "b", "body": {"x": float("nan")}}])
+    assert caught.value.field == "items[1].body.x"
+    with pytest.raises(fairq.InvalidInput) as caught:
+        client.enqueue_many([("a", 1), ("b", 2, 7)])
+    assert caught.value.field == "items[1].flow"  # refused by the server's Queue
+    assert make_queue().events() == []
+
+
+def test_claim_answers_204_when_nothing_is_claimable(server, client) -> None:
+    answer = raw(server, "POST", "/v1/claim", {})
+    assert (answer.status, answer.text) == (204, "")
+    assert raw(server, "POST", "/v1/claim_many", {"n": 5}).status == 204
+    assert client.claim() is None
+    assert client.claim_many(5) == []
+
+
+def test_a_lease_crosses_the_wire_and_is_settled_with_it(client, make_queue) -> None:
+    client.enqueue("a", {"sku": "book"}, flow="F")
+    lease = client.claim(owner="remote-1", lease_seconds=20)
+    assert isinstance(lease, fairq.Lease)
+    assert (lease.event_id, lease.flow, lease.seq, lease.body) == ("a", "F", 1, {"sku": "book"})
+    assert (lease.generation, lease.attempts, lease.owner) == (1, 1, "remote-1")
+    local = make_queue().get("a")
+    assert local.state is fairq.State.INFLIGHT and local.lease_until == lease.lease_until
+    settled = client.ack(lease)
+    assert settled == fairq.Settled("a", fairq.State.ACKED, None, 1)
+    assert make_queue().get("a").state is fairq.State.ACKED
+
+
+def test_retry_and_fail_over_the_wire_return_what_queue_returns(client, make_queue) -> None:
+    client.enqueue_many([("a", 1, "A"), ("b", 2, "B")])
+    first, second = client.claim_many(2)
+    retried = client.retry(first, "later", delay=60)
+    assert retried.state is fairq.State.READY and retried.next_at == pytest.approx(time.time() + 60, abs=5)
+    failed = client.fail(second, "broken")
+    assert failed.state is fairq.State.QUARANTINED
+    assert make_queue().get(second.event_id).reason == "broken"
+
+
+def test_settle_many_reports_lost_leases_in_their_slots(client, make_queue) -> None:
+    client.enqueue_many([("a", 1, "A"), ("b", 2, "B")])
+    a, b = client.claim_many(2, owner="w")
+    client.ack(a)
+    results = client.settle_many([(a, "ack"), (b, "retry", "again")])
+    assert isinstance(results[0], fairq.StaleLease) and results[0].event_id == "a"
+    assert results[0].generation == 1
+    assert isinstance(results[1], fairq.Settled) and results[1].state is fairq.State.READY
+    assert make_queue().get("b").reason == "again"
+    assert client.settle_many([]) == []
+
+
+def test_a_stale_settle_is_409_and_changes_nothing(server, client, make_queue) -> None:
+    client.enqueue("a", {}, flow="F")
+    old = client.claim(owner="A", lease_seconds=0.05)
+    time.sleep(0.1)
+    new = client.claim(owner="B", lease_seconds=30)
+    assert (new.event_id, new.generation) == ("a", 2)
+    before = make_queue().get("a")
+    answer = raw(server, "POST", "/v1/settle", {"lease": {"event_id": "a", "generation": 1}, "outcome": "ack"})
+    assert answer.status == 409
+    assert answer.json["error"] == "stale_lease"
+    assert (answer.json["event_id"], answer.json["generation"]) == ("a", 1)
+    with pytest.raises(fairq.StaleLease):
+        client.ack(old)
+    with pytest.raises(fairq.LeaseLost):
+        client.extend(old)
+    assert make_queue().get("a") == before  # still B's, at generation 2, nothing moved
+    assert client.ack(new).state is fairq.State.ACKED
+
+
+def test_an_expired_lease_is_409_lease_expired(server, client, make_queue) -> None:
+    client.enqueue("a", {}, flow="F")
+    lease = client.claim(owner="A", lease_seconds=0.05)
+    time.sleep(0.1)
+    answer = raw(server, "POST", "/v1/settle", {"lease": fairq.http.wire.to_json(lease), "outcome": "ack"})
+    assert (answer.status, answer.json["error"]) == (409, "lease_expired")
+    with pytest.raises(fairq.LeaseExpired):
+        client.ack(lease)
+    assert make_queue().get("a").state is fairq.State.INFLIGHT
+
+
+def test_extend_renews_the_lease_it_is_given(client) -> None:
+    client.enqueue("a", {})
+    lease = client.claim(lease_seconds=1)
+    longer = client.extend(lease, 60)
+    assert longer.generation == lease.generation and longer.lease_until > lease.lease_until + 50
+    assert client.ack(longer).state is fairq.State.ACKED
+
+
+def test_redrive_over_the_wire_and_a_refused_redrive_is_409(server, client, make_queue) -> None:
+    client.enqueue("a", {}, flow="F")
+    client.fail(client.claim(), "bad data")
+    answer = raw(server, "POST", "/v1/redrive", {"event_id": "a", "expected_generation": 7, "reason": "fixed"})
+    assert (answer.status, answer.json["error"], answer.json["event_id"]) == (409, "redrive_refused", "a")
+    with pytest.raises(fairq.RedriveRefused):
+        client.redrive("a", expected_generation=7, reason="fixed")
+    assert client.redrive("a", expected_generation=1, reason="fixed", actor="ops") == 2
+    info = make_queue().get("a")
+    assert (info.state, info.generation, info.attempts) == (fairq.State.READY, 2, 0)
+    [row] = [r for r in client.audit("a") if r.action == "redrive"]
+    assert (row.actor, row.reason, row.detail["replaced_reason"]) == ("ops", "fixed", "bad data")
+
+
+def test_get_answers_404_for_an_unknown_event_and_client_returns_none(server, client) -> None:
+    answer = raw(server, "GET", "/v1/events/nope")
+    assert (answer.status, answer.json["error"]) == (404, "unknown_event")
+    assert client.get("nope") is None
+
+
+def test_an_event_id_with_slashes_and_unicode_round_trips_in_the_path(client) -> None:
+    event_id = "tenant/42 ü?#%"
+    client.enqueue(event_id, {"ok": True})
+    info = client.get(event_id)
+    assert isinstance(info, fairq.EventInfo) and info.event_id == event_id and info.body == {"ok": True}
+
+
+def test_events_audit_and_stats_read_what_the_queue_reads(client, make_queue) -> None:
+    client.enqueue_many([("a", 1, "F"), ("b", 2, "F"), ("c", 3, "G")])
+    client.fail(client.claim(), "broken")
+    local = make_queue()
+    assert client.events() == local.events()
+    assert client.events(state=fairq.State.QUARANTINED) == local.events(state="quarantined")
+    assert [e.event_id for e in client.events(flow="F", limit=1)] == ["a"]
+    assert client.audit() == local.audit() and client.audit("a", limit=1) == local.audit("a", limit=1)
+    remote, here = client.stats(top=1), local.stats()
+    assert remote.counts == here.counts == {"ready": 2, "inflight": 0, "acked": 0, "quarantined": 1}
+    assert remote.totals == here.totals and remote.flows == here.flows
+    assert remote.claim_lag_buckets[-1][0] == float("inf")
+    assert remote.top_flows == (("F", 2),)
+
+
+def test_set_weight_changes_the_rotation_as_on_a_local_queue(client, make_queue, tmp_path) -> None:
+    items = [(f"{flow}{i}", i, flow) for i in range(1, 5) for flow in "AB"]
+    client.set_weight("A", 3)
+    client.enqueue_many(items)
+    remote = []
+    while (lease := client.claim()) is not None:
+        remote.append(lease.event_id)
+        client.ack(lease)
+    with fairq.Queue(tmp_path / "local.db") as local:
+        local.set_weight("A", 3)
+        local.enqueue_many(items, now=0)
+        order = []
+        while (lease := local.claim(now=0)) is not None:
+            order.append(lease.event_id)
+            local.ack(lease, now=0)
+    assert remote == order and remote[:4] == ["A1", "B1", "A2", "A3"]
+
+
+def test_set_weight_refuses_a_bad_weight_naming_the_field(server, client) -> None:
+    answer = raw(server, "POST", "/v1/set_weight", {"flow": "A", "weight": 0})
+    assert (answer.status, answer.json["error"], answer.json["field"]) == (400, "invalid_input", "weight")
+    assert raw(server, "POST", "/v1/set_weight", {"flow": "A", "weight": 2}).json == {"flow": "A", "weight": 2}
+
+
+def test_the_server_queues_refusals_name_their_field_through_the_client(client) -> None:
+    cases = [
+        (lambda: client.enqueue(5, {}), "event_id"),
+        (lambda: client.enqueue("a", {}, delay=-1), "delay"),
+        (lambda: client.claim_many(0), "n"),
+        (lambda: client.claim(lease_seconds=0), "lease_seconds"),
+        (lambda: client.events(state="lost"), "state"),
+        (lambda: client.events(limit=True), "limit"),
+        (lambda: client.settle(fairq.http.wire.LeaseRef("a", 0), "ack"), "lease.generation"),
+        (lambda: client.settle_many([(fairq.http.wire.LeaseRef("a", 1), "maybe")]), "items[0].outcome"),
+        (lambda: client.redrive("a", expected_generation=1, reason="  "), "reason"),
+    ]
+    for call, field in cases:
+        with pytest.raises(fairq.InvalidInput) as caught:
+            call()
+        assert caught.value.field == field
+
+
+def test_now_and_effect_cannot_cross_the_wire(client) -> None:
+    client.enqueue("a", {})
+    lease = client.claim()
+    for call, field in [(lambda: client.enqueue("b", {}, now=1.0), "now"),
+                        (lambda: client.claim(now=1.0), "now"),
+                        (lambda: client.ack(lease, effect=lambda conn: None), "effect"),
+                        (lambda: client.stats(now=1.0), "now")]:
+        with pytest.raises(fairq.InvalidInput) as caught:
+            call()
+        assert caught.value.field == field
+    assert client.get("b") is None and client.ack(lease).state is fairq.State.ACKED
+
+
+def test_a_locked_database_is_503_busy_with_retry_after(make_queue, db_path) -> None:
+    queue = make_queue(busy_timeout=0.1)
+    blocker = sqlite3.connect(db_path, isolation_level=None)
+    with running(queue) as server:
+        blocker.execute("BEGIN IMMEDIATE")
+        try:
+            answer = raw(server, "POST", "/v1/claim", {})
+            with pytest.raises(fairq.Busy):
+                fairq.Client(server.url, token=TOKEN).claim()
+        finally:
+            blocker.execute("ROLLBACK")
+            blocker.close()
+    assert (answer.status, answer.json["error"], answer.headers["Retry-After"]) == (503, "busy", "1")
+
+
+def test_an_unexpected_error_answers_500_without_details_and_logs_the_traceback(server, client, caplog) -> None:
+    def broken(**kw):
+        raise RuntimeError("secret detail /etc/passwd")
+
+    server.queue.stats = broken
+    with caplog.at_level(logging.ERROR, logger="fairq"):
+        answer = raw(server, "GET", "/v1/stats")
+        with pytest.raises(fairq.RemoteError) as caught:
+            client.stats()
+    assert answer.status == 500 and answer.json == {"error": "internal", "message": "internal error"}
+    assert (caught.value.status, caught.value.code) == (500, "internal")
+    assert "secret" not in answer.text and "Traceback" not in answer.text
+    assert any("secret detail" in (r.exc_text or "") for r in caplog.records)
+
+
+def test_an_unreachable_server_raises_unavailable(server) -> None:
+    url = server.url
+    server.shutdown()
+    server.server_close()
+    with pytest.raises(fairq.Unavailable) as caught:
+        fairq.Client(url, token=TOKEN, timeout=5).claim()
+    assert caught.value.url == url and "may or may not" in str(caught.value)
