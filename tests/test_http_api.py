@@ -10,7 +10,9 @@ import time
 import pytest
 
 import fairq
-from http_support import TOKEN, raw, running
+from fairq.http.routes import ROUTES
+from fairq.http.wire import STATUS
+from http_support import ROOT, TOKEN, raw, running
 from http_support import client, server  # noqa: F401  (fixtures)
 
 
@@ -276,3 +278,12 @@ def test_an_unreachable_server_raises_unavailable(server) -> None:
     with pytest.raises(fairq.Unavailable) as caught:
         fairq.Client(url, token=TOKEN, timeout=5).claim()
     assert caught.value.url == url and "may or may not" in str(caught.value)
+
+
+def test_every_endpoint_and_error_code_is_documented() -> None:
+    doc = (ROOT / "docs" / "http.md").read_text(encoding="utf-8")
+    for r in ROUTES:
+        path = "/" + "/".join(r.segments)
+        assert f"| `{r.method} {path}" in doc, path  # a row in the endpoint table
+    for code, status in STATUS.items():
+        assert f"| {status} | `{code}` |" in doc, code
