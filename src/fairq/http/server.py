@@ -107,6 +107,9 @@ class _Handler(BaseHTTPRequestHandler):
     server_version = "fairq"
     sys_version = ""
     timeout = SOCKET_TIMEOUT
+    # Headers and body leave in two writes; without TCP_NODELAY a keep-alive
+    # client's delayed ACK stalls the second one for tens of milliseconds.
+    disable_nagle_algorithm = True
 
     def do_GET(self) -> None:
         self._handle()
