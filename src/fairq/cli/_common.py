@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import datetime
 import json
-import math
 import os
 from collections.abc import Sequence
 from typing import Any
 
 from ..errors import FairqError
+from ..http.wire import to_json
 from ..queue import Queue
 from ..types import AuditEntry, EventInfo, Stats
 
@@ -35,21 +34,7 @@ def open_existing(args: argparse.Namespace) -> Queue:
 
 def stats_json(stats: Stats) -> dict[str, Any]:
     """A Stats as plain JSON values (the unbounded lag bucket's bound is "+Inf")."""
-    return {
-        "counts": stats.counts,
-        "flows": stats.flows,
-        "oldest_ready_age": stats.oldest_ready_age,
-        "now": stats.now,
-        "totals": stats.totals,
-        "claim_lag_median": _finite(stats.claim_lag_median),
-        "claim_lag_p99": _finite(stats.claim_lag_p99),
-        "claim_lag_buckets": [[_finite(le), n] for le, n in stats.claim_lag_buckets],
-        "top_flows": [list(pair) for pair in stats.top_flows],
-    }
-
-
-def _finite(x: float | None) -> float | str | None:
-    return "+Inf" if x is not None and math.isinf(x) else x
+    return to_json(stats)
 
 
 def print_json(value: Any) -> None:
@@ -59,12 +44,12 @@ def print_json(value: Any) -> None:
 
 def event_json(info: EventInfo) -> dict[str, Any]:
     """An EventInfo as plain JSON values (times in queue-clock seconds)."""
-    return {**dataclasses.asdict(info), "state": info.state.value}
+    return to_json(info)
 
 
 def audit_json(entry: AuditEntry) -> dict[str, Any]:
     """An AuditEntry as plain JSON values."""
-    return dataclasses.asdict(entry)
+    return to_json(entry)
 
 
 def when(seconds: float | None) -> str:

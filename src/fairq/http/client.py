@@ -1,8 +1,9 @@
 """fairq.Client: the Queue's verbs on a queue served by `fairq serve`.
 
-Same verbs and signatures as Queue (minus `now=` and `effect=`, which cannot
-cross the wire: the server uses its own clock, and no code runs inside a
-remote transaction), the same value types back and the same exceptions
+Same verbs and signatures as Queue (minus `now=`, `effect=` and `conn=`,
+which cannot cross the wire: the server uses its own clock, no code runs
+inside a remote transaction, and a remote enqueue cannot join the
+application's local one), the same value types back and the same exceptions
 raised, so code written against Queue runs unchanged against a server.
 Standard library only (urllib); environment proxies and redirects are not
 followed, so the token goes only to the URL given.
@@ -78,15 +79,15 @@ class Client:
     # -- enqueue -------------------------------------------------------------------
 
     def enqueue(self, event_id: str, body: Any, *, flow: str | None = None, delay: float = 0.0,
-                now: None = None) -> Enqueued:
+                now: None = None, conn: None = None) -> Enqueued:
         """Queue.enqueue on the server: created=False for an identical repeat, Conflict otherwise."""
-        _server_side(now=now)
+        _server_side(now=now, conn=conn)
         data = self._post("/v1/enqueue", event_id=event_id, body=body, flow=flow, delay=delay)
         return from_json(Enqueued, data)
 
-    def enqueue_many(self, items: Iterable[Any], *, now: None = None) -> list[Enqueued]:
+    def enqueue_many(self, items: Iterable[Any], *, now: None = None, conn: None = None) -> list[Enqueued]:
         """Queue.enqueue_many on the server: all the items in one transaction, or none."""
-        _server_side(now=now)
+        _server_side(now=now, conn=conn)
         if isinstance(items, (str, bytes, Mapping)):
             raise InvalidInput("items", "must be an iterable of tuples or dicts")
         data = self._post("/v1/enqueue_many", items=[_wire_item(item) for item in items])
@@ -227,12 +228,14 @@ class Client:
         return error_from_json(exc.code, data)
 
 
-def _server_side(*, now: Any = None, effect: Any = None) -> None:
+def _server_side(*, now: Any = None, effect: Any = None, conn: Any = None) -> None:
     """Refuse the arguments a remote call cannot honour."""
     if now is not None:
         raise InvalidInput("now", "cannot be sent to a server: the server uses its own clock")
     if effect is not None:
         raise InvalidInput("effect", "cannot be sent to a server: no code runs inside a remote transaction")
+    if conn is not None:
+        raise InvalidInput("conn", "cannot be sent to a server: a remote enqueue cannot join a local transaction")
 
 
 def _wire_lease(lease: Any) -> dict[str, Any]:
