@@ -12,7 +12,7 @@ import pytest
 
 import fairq
 from fairq.http.routes import ROUTES
-from fairq.http.wire import STATUS
+from fairq.http.wire import STATUS, LeaseRef, from_json, to_json
 from http_support import ROOT, TOKEN, raw, running
 from http_support import client, server  # noqa: F401  (fixtures)
 
@@ -130,7 +130,7 @@ def test_an_expired_lease_is_409_lease_expired(server, client, make_queue) -> No
     client.enqueue("a", {}, flow="F")
     lease = client.claim(owner="A", lease_seconds=0.05)
     time.sleep(0.1)
-    answer = raw(server, "POST", "/v1/settle", {"lease": fairq.http.wire.to_json(lease), "outcome": "ack"})
+    answer = raw(server, "POST", "/v1/settle", {"lease": to_json(lease), "outcome": "ack"})
     assert (answer.status, answer.json["error"]) == (409, "lease_expired")
     with pytest.raises(fairq.LeaseExpired):
         client.ack(lease)
@@ -211,7 +211,7 @@ def test_set_weight_refuses_a_bad_weight_naming_the_field(server, client) -> Non
     assert raw(server, "POST", "/v1/set_weight", {"flow": "A", "weight": 2}).json == {"flow": "A", "weight": 2}
 
 
-def test_the_server_queues_refusals_name_their_field_through_the_client(client) -> None:
+def test_refusals_name_the_same_field_as_a_local_queue(client) -> None:
     cases = [
         (lambda: client.enqueue(5, {}), "event_id"),
         (lambda: client.enqueue("a", {}, delay=-1), "delay"),
@@ -219,8 +219,8 @@ def test_the_server_queues_refusals_name_their_field_through_the_client(client) 
         (lambda: client.claim(lease_seconds=0), "lease_seconds"),
         (lambda: client.events(state="lost"), "state"),
         (lambda: client.events(limit=True), "limit"),
-        (lambda: client.settle(fairq.http.wire.LeaseRef("a", 0), "ack"), "lease.generation"),
-        (lambda: client.settle_many([(fairq.http.wire.LeaseRef("a", 1), "maybe")]), "items[0].outcome"),
+        (lambda: client.settle(LeaseRef("a", 0), "ack"), "lease.generation"),
+        (lambda: client.settle_many([(LeaseRef("a", 1), "maybe")]), "items[0].outcome"),
         (lambda: client.redrive("a", expected_generation=1, reason="  "), "reason"),
     ]
     for call, field in cases:
@@ -307,3 +307,14 @@ def test_every_endpoint_and_error_code_is_documented() -> None:
         assert f"| `{r.method} {path}" in doc, path  # a row in the endpoint table
     for code, status in STATUS.items():
         assert f"| {status} | `{code}` |" in doc, code
+
+
+def test_an_answer_that_is_not_the_expected_value_raises_remote_error() -> None:
+    lease = fairq.Lease("a", None, 1, {}, 1, 1, 1, None, 5.0)
+    assert from_json(fairq.Lease, {**to_json(lease), "added_later": 1}) == lease  # a newer server's extra key
+    bad_answers = [(fairq.Lease, []), (fairq.Lease, {"event_id": "a"}),
+                   (fairq.Settled, {"event_id": "a", "state": "gone", "next_at": None, "attempts": 1})]
+    for cls, data in bad_answers:
+        with pytest.raises(fairq.RemoteError) as caught:
+            from_json(cls, data)
+        assert caught.value.code == "bad_response"

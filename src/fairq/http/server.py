@@ -128,11 +128,12 @@ class _Handler(BaseHTTPRequestHandler):
             status, payload = STATUS[r.code], error_json(r.code, r.message, field=r.field)
             headers = r.headers
         except FairqError as exc:
-            if error_code(exc) is None:
+            code = error_code(exc)
+            if code is None:
                 status, payload = self._internal_error()
             else:
-                status, payload = STATUS[error_code(exc)], queue_error_json(exc)
-                if status == 503:
+                status, payload = STATUS[code], queue_error_json(exc)
+                if code == "busy":
                     headers = {"Retry-After": "1"}
         except Exception:
             status, payload = self._internal_error()

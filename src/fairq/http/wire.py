@@ -116,19 +116,14 @@ _DECODE = {
 def from_json(cls: type[T], data: Any) -> T:
     """Rebuild a value of dataclass `cls` from its JSON form.
 
-    Raises ValueError if `data` is not that form (unknown or missing keys,
-    a state that does not exist, ...).
+    Keys it does not know are ignored (a newer server may send more); a
+    missing or malformed field raises RemoteError with code "bad_response".
     """
-    if not isinstance(data, dict):
-        raise ValueError(f"a {cls.__name__} must be a JSON object, not {type(data).__name__}")
     names = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
-    unknown = set(data) - names
-    if unknown:
-        raise ValueError(f"unknown {cls.__name__} keys {sorted(unknown)}")
     try:
-        return cls(**{k: _DECODE[k](x) if k in _DECODE else x for k, x in data.items()})
-    except TypeError as exc:
-        raise ValueError(f"not a {cls.__name__}: {exc}") from None
+        return cls(**{k: _DECODE[k](x) if k in _DECODE else x for k, x in data.items() if k in names})
+    except (AttributeError, TypeError, ValueError) as exc:
+        raise RemoteError(200, "bad_response", f"the answer is not a {cls.__name__}: {exc}") from None
 
 
 class LeaseRef(NamedTuple):
