@@ -166,7 +166,7 @@ class _Handler(BaseHTTPRequestHandler):
         digest = self.server.token_digest
         if digest is None:
             host = self.headers.get("Host")
-            if host is not None and not is_loopback(urlsplit("//" + host).hostname or ""):
+            if host is not None and not is_loopback(_hostname(host)):
                 raise Refusal("forbidden", "without a token, only requests to a loopback host are served")
             return
         challenge = {"WWW-Authenticate": 'Bearer realm="fairq"'}
@@ -234,6 +234,14 @@ class _Handler(BaseHTTPRequestHandler):
 
     def log_message(self, format: str, *args: Any) -> None:
         log.debug("http %s %s", self.address_string(), format % args)
+
+
+def _hostname(host_header: str) -> str:
+    """The name in a Host header ("[::1]:8765" -> "::1"); "" if it does not parse."""
+    try:
+        return urlsplit("//" + host_header).hostname or ""
+    except ValueError:
+        return ""
 
 
 def _decode_path(captured: dict[str, str]) -> dict[str, str]:
