@@ -54,13 +54,17 @@ def check_invariants(path: Path) -> None:
     try:
         now = conn.execute("SELECT now_ms FROM clock").fetchone()[0]
         # Within a flow, acks happen in seq order: the unacked events are a
-        # suffix, seqs have no gaps, and next_seq follows the last one.
+        # suffix, seqs have no gaps, and next_seq follows the last one. Purge
+        # removes a prefix of acked events: their tombstones sit below the
+        # first stored seq.
         for flow_id, next_seq in conn.execute("SELECT flow_id, next_seq FROM flow"):
             states = [r[0] for r in conn.execute(
                 "SELECT state FROM event WHERE flow_id = ? ORDER BY seq", (flow_id,))]
             seqs = [r[0] for r in conn.execute("SELECT seq FROM event WHERE flow_id = ? ORDER BY seq", (flow_id,))]
-            assert seqs == list(range(1, len(seqs) + 1)), f"flow {flow_id}: seqs {seqs}"
-            assert next_seq == len(seqs) + 1, f"flow {flow_id}: next_seq {next_seq}, {len(seqs)} events"
+            first_stored = next_seq - len(seqs)
+            assert seqs == list(range(first_stored, next_seq)), f"flow {flow_id}: seqs {seqs}, next {next_seq}"
+            purged = [r[0] for r in conn.execute("SELECT seq FROM tombstone WHERE flow_id = ?", (flow_id,))]
+            assert all(seq < first_stored for seq in purged), f"flow {flow_id}: tombstones {purged}"
             first_unacked = next((i for i, st in enumerate(states) if st != "acked"), len(states))
             assert all(st != "acked" for st in states[first_unacked:]), f"flow {flow_id}: {states}"
         # Exactly the heads (lowest unacked seq of each flow; every unacked
@@ -77,6 +81,10 @@ def check_invariants(path: Path) -> None:
                         conn.execute("SELECT ready_n, inflight_n, acked_n, quarantined_n FROM clock").fetchone()))
         for state, n in kept.items():
             assert n == actual.get(state, 0), f"count {state}={n}, recounted {actual.get(state, 0)}"
+        tombstones = conn.execute("SELECT count(*) FROM tombstone").fetchone()[0]
+        assert conn.execute("SELECT tombstones_n FROM retention").fetchone()[0] == tombstones
+        both = conn.execute("SELECT count(*) FROM tombstone JOIN event USING (event_id)").fetchone()[0]
+        assert both == 0, "an event id is both stored and tombstoned"
         assert conn.execute("PRAGMA foreign_key_check").fetchall() == []
         assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
     finally:

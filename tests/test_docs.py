@@ -21,6 +21,7 @@ PUBLIC = [
     "State", "Stats",
     "Misfire", "Schedule",
     "Client", "RemoteError", "Unavailable",
+    "Blocked", "Purged",
 ]
 
 

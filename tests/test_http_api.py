@@ -246,8 +246,9 @@ def test_now_effect_and_conn_cannot_cross_the_wire(client, tmp_path) -> None:
 
 
 # Queue members the server does not offer: ingest reads a file on the
-# server's own disk; schedules and tick are not served yet.
-NOT_SERVED = {"ingest", "schedules", "tick"}
+# server's own disk; settings() describes the local file; schedules, tick,
+# why_blocked and purge are not served yet.
+NOT_SERVED = {"ingest", "schedules", "tick", "settings", "why_blocked", "purge"}
 
 
 def test_the_client_has_every_served_queue_verb_with_the_same_parameters() -> None:

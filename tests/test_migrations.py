@@ -1,8 +1,9 @@
 """The user_version ladder: a file made by an older fairq upgrades to exactly the
 schema a fresh file gets, and keeps its events.
 
-tests/fixtures/schema_v1.sql is queue.sql as version 1 shipped it; it never
-changes. Each later version adds a fixture of its own.
+tests/fixtures/schema_v1.sql is queue.sql as version 1 shipped it, and
+schema_v2.sql as version 2 did; they never change. Each later version adds a
+fixture of its own.
 """
 
 from __future__ import annotations
@@ -68,7 +69,7 @@ def test_a_version_1_file_migrates_to_exactly_the_fresh_schema(tmp_path) -> None
     fairq.Queue(fresh).close()
     migrated = schema(old)
     assert migrated == schema(fresh)
-    assert migrated["user_version"] == migrate.LATEST == 2
+    assert migrated["user_version"] == migrate.LATEST == 3
     assert "schedule" in [name for _, name, _, _ in migrated["objects"]]
 
 
@@ -108,3 +109,21 @@ def test_every_step_names_the_tables_it_creates() -> None:
         created = re.findall(r"CREATE TABLE (\w+)", text)
         assert tuple(created) == migrate.STEP_TABLES[step]
         assert set(created) <= set(migrate.OWN_TABLES)
+
+
+def test_a_version_2_file_migrates_to_exactly_the_fresh_schema_and_can_purge(tmp_path) -> None:
+    old, fresh = tmp_path / "old.db", tmp_path / "fresh.db"
+    conn = sqlite3.connect(old)
+    conn.executescript((FIXTURES / "schema_v2.sql").read_text(encoding="utf-8"))
+    conn.execute(f"PRAGMA application_id = {migrate.APPLICATION_ID:d}")
+    conn.execute("PRAGMA user_version = 2")
+    conn.commit()
+    conn.close()
+    with fairq.Queue(old) as q:
+        assert q.stats(now=0).tombstones == 0 and q.stats(now=0).totals["purged"] == 0
+        q.enqueue("x", {"v": 1}, flow="F", now=0)
+        q.ack(q.claim(now=0), now=0)
+        assert q.purge(acked_before=1, now=1).events == 1
+        assert not q.enqueue("x", {"v": 1}, flow="F", now=2).created
+    fairq.Queue(fresh).close()
+    assert schema(old) == schema(fresh)

@@ -35,6 +35,7 @@ from .types import (
     State,
     Stats,
 )
+from .types import Blocked, Purged
 
 __version__ = "0.1.0"
 
@@ -73,4 +74,6 @@ __all__ = [
     "Client",
     "RemoteError",
     "Unavailable",
+    "Blocked",
+    "Purged",
 ]

@@ -8,8 +8,11 @@ have taken long). No SQL lives here: fairq.store.queue has all of it.
 
 from __future__ import annotations
 
+import functools
 import logging
+import os
 import re
+import shlex
 import sqlite3
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -21,13 +24,15 @@ from .errors import Conflict, InvalidInput, LeaseLost
 from .policy import MAX_WEIGHT, Backoff, to_ms
 from .schedules import Schedules, expand_due
 from .store.queue import NewEvent, QueueStore, SettleItem
-from .types import AuditEntry, Enqueued, EventInfo, Lease, Outcome, Settled, State, Stats
+from .types import AuditEntry, Blocked, Enqueued, EventInfo, Lease, Outcome, Purged, Settled, State, Stats
 
 __all__ = ["Queue"]
 
 log = logging.getLogger("fairq")
 
 MAX_BATCH = 10_000
+#: Seconds a purged event's id is remembered after its ack (see Queue.purge).
+DEDUP_WINDOW = 30 * 86_400.0
 _ITEM_KEYS = frozenset({"event_id", "body", "flow", "delay"})
 
 Effect = Callable[[sqlite3.Connection], Any]
@@ -73,6 +78,7 @@ class Queue:
         self.max_body_bytes = v.count(max_body_bytes, "max_body_bytes", low=2, high=1 << 30)
         v.seconds(busy_timeout, "busy_timeout")
         self._clock = clock
+        self._open_args = {"synchronous": synchronous, "busy_timeout": busy_timeout}
         self._store = QueueStore(path, synchronous=synchronous, busy_timeout=busy_timeout)
         self.path = path
 
@@ -87,6 +93,13 @@ class Queue:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    def settings(self) -> dict[str, Any]:
+        """The keyword arguments that open this file again with the same behaviour:
+        ``fairq.Queue(q.path, **q.settings())`` (e.g. in a worker process)."""
+        return {"lease_seconds": self.lease_seconds, "max_attempts": self.max_attempts,
+                "backoff": self.backoff, "max_body_bytes": self.max_body_bytes, "clock": self._clock,
+                **self._open_args}
 
     def _requested(self, now: float | None) -> tuple[int, bool]:
         """(milliseconds, explicit?) for a call's `now` argument."""
@@ -275,16 +288,19 @@ class Queue:
     def settle_many(self, items: Iterable[Any], *, now: float | None = None) -> list[Settled | LeaseLost]:
         """Settle many leases in one transaction, each judged on its own.
 
-        items: (lease, outcome) or (lease, outcome, reason). A lost lease is
-        returned in its slot as the StaleLease / LeaseExpired it would have
-        raised; the others are settled.
+        items: (lease, outcome), (lease, outcome, reason) or (lease, outcome,
+        reason, delay). A lost lease is returned in its slot as the
+        StaleLease / LeaseExpired it would have raised; the others are settled.
         """
         batch = []
         for i, item in enumerate(items):
-            if not isinstance(item, tuple) or len(item) not in (2, 3):
-                raise InvalidInput(f"items[{i}]", "must be (lease, outcome) or (lease, outcome, reason)")
+            if not isinstance(item, tuple) or len(item) not in (2, 3, 4):
+                raise InvalidInput(f"items[{i}]", "must be (lease, outcome), (lease, outcome, reason) "
+                                   "or (lease, outcome, reason, delay)")
+            reason = item[2] if len(item) >= 3 else None
+            delay = item[3] if len(item) == 4 else None
             try:
-                batch.append(self._settle_item(item[0], item[1], item[2] if len(item) == 3 else None, None))
+                batch.append(self._settle_item(item[0], item[1], reason, delay))
             except InvalidInput as exc:
                 raise exc.within(f"items[{i}]") from None
         if len(batch) > MAX_BATCH:
@@ -417,6 +433,83 @@ class Queue:
         now_ms = self._requested(now)[0]
         top = v.count(top, "top", low=0, high=10_000)
         return self._store.read(lambda tx: tx.stats(now_ms, top=top))
+
+
+    def why_blocked(self, flow: str, *, now: float | None = None) -> Blocked:
+        """Why a flow is not moving, in one answer: its head is quarantined
+        (with the redrive command), backing off, delayed, leased or expired;
+        or the flow is ready, empty or unknown. A read: never moves the clock.
+        """
+        flow = v.identifier(flow, "flow")
+        now_ms = self._requested(now)[0]
+        found = self._store.read(lambda tx: tx.flow_head(flow))
+        at = now_ms / 1000
+        if found is None:
+            return Blocked(flow, "unknown", at)
+        next_seq, head = found
+        if head is None:
+            return Blocked(flow, "empty", at)
+        blocked = functools.partial(
+            Blocked, flow, now=at, event_id=head.event_id, seq=head.seq, owner=head.owner,
+            reason=head.reason, generation=head.generation, attempts=head.attempts,
+            backlog=next_seq - head.seq)
+        if head.state is State.QUARANTINED:
+            return blocked("quarantined", redrive=_redrive_command(self.path, head))
+        if head.state is State.INFLIGHT:
+            assert head.lease_until is not None
+            return blocked("leased" if head.lease_until > at else "expired", until=head.lease_until)
+        assert head.next_at is not None
+        if head.next_at <= at:
+            return blocked("ready")
+        return blocked("backing_off" if head.attempts else "delayed", until=head.next_at)
+
+    # -- retention ---------------------------------------------------------------------
+
+    def purge(
+        self, *, acked_before: float, dedup_window: float | None = DEDUP_WINDOW,
+        now: float | None = None, chunk: int = 1000,
+    ) -> Purged:
+        """Remove acked events settled before `acked_before`, keeping a tombstone of each.
+
+        A tombstone (id, flow, seq, body hash) makes a re-enqueue of the id
+        answer created=False or Conflict as before. Tombstones of events
+        acked more than `dedup_window` seconds before `now` are dropped
+        (None: kept forever); after that the id may name a new event.
+        Ready, inflight and quarantined events are never touched.
+
+        Maintenance, not a hot-path verb: it pages through the whole event
+        table by row id, one transaction per `chunk` rows, so writers wait at
+        most one chunk. Stopped halfway, it leaves a consistent queue; run it
+        again to finish.
+        """
+        acked_before_ms = to_ms(v.seconds(acked_before, "acked_before"))
+        window_ms = None if dedup_window is None else to_ms(v.seconds(dedup_window, "dedup_window"))
+        chunk = v.count(chunk, "chunk", low=1, high=MAX_BATCH)
+        requested = self._requested(now)
+        events = dropped = 0
+        cursor: int | None = 0
+        while cursor is not None:
+            with self._store.transaction("purge") as tx:
+                # The first chunk checks an explicit time; later ones run at it or after.
+                requested = (tx.now(*requested), False)
+                n, cursor = tx.purge_acked(cursor, chunk=chunk, acked_before_ms=acked_before_ms)
+            events += n
+        while window_ms is not None:
+            with self._store.transaction("purge") as tx:
+                requested = (tx.now(*requested), False)
+                n = tx.drop_tombstones(requested[0] - window_ms, limit=chunk)
+            dropped += n
+            if n < chunk:
+                break
+        if events or dropped:
+            log.info("purge events=%d tombstones_dropped=%d", events, dropped)
+        return Purged(events, dropped)
+
+
+def _redrive_command(path: Any, head: EventInfo) -> str:
+    """The fairq command line that redrives a quarantined head."""
+    return (f"fairq --db {shlex.quote(os.fspath(path))} redrive {shlex.quote(head.event_id)} "
+            f"--expected-generation {head.generation} --reason '<why it is safe to run again>'")
 
 
 def _lease_key(lease: Any, field: str) -> tuple[str, int]:

@@ -24,12 +24,13 @@ def database_path(args: argparse.Namespace) -> str:
     return args.db or os.environ.get("FAIRQ_DB") or "fairq.db"
 
 
-def open_existing(args: argparse.Namespace) -> Queue:
-    """The queue at the chosen path; refuses to create one where there is none."""
+def open_existing(args: argparse.Namespace, **settings: Any) -> Queue:
+    """The queue at the chosen path (opened with Queue `settings`); refuses
+    to create one where there is none."""
     path = database_path(args)
     if not os.path.exists(path):
         raise FairqError(f"no fairq database at {path} (set --db or FAIRQ_DB, or run fairq init)")
-    return Queue(path)
+    return Queue(path, **settings)
 
 
 def stats_json(stats: Stats) -> dict[str, Any]:

@@ -20,15 +20,15 @@ APPLICATION_ID = 0x66710001
 
 #: MIGRATIONS[v] upgrades a database from version v - 1 to version v.
 #: Version 1 is the first released schema; its steps start at 2.
-MIGRATIONS: dict[int, str] = {2: "migrations/0002_schedules.sql"}
-LATEST = 2
+MIGRATIONS: dict[int, str] = {2: "migrations/0002_schedules.sql", 3: "migrations/0003_retention.sql"}
+LATEST = 3
 
 #: Tables fairq owns in its file; a foreign table of the same name is refused.
-OWN_TABLES = ("clock", "flow", "event", "audit", "schedule")
+OWN_TABLES = ("clock", "flow", "event", "audit", "schedule", "tombstone", "retention")
 
 #: The tables each step creates: an application's own table of the same name
 #: in the file refuses the upgrade before anything changes.
-STEP_TABLES: dict[int, tuple[str, ...]] = {2: ("schedule",)}
+STEP_TABLES: dict[int, tuple[str, ...]] = {2: ("schedule",), 3: ("tombstone", "retention")}
 
 
 def ensure_schema(db: Database) -> int:

@@ -21,6 +21,7 @@ tests/conftest.py recounts the rest after every test):
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import sqlite3
@@ -191,6 +192,11 @@ class QueueTxn:
             self._moved[after] += n
             self._dirty = True
 
+    def _removed(self, state: str, n: int) -> None:
+        """Record that n events in `state` left the event table (purge)."""
+        self._moved[state] -= n
+        self._dirty = True
+
     def _happened(self, total: str, n: int = 1) -> None:
         """Add n to one of the TOTALS counters."""
         if n:
@@ -249,6 +255,9 @@ class QueueTxn:
                 {"ids": json.dumps([item.event_id for item in items])},
             )
         }
+        unseen = [item.event_id for item in items if item.event_id not in stored]
+        if unseen:
+            stored.update(self._tombstones(unseen))
         fresh: dict[str, NewEvent] = {}
         for item in items:
             if item.event_id in stored:
@@ -267,6 +276,17 @@ class QueueTxn:
                 seq = stored[item.event_id][2] if item.event_id in stored else _seq_of(out, item.event_id)
                 out.append(Enqueued(item.event_id, item.flow, seq, False))
         return out
+
+    def _tombstones(self, event_ids: list[str]) -> dict[str, tuple[str, str | None, int, bytes]]:
+        """(event_id, flow, seq, body hash) of purged events among these ids."""
+        # A purged id still names its (flow, body) until its tombstone expires.
+        rows = self.connection.execute(
+            "SELECT t.event_id, f.name, t.seq, t.body_hash FROM tombstone AS t "
+            "LEFT JOIN flow AS f ON f.flow_id = t.flow_id "
+            "WHERE t.event_id IN (SELECT value FROM json_each(:ids))",
+            {"ids": json.dumps(event_ids)},
+        )
+        return {row[0]: row for row in rows}
 
     def _insert_events(self, items: list[NewEvent], now_ms: int) -> dict[str, int]:
         """Insert new events; returns their seqs. An event that finds its flow
@@ -605,7 +625,101 @@ class QueueTxn:
             rows,
         )
 
+    # -- retention ---------------------------------------------------------------
+
+    def purge_acked(self, after_id: int, *, chunk: int, acked_before_ms: int) -> tuple[int, int | None]:
+        """Replace the acked events settled before acked_before_ms among the
+        next `chunk` rows after row id `after_id` by tombstones.
+
+        Returns (events purged, the last row id read; None past the end).
+        """
+        conn = self.connection
+        # Purge pages through the table by rowid: it pays a scan so that no
+        # index on the settle time has to be kept up by every ack.
+        last = conn.execute(
+            "SELECT max(id) FROM (SELECT id FROM event WHERE id > :after ORDER BY id LIMIT :chunk)",
+            {"after": after_id, "chunk": chunk},
+        ).fetchone()[0]
+        if last is None:
+            return 0, None
+        # Only acked events go, and only old ones: never ready, inflight or quarantined.
+        rows = conn.execute(
+            "SELECT id, event_id, flow_id, seq, body, settled_ms FROM event "
+            "WHERE id > :after AND id <= :last AND state = 'acked' AND settled_ms < :before",
+            {"after": after_id, "last": last, "before": acked_before_ms},
+        ).fetchall()
+        if not rows:
+            return 0, last
+        # A tombstone keeps what a repeat enqueue is judged by: flow, seq, body hash.
+        conn.executemany(
+            "INSERT INTO tombstone (event_id, flow_id, seq, body_hash, acked_ms) "
+            "VALUES (:event_id, :flow_id, :seq, :body_hash, :acked_ms)",
+            [{"event_id": r[1], "flow_id": r[2], "seq": r[3], "body_hash": body_hash(r[4]), "acked_ms": r[5]}
+             for r in rows],
+        )
+        # Acked events are never heads, and a flow's acked events are a
+        # prefix of it: deleting them leaves every head and index in place.
+        conn.execute(
+            "DELETE FROM event WHERE id IN (SELECT value FROM json_each(:ids))",
+            {"ids": json.dumps([r[0] for r in rows])},
+        )
+        self._removed("acked", len(rows))
+        self._count_tombstones(len(rows), purged=len(rows))
+        return len(rows), last
+
+    def drop_tombstones(self, acked_before_ms: int, *, limit: int) -> int:
+        """Forget up to `limit` tombstones of events acked before acked_before_ms."""
+        # Past the dedup window an id is forgotten: a new event may take it.
+        dropped = self.connection.execute(
+            "DELETE FROM tombstone WHERE event_id IN "
+            "(SELECT event_id FROM tombstone WHERE acked_ms < :before LIMIT :limit)",
+            {"before": acked_before_ms, "limit": limit},
+        ).rowcount
+        if dropped:
+            self._count_tombstones(-dropped, purged=0)
+        return dropped
+
+    def _count_tombstones(self, change: int, *, purged: int) -> None:
+        # tombstones_n equals the rows in tombstone; purged_total only grows.
+        self.connection.execute(
+            "UPDATE retention SET tombstones_n = tombstones_n + :change, "
+            "purged_total = purged_total + :purged WHERE id = 1",
+            {"change": change, "purged": purged},
+        )
+
     # -- reads -------------------------------------------------------------------
+
+    def flow_head(self, name: str) -> tuple[int, EventInfo | None] | None:
+        """(the flow's backlog end, its head or None when all is acked); None for an unknown flow.
+
+        The backlog end is the seq its next event will get.
+        """
+        conn = self.connection
+        flow = conn.execute(
+            "SELECT flow_id, next_seq FROM flow WHERE name = :name", {"name": name}
+        ).fetchone()
+        if flow is None:
+            return None
+        flow_id, next_seq = flow
+        # Acks go in seq order, so a flow's acked (or purged) events are a
+        # prefix: a binary search finds the head in log2(events) index lookups.
+        low, high = 1, next_seq
+        while low < high:
+            mid = (low + high) // 2
+            found = conn.execute(
+                "SELECT state FROM event WHERE flow_id = :flow_id AND seq = :seq",
+                {"flow_id": flow_id, "seq": mid},
+            ).fetchone()
+            if found is None or found[0] == "acked":
+                low = mid + 1
+            else:
+                high = mid
+        if low == next_seq:
+            return next_seq, None
+        row = conn.execute(
+            _SELECT_EVENT + "WHERE e.flow_id = :flow_id AND e.seq = :seq", {"flow_id": flow_id, "seq": low}
+        ).fetchone()
+        return next_seq, _event_info(row)
 
     def get(self, event_id: str) -> EventInfo | None:
         row = self.connection.execute(
@@ -645,6 +759,9 @@ class QueueTxn:
         ).fetchone()
         counts = dict(zip((s.value for s in State), row[:4]))
         totals = dict(zip(TOTALS, row[4:11]))
+        totals["purged"], tombstones = conn.execute(
+            "SELECT purged_total, tombstones_n FROM retention WHERE id = 1"
+        ).fetchone()
         lags = json.loads(row[11])
         lags += [0] * (len(policy.CLAIM_LAG_BOUNDS_MS) + 1 - len(lags))
         # Every flow with unacked events has exactly one head: count them in
@@ -672,6 +789,7 @@ class QueueTxn:
             claim_lag_p99=policy.lag_quantile(lags, 0.99),
             claim_lag_buckets=tuple(zip(bounds, lags)),
             top_flows=tuple((name, n) for name, n in top_flows),
+            tombstones=tombstones,
         )
 
 
@@ -718,15 +836,24 @@ _SELECT_EVENT = (
 )
 
 
-def _check_repeat(item: NewEvent, stored_flow: str | None, stored_body: str) -> None:
-    """An enqueue of a known id must match it exactly, or nothing is written."""
+def _check_repeat(item: NewEvent, stored_flow: str | None, stored_body: str | bytes) -> None:
+    """An enqueue of a known id must match it exactly, or nothing is written.
+
+    stored_body is the canonical body, or the hash a tombstone keeps of it.
+    """
     if stored_flow != item.flow:
         raise Conflict(
             item.event_id, "flow",
             f"event {item.event_id!r} is already stored in flow {stored_flow!r}, not {item.flow!r}",
         )
-    if stored_body != item.body:
+    body = body_hash(item.body) if isinstance(stored_body, bytes) else item.body
+    if stored_body != body:
         raise Conflict(item.event_id, "body")
+
+
+def body_hash(body: str) -> bytes:
+    """What a tombstone keeps of a canonical body: its 128-bit BLAKE2b digest."""
+    return hashlib.blake2b(body.encode("utf-8"), digest_size=16).digest()
 
 
 def _seq_of(done: list[Enqueued], event_id: str) -> int:

@@ -1,0 +1,70 @@
+"""Subcommands for operators: explain a stuck flow, export metrics, purge old acked events."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import re
+import time
+
+from ..errors import InvalidInput
+from ..metrics import exposition
+from ..queue import DEDUP_WINDOW
+from ._common import EXIT_OK, open_existing, print_json
+
+_UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86_400}
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("explain", help="say in one answer why a flow is not moving")
+    p.add_argument("flow", metavar="FLOW")
+    p.add_argument("--json", action="store_true", help="one JSON object on stdout")
+    p.set_defaults(func=explain)
+
+    p = sub.add_parser("metrics", help="print the queue's metrics in Prometheus text format")
+    p.add_argument("--top", type=int, default=10, metavar="N", help="flows with the largest backlog to list")
+    p.set_defaults(func=metrics)
+
+    p = sub.add_parser("purge", help="remove old acked events, keeping tombstones of their ids")
+    p.add_argument("--older-than", required=True, type=duration, metavar="DURATION",
+                   help="purge events acked longer ago than this (e.g. 3600, 90m, 12h, 7d)")
+    keep = p.add_mutually_exclusive_group()
+    keep.add_argument("--dedup-window", type=duration, default=DEDUP_WINDOW, metavar="DURATION",
+                      help="forget tombstones of events acked longer ago than this (default 30d)")
+    keep.add_argument("--keep-tombstones", action="store_true", help="never forget a tombstone")
+    p.set_defaults(func=purge)
+
+
+def duration(text: str) -> float:
+    """Seconds from '90', '90s', '15m', '12h' or '7d'."""
+    found = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*", text)
+    if found is None:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a duration like 90, 15m, 12h or 7d")
+    return float(found.group(1)) * _UNITS[found.group(2)]
+
+
+def explain(args: argparse.Namespace) -> int:
+    with open_existing(args) as q:
+        blocked = q.why_blocked(args.flow)
+    if args.json:
+        print_json({**dataclasses.asdict(blocked), "answer": str(blocked)})
+    else:
+        print(blocked)
+    return EXIT_OK
+
+
+def metrics(args: argparse.Namespace) -> int:
+    if args.top < 0:
+        raise InvalidInput("--top", f"must be >= 0, got {args.top}")
+    with open_existing(args) as q:
+        stats = q.stats(top=args.top)
+    print(exposition(stats), end="")
+    return EXIT_OK
+
+
+def purge(args: argparse.Namespace) -> int:
+    with open_existing(args) as q:
+        done = q.purge(acked_before=max(0.0, time.time() - args.older_than),
+                       dedup_window=None if args.keep_tombstones else args.dedup_window)
+    print(f"purged {done.events} acked events (tombstones kept); forgot {done.tombstones_dropped} tombstones")
+    return EXIT_OK
