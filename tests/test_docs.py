@@ -21,7 +21,7 @@ PUBLIC = [
     "State", "Stats",
     "Misfire", "Schedule",
     "Client", "RemoteError", "Unavailable",
-    "Blocked", "Purged",
+    "Blocked", "Purged", "Worker", "Job", "Handled", "Retry", "Fail",
 ]
 
 

@@ -36,6 +36,7 @@ from .types import (
     Stats,
 )
 from .types import Blocked, Purged
+from .worker import Fail, Handled, Job, Retry, Worker
 
 __version__ = "0.1.0"
 
@@ -76,4 +77,9 @@ __all__ = [
     "Unavailable",
     "Blocked",
     "Purged",
+    "Worker",
+    "Job",
+    "Handled",
+    "Retry",
+    "Fail",
 ]

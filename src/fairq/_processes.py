@@ -1,0 +1,100 @@
+"""Run a Worker as child processes, each opening the queue file again.
+
+The parent spawns the children (nothing is inherited by fork), passes the
+first stop signal on to them as SIGTERM and waits: each child gives its
+running handler the grace period to finish and settles it. A second signal
+SIGKILLs the children and exits at once. Children ignore SIGINT: a
+terminal's Ctrl-C reaches the whole process group, and the parent decides.
+Counts live in shared memory, so the parent's Worker.counts() adds up all
+of its children. A child that dies on its own with an error stops the rest.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import multiprocessing.connection
+import os
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from .errors import FairqError
+from .queue import Queue
+from .worker import StopSignals, Worker, _Tally
+
+CTX = multiprocessing.get_context("spawn")
+#: A child's exit status when handlers were still running at the end of the grace period.
+EXIT_ABANDONED = 3
+#: Seconds the parent waits past the grace period before it SIGKILLs a child.
+KILL_MARGIN = 5.0
+
+
+def shared_counts(n: int) -> Any:
+    """n counters in shared memory, with a lock, for a worker and its children."""
+    return CTX.Array("q", n)
+
+
+def run_processes(worker: Worker, until_idle: bool, *, signals: bool) -> dict[str, int]:
+    """Worker.run() with `worker.concurrency` child processes."""
+    options = {"owner": worker._owner_arg, "batch": worker.batch, "lease_seconds": worker.lease_seconds,
+               "grace": worker.grace, "idle_min": worker.idle_min, "idle_max": worker.idle_max}
+    args = (os.fspath(worker.queue.path), worker.queue.settings(), worker.handler, options,
+            worker.process_init, worker._tally._values, until_idle)
+    children = [CTX.Process(target=_child, args=args, name=f"fairq-worker-{i}")
+                for i in range(worker.concurrency)]
+    main = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN) if main else None  # inherited by the children
+    try:
+        for child in children:
+            child.start()
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
+
+    def kill_all() -> None:
+        for child in children:
+            if child.pid is not None and child.exitcode is None:
+                os.kill(child.pid, signal.SIGKILL)
+
+    failure: FairqError | None = None
+    deadline: float | None = None
+    with StopSignals((signal.SIGTERM, signal.SIGINT) if signals else (), on_second=kill_all) as received:
+        while live := [c for c in children if c.exitcode is None]:
+            crashed = [c for c in children if c.exitcode not in (None, 0, EXIT_ABANDONED)]
+            if deadline is None and crashed:
+                failure = FairqError(f"worker process {crashed[0].pid} exited with status "
+                                     f"{crashed[0].exitcode}; its error is above")
+            if deadline is None and (received.signum is not None or failure is not None):
+                for child in live:
+                    os.kill(child.pid, signal.SIGTERM)
+                deadline = time.monotonic() + worker.grace + KILL_MARGIN
+            if deadline is not None and time.monotonic() > deadline:
+                kill_all()
+                worker._tally.add("abandoned", len(live))
+                break
+            multiprocessing.connection.wait([c.sentinel for c in live], timeout=0.05)
+    for child in children:
+        child.join()
+    crashed = [c for c in children if c.exitcode not in (0, EXIT_ABANDONED)]
+    if failure is None and deadline is None and crashed:
+        failure = FairqError(f"worker process {crashed[0].pid} exited with status {crashed[0].exitcode}")
+    if failure is not None:
+        raise failure
+    return worker.counts()
+
+
+def _child(path: str, settings: dict[str, Any], handler: Callable[..., Any], options: dict[str, Any],
+           process_init: Callable[[], Any] | None, shared: Any, until_idle: bool) -> None:
+    """One worker process: a one-thread Worker on its own connection; SIGTERM stops it gracefully."""
+    if process_init is not None:
+        process_init()
+    with Queue(path, **settings) as queue:
+        worker = Worker(queue, handler, **options)
+        worker._tally = _Tally(parent=_Tally(shared))
+        with StopSignals((signal.SIGTERM,)) as received:
+            worker._run_threads(until_idle, received)
+        abandoned = worker._heartbeat.held()
+    sys.exit(EXIT_ABANDONED if abandoned else 0)

@@ -1,0 +1,192 @@
+"""`fairq work` in real subprocesses: backlog, signals, grace, processes, progress line, logs.
+
+Handlers come from tests/work_handlers.py (the child runs with cwd=tests/).
+`slow` leaves a mark file when it starts, so a test signals only once a
+handler is really running. Timeouts only stop hangs.
+"""
+
+from __future__ import annotations
+
+import os
+import pty
+import select
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import fairq
+
+ROOT = Path(__file__).resolve().parent.parent
+TESTS = ROOT / "tests"
+HANG = 60  # seconds; only to stop a hung test
+
+
+def start(db: Path, *args: str, marks: Path | None = None, cwd: Path = TESTS, **popen) -> subprocess.Popen:
+    env = {k: v for k, v in os.environ.items() if k != "FAIRQ_DB"}
+    env.update(PYTHONPATH=str(ROOT / "src"), FAIRQ_TEST_MARKS=str(marks or db.parent))
+    popen.setdefault("stdout", subprocess.PIPE)
+    popen.setdefault("stderr", subprocess.PIPE)
+    return subprocess.Popen([sys.executable, "-m", "fairq", "--db", str(db), "work", *args],
+                            cwd=cwd, env=env, text=True, **popen)
+
+
+def wait_for_marks(marks: Path, n: int) -> list[Path]:
+    deadline = time.monotonic() + HANG
+    while len(found := sorted(marks.iterdir())) < n:
+        assert time.monotonic() < deadline, "no handler started"
+        time.sleep(0.02)
+    return found
+
+
+def backlog(db: Path, n: int, sleep: float, flow: str | None = None) -> None:
+    with fairq.Queue(db) as q:
+        q.enqueue_many([(f"e{i}", {"sleep": sleep}, flow) if flow else (f"e{i}", {"sleep": sleep})
+                        for i in range(n)])
+
+
+def counts(db: Path) -> dict[str, int]:
+    with fairq.Queue(db) as q:
+        return q.stats().counts
+
+
+@pytest.fixture
+def marks(tmp_path: Path) -> Path:
+    path = tmp_path / "marks"
+    path.mkdir()
+    return path
+
+
+def test_the_example_handler_works_off_a_backlog_from_the_repository_root(tmp_path) -> None:
+    db = tmp_path / "fairq.db"
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    subprocess.run([sys.executable, "examples/handlers.py", "--db", str(db), "--fill", "200"], cwd=ROOT,
+                   env=env, check=True, capture_output=True, timeout=HANG)
+    proc = start(db, "examples.handlers:handle", "--until-idle", "--concurrency", "4", "--batch", "10",
+                 cwd=ROOT)
+    out, err = proc.communicate(timeout=HANG)
+    assert proc.returncode == 0, err
+    assert "worker.start owner=" in err and "worker.stop claimed=" in err
+    after = counts(db)
+    assert after["quarantined"] == 0 and after["acked"] > 150  # flaky heads back off; the rest is done
+    assert "fairq work: claimed" in err
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_a_stop_signal_lets_the_running_handler_finish_and_exits_0(tmp_path, marks, signum) -> None:
+    db = tmp_path / "q.db"
+    backlog(db, 3, sleep=0.8)
+    proc = start(db, "work_handlers:slow", marks=marks)
+    wait_for_marks(marks, 1)
+    proc.send_signal(signum)
+    out, err = proc.communicate(timeout=HANG)
+    assert proc.returncode == 0, err
+    assert f"worker.stopping signal={signal.Signals(signum).name}" in err
+    assert counts(db) == {"ready": 2, "inflight": 0, "acked": 1, "quarantined": 0}
+    assert len(list(marks.iterdir())) == 1  # nothing was claimed after the signal
+
+
+def test_a_second_signal_exits_at_once_and_leaves_the_lease_to_expire(tmp_path, marks) -> None:
+    db = tmp_path / "q.db"
+    backlog(db, 1, sleep=30)
+    proc = start(db, "work_handlers:slow", marks=marks)
+    wait_for_marks(marks, 1)
+    began = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    time.sleep(0.2)
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=HANG)
+    assert proc.returncode == 128 + signal.SIGTERM
+    assert time.monotonic() - began < 10
+    assert "second SIGTERM: exiting now" in err
+    assert counts(db)["inflight"] == 1
+
+
+def test_handlers_still_running_after_the_grace_make_work_exit_1(tmp_path, marks) -> None:
+    db = tmp_path / "q.db"
+    backlog(db, 1, sleep=30)
+    proc = start(db, "work_handlers:slow", "--grace", "0.3", marks=marks)
+    wait_for_marks(marks, 1)
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=HANG)
+    assert proc.returncode == 1
+    assert "1 handlers were still running after 0.3 s" in err
+    assert counts(db)["inflight"] == 1
+
+
+def test_worker_processes_stop_together_on_sigterm(tmp_path, marks) -> None:
+    db = tmp_path / "q.db"
+    backlog(db, 4, sleep=0.8)
+    proc = start(db, "work_handlers:slow", "--processes", "--concurrency", "2", marks=marks)
+    started = wait_for_marks(marks, 2)
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=HANG)
+    assert proc.returncode == 0, err
+    assert counts(db) == {"ready": 2, "inflight": 0, "acked": 2, "quarantined": 0}
+    child_pids = {int(mark.suffix[1:]) for mark in started}
+    assert len(child_pids) == 2 and proc.pid not in child_pids
+    for pid in child_pids:
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+
+
+def test_ctrl_c_on_a_terminal_stops_worker_processes_gracefully(tmp_path, marks) -> None:
+    # Ctrl-C reaches the whole process group; the children ignore it and the parent decides.
+    db = tmp_path / "q.db"
+    backlog(db, 4, sleep=0.8)
+    proc = start(db, "work_handlers:slow", "--processes", "--concurrency", "2", marks=marks,
+                 start_new_session=True)
+    wait_for_marks(marks, 2)
+    os.killpg(proc.pid, signal.SIGINT)
+    out, err = proc.communicate(timeout=HANG)
+    assert proc.returncode == 0, err
+    assert counts(db)["acked"] == 2 and counts(db)["inflight"] == 0
+
+
+def test_a_terminal_gets_a_progress_line(tmp_path) -> None:
+    db = tmp_path / "q.db"
+    backlog(db, 60, sleep=0.03)
+    master, slave = pty.openpty()
+    proc = start(db, "work_handlers:slow", "--until-idle", stderr=slave)
+    os.close(slave)
+    seen = b""
+    deadline = time.monotonic() + HANG
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([master], [], [], 0.1)
+        if ready:
+            try:
+                chunk = os.read(master, 4096)
+            except OSError:  # the terminal closed: the child exited
+                break
+            if not chunk:
+                break
+            seen += chunk
+        elif proc.poll() is not None:
+            break
+    os.close(master)
+    proc.wait(timeout=HANG)
+    assert proc.returncode == 0
+    text = seen.decode()
+    assert "\rclaimed " in text and "/s  acked " in text and "quarantined " in text
+    assert "acked 60 in all" in text or "fairq work: claimed 60, acked 60" in text
+
+
+def test_a_handler_that_cannot_be_imported_is_refused_with_exit_1(tmp_path) -> None:
+    db = tmp_path / "q.db"
+    fairq.Queue(db).close()
+    for spec, message in [("nosuchmodule:handle", "cannot import nosuchmodule"),
+                          ("work_handlers:nosuch", "has no nosuch"), ("work_handlers", "MODULE:FUNCTION")]:
+        proc = start(db, spec)
+        out, err = proc.communicate(timeout=HANG)
+        assert proc.returncode == 1 and message in err, err
+
+
+def test_bad_worker_settings_are_refused_with_exit_1(tmp_path) -> None:
+    db = tmp_path / "q.db"
+    fairq.Queue(db).close()
+    proc = start(db, "work_handlers:slow", "--concurrency", "0")
+    out, err = proc.communicate(timeout=HANG)
+    assert proc.returncode == 1 and "concurrency" in err

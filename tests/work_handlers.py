@@ -1,0 +1,43 @@
+"""Handlers for worker tests that run in other processes (`fairq work`, processes=True).
+
+Settings come from the environment, which child processes inherit:
+FAIRQ_TEST_MARKS (a folder where handlers note that they started),
+FAIRQ_TEST_INBOX (the receiver database of `relay`), FAIRQ_TEST_LOG (a
+folder where `relay` appends what the receiver answered).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+import fairq  # noqa: E402
+from relay import OUTCOME, Receiver  # noqa: E402
+
+_receiver: Receiver | None = None
+
+
+def slow(job: fairq.Job) -> None:
+    """Leave a mark named event_id.pid, then sleep body["sleep"] seconds."""
+    Path(os.environ["FAIRQ_TEST_MARKS"], f"{job.event_id}.{os.getpid()}").touch()
+    time.sleep(job.body.get("sleep", 1.0))
+
+
+def relay(job: fairq.Job) -> None:
+    """Deliver the event to the receiver's Inbox, which adds its delta to its flow's total once."""
+    global _receiver
+    if _receiver is None:
+        _receiver = Receiver(Path(os.environ["FAIRQ_TEST_INBOX"]))
+    time.sleep(job.body.get("work", 0) / 1000)
+    answer = _receiver.send(job.lease)
+    with open(Path(os.environ["FAIRQ_TEST_LOG"], f"{os.getpid()}.log"), "a") as log:
+        log.write(f"{answer} {job.event_id}\n")
+    outcome = OUTCOME[answer]
+    if outcome == "retry":
+        raise fairq.Retry(answer)
+    if outcome == "fail":
+        raise fairq.Fail(answer)
