@@ -56,7 +56,7 @@ def test_workers_killed_at_random_lose_nothing_and_double_nothing(tmp_path) -> N
     def launch(options: list[str]) -> subprocess.Popen:
         return subprocess.Popen(
             [sys.executable, "-m", "fairq", "--db", str(queue_db), "work", "work_handlers:relay",
-             "--lease-seconds", "1", "--max-attempts", "1000", "--grace", "10", "--log-level", "WARNING",
+             "--lease-seconds", "1", "--max-attempts", "1000", "--stop-timeout", "10", "--log-level", "WARNING",
              *options], cwd=ROOT / "tests", env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
 
     def acked() -> int:

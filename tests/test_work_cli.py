@@ -1,4 +1,4 @@
-"""`fairq work` in real subprocesses: backlog, signals, grace, processes, progress line, logs.
+"""`fairq work` in real subprocesses: backlog, signals, stop timeout, processes, progress line, logs.
 
 Handlers come from tests/work_handlers.py (the child runs with cwd=tests/).
 `slow` leaves a mark file when it starts, so a test signals only once a
@@ -105,10 +105,10 @@ def test_a_second_signal_exits_at_once_and_leaves_the_lease_to_expire(tmp_path, 
     assert counts(db)["inflight"] == 1
 
 
-def test_handlers_still_running_after_the_grace_make_work_exit_1(tmp_path, marks) -> None:
+def test_handlers_still_running_after_the_stop_timeout_make_work_exit_1(tmp_path, marks) -> None:
     db = tmp_path / "q.db"
     backlog(db, 1, sleep=30)
-    proc = start(db, "work_handlers:slow", "--grace", "0.3", marks=marks)
+    proc = start(db, "work_handlers:slow", "--stop-timeout", "0.3", marks=marks)
     wait_for_marks(marks, 1)
     proc.send_signal(signal.SIGTERM)
     out, err = proc.communicate(timeout=HANG)

@@ -236,17 +236,17 @@ def test_a_stop_lets_the_running_handler_finish_and_settles_it(q: fairq.Queue) -
         time.sleep(0.3)
         assert job.stopping
 
-    worker = fairq.Worker(q, handler, grace=10)
+    worker = fairq.Worker(q, handler, stop_timeout=10)
     threading.Thread(target=lambda: (started.wait(HANG), worker.stop())).start()
     counts = worker.run()
     assert counts["acked"] == 1 and counts["claimed"] == 1 and counts["abandoned"] == 0
     assert q.stats().counts == {"ready": 2, "inflight": 0, "acked": 1, "quarantined": 0}
 
 
-def test_a_handler_still_running_after_the_grace_is_abandoned_to_its_lease(q: fairq.Queue) -> None:
+def test_a_handler_still_running_after_the_stop_timeout_is_abandoned_to_its_lease(q: fairq.Queue) -> None:
     q.enqueue("slow", {})
     release = threading.Event()
-    worker = fairq.Worker(q, lambda job: release.wait(HANG), grace=0.2)
+    worker = fairq.Worker(q, lambda job: release.wait(HANG), stop_timeout=0.2)
     threading.Timer(0.2, worker.stop).start()
     counts = worker.run()
     assert counts["abandoned"] == 1 and counts["acked"] == 0
@@ -264,7 +264,7 @@ def test_run_raises_the_first_queue_error_of_any_thread(q: fairq.Queue) -> None:
         "CREATE TEMP TRIGGER no_ack BEFORE UPDATE OF state ON main.event WHEN NEW.state = 'acked' "
         "BEGIN SELECT RAISE(ABORT, 'injected'); END")
     with pytest.raises(sqlite3.IntegrityError, match="injected"):
-        fairq.Worker(q, ok, concurrency=2, grace=5).run()
+        fairq.Worker(q, ok, concurrency=2, stop_timeout=5).run()
     q._store.db.conn.execute("DROP TRIGGER temp.no_ack")
 
 
@@ -272,7 +272,7 @@ def test_run_raises_the_first_queue_error_of_any_thread(q: fairq.Queue) -> None:
     ({"handler": "not callable"}, "handler"),
     ({"concurrency": 0}, "concurrency"),
     ({"batch": 0}, "batch"),
-    ({"grace": -1}, "grace"),
+    ({"stop_timeout": -1}, "stop_timeout"),
     ({"idle_min": 0}, "idle_min"),
     ({"idle_min": 2, "idle_max": 1}, "idle_max"),
     ({"owner": ""}, "owner"),

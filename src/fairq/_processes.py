@@ -2,7 +2,7 @@
 
 The parent spawns the children (nothing is inherited by fork), passes the
 first stop signal on to them as SIGTERM and waits: each child gives its
-running handler the grace period to finish and settles it. A second signal
+running handler the stop timeout to finish and settles it. A second signal
 SIGKILLs the children and exits at once. Children ignore SIGINT: a
 terminal's Ctrl-C reaches the whole process group, and the parent decides.
 Counts live in shared memory, so the parent's Worker.counts() adds up all
@@ -26,9 +26,9 @@ from .queue import Queue
 from .worker import StopSignals, Worker, _Tally
 
 CTX = multiprocessing.get_context("spawn")
-#: A child's exit status when handlers were still running at the end of the grace period.
+#: A child's exit status when handlers were still running at the end of the stop timeout.
 EXIT_ABANDONED = 3
-#: Seconds the parent waits past the grace period before it SIGKILLs a child.
+#: Seconds the parent waits past the stop timeout before it SIGKILLs a child.
 KILL_MARGIN = 5.0
 
 
@@ -40,7 +40,7 @@ def shared_counts(n: int) -> Any:
 def run_processes(worker: Worker, until_idle: bool, *, signals: bool) -> dict[str, int]:
     """Worker.run() with `worker.concurrency` child processes."""
     options = {"owner": worker._owner_arg, "batch": worker.batch, "lease_seconds": worker.lease_seconds,
-               "grace": worker.grace, "idle_min": worker.idle_min, "idle_max": worker.idle_max}
+               "stop_timeout": worker.stop_timeout, "idle_min": worker.idle_min, "idle_max": worker.idle_max}
     args = (os.fspath(worker.queue.path), worker.queue.settings(), worker.handler, options,
             worker.process_init, worker._tally._values, until_idle)
     children = [CTX.Process(target=_child, args=args, name=f"fairq-worker-{i}")
@@ -70,7 +70,7 @@ def run_processes(worker: Worker, until_idle: bool, *, signals: bool) -> dict[st
             if deadline is None and (received.signum is not None or failure is not None):
                 for child in live:
                     os.kill(child.pid, signal.SIGTERM)
-                deadline = time.monotonic() + worker.grace + KILL_MARGIN
+                deadline = time.monotonic() + worker.stop_timeout + KILL_MARGIN
             if deadline is not None and time.monotonic() > deadline:
                 kill_all()
                 worker._tally.add("abandoned", len(live))

@@ -147,7 +147,7 @@ class Worker:
     `batch` events with claim_many (at most one per flow) and settles them
     with one settle_many. lease_seconds: each claim's lease (default the
     queue's); a heartbeat extends it every third of it while the handler
-    runs. grace: seconds running handlers get to finish after a stop;
+    runs. stop_timeout: seconds running handlers get to finish after a stop;
     those still running then are abandoned and their leases expire.
     idle_min, idle_max: an idle worker polls after idle_min seconds,
     doubling up to idle_max.
@@ -156,7 +156,7 @@ class Worker:
     def __init__(
         self, queue: Queue, handler: Callable[[Job], Any], *, owner: str | None = None,
         concurrency: int = 1, batch: int = 1, processes: bool = False,
-        lease_seconds: float | None = None, grace: float = 30.0, idle_min: float = 0.01,
+        lease_seconds: float | None = None, stop_timeout: float = 30.0, idle_min: float = 0.01,
         idle_max: float = 1.0, process_init: Callable[[], Any] | None = None,
     ) -> None:
         if not isinstance(queue, Queue):
@@ -173,7 +173,7 @@ class Worker:
         self.processes = processes
         self.lease_seconds = queue.lease_seconds if lease_seconds is None else v.seconds(
             lease_seconds, "lease_seconds", positive=True)
-        self.grace = v.seconds(grace, "grace")
+        self.stop_timeout = v.seconds(stop_timeout, "stop_timeout")
         self.idle_min = v.seconds(idle_min, "idle_min", positive=True)
         self.idle_max = v.seconds(idle_max, "idle_max")
         if self.idle_max < self.idle_min:
@@ -271,7 +271,7 @@ class Worker:
         claimable and no handler runs); returns counts().
 
         signals=True (and called from the main thread): the first SIGTERM or
-        SIGINT stops claiming and gives running handlers `grace` seconds to
+        SIGINT stops claiming and gives running handlers `stop_timeout` seconds to
         finish and be settled; a second one exits the process at once
         (status 128 + signal; its leases expire and others take over).
         Raises the first error the queue raised in any thread or process.
@@ -295,15 +295,17 @@ class Worker:
             thread.start()
         while not self._stop.wait(0.05):
             if received.signum is not None:
-                log.info("worker.stopping signal=%s grace=%s", signal.Signals(received.signum).name, self.grace)
+                log.info("worker.stopping signal=%s stop_timeout=%s", signal.Signals(received.signum).name,
+                         self.stop_timeout)
                 self.stop()
-        deadline = time.monotonic() + self.grace
+        deadline = time.monotonic() + self.stop_timeout
         for thread in threads:
             thread.join(max(0.0, deadline - time.monotonic()))
         abandoned = self._heartbeat.held()
         if abandoned:
             self._tally.add("abandoned", abandoned)
-            log.warning("worker.abandoned handlers=%d grace=%s their leases will expire", abandoned, self.grace)
+            log.warning("worker.abandoned handlers=%d stop_timeout=%s their leases will expire", abandoned,
+                        self.stop_timeout)
         counts = self.counts()
         log.info("worker.stop %s", " ".join(f"{k}={n}" for k, n in counts.items()))
         if self._error is not None:
@@ -338,7 +340,7 @@ class Worker:
             self._stop.set()
 
     def stop(self) -> None:
-        """Stop claiming; running handlers finish (within `grace`) and are settled.
+        """Stop claiming; running handlers finish (within `stop_timeout`) and are settled.
 
         Safe from any thread, not from a signal handler (run() handles signals).
         """
@@ -347,7 +349,7 @@ class Worker:
     def counts(self) -> dict[str, int]:
         """What this worker did so far: events claimed, acked, retried,
         quarantined, lost (not settled: the lease was gone) and abandoned
-        (still running when the grace period ended)."""
+        (still running when the stop timeout ended)."""
         return self._tally.snapshot()
 
 

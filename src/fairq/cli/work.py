@@ -4,7 +4,7 @@ Logs go to stderr through logging.getLogger("fairq"), one key=value record
 per line; on a terminal a progress line shows claimed / acked / retried /
 quarantined per second. Exit status: 0 after a clean stop (Ctrl-C or SIGTERM:
 running handlers finish and are settled) or, with --until-idle, when nothing
-is left to claim; 1 if handlers were still running when the grace period
+is left to claim; 1 if handlers were still running when the stop timeout
 ended (their leases expire); 128 + signal number after a second signal.
 """
 
@@ -42,7 +42,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="each claim's lease; a heartbeat extends it every S/3 (default 30)")
     p.add_argument("--max-attempts", type=int, default=5, metavar="N",
                    help="claims per round before an event is quarantined (default 5)")
-    p.add_argument("--grace", type=float, default=30.0, metavar="S",
+    p.add_argument("--stop-timeout", type=float, default=30.0, metavar="S",
                    help="after Ctrl-C or SIGTERM, seconds running handlers get to finish (default 30)")
     p.add_argument("--until-idle", action="store_true", help="stop when nothing is left to claim")
     p.add_argument("--log-level", default="INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR"))
@@ -54,7 +54,7 @@ def work(args: argparse.Namespace) -> int:
     configure_logging(args.log_level)
     with open_existing(args, lease_seconds=args.lease_seconds, max_attempts=args.max_attempts) as q:
         worker = Worker(q, handler, owner=args.owner, concurrency=args.concurrency, batch=args.batch,
-                        processes=args.processes, grace=args.grace,
+                        processes=args.processes, stop_timeout=args.stop_timeout,
                         process_init=functools.partial(configure_logging, args.log_level))
         progress = Progress(worker, sys.stderr) if sys.stderr.isatty() else None
         try:
@@ -64,7 +64,7 @@ def work(args: argparse.Namespace) -> int:
                 progress.close()
     print("fairq work: " + ", ".join(f"{name} {counts[name]}" for name in COUNTS), file=sys.stderr)
     if counts["abandoned"]:
-        print(f"fairq work: {counts['abandoned']} handlers were still running after {args.grace} s; "
+        print(f"fairq work: {counts['abandoned']} handlers were still running after {args.stop_timeout} s; "
               "their leases will expire and other workers take the events over", file=sys.stderr)
         return EXIT_REFUSED
     return EXIT_OK
