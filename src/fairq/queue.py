@@ -434,7 +434,6 @@ class Queue:
         top = v.count(top, "top", low=0, high=10_000)
         return self._store.read(lambda tx: tx.stats(now_ms, top=top))
 
-
     def why_blocked(self, flow: str, *, now: float | None = None) -> Blocked:
         """Why a flow is not moving, in one answer: its head is quarantined
         (with the redrive command), backing off, delayed, leased or expired;
