@@ -211,15 +211,15 @@ class Worker:
         jobs = [Job(lease, self._stop) for lease in leases]
         self._heartbeat.hold(jobs)
         try:
-            decisions = [self._decide(job, started_batch=i > 0) for i, job in enumerate(jobs)]
+            decisions = [self._decide(job, later_in_batch=i > 0) for i, job in enumerate(jobs)]
         finally:
             self._heartbeat.release(jobs)
         self._heartbeat.raise_failure()
         return self._settle(jobs, decisions)
 
-    def _decide(self, job: Job, *, started_batch: bool) -> tuple[Outcome, str | None, float | None]:
+    def _decide(self, job: Job, *, later_in_batch: bool) -> tuple[Outcome, str | None, float | None]:
         """Run the handler on one job: (outcome, reason, delay) for its settle."""
-        if started_batch and self._stop.is_set():
+        if later_in_batch and self._stop.is_set():
             return Outcome.RETRY, STOPPED_UNHANDLED, 0.0  # back to ready at once, for another worker
         try:
             self.handler(job)
@@ -229,10 +229,9 @@ class Worker:
             return Outcome.FAIL, decision.reason, None
         except Exception as exc:
             reason = describe(exc)
-            if job.lost:  # giving up on a lost lease (job.check()) is no handler error
-                return Outcome.RETRY, reason, None
-            log.warning("handler.error event_id=%s attempts=%d error=%r", job.event_id, job.attempts, reason,
-                        exc_info=log.isEnabledFor(logging.DEBUG))
+            if not job.lost:  # giving up on a lost lease (job.check()) is no handler error
+                log.warning("handler.error event_id=%s attempts=%d error=%r", job.event_id, job.attempts,
+                            reason, exc_info=log.isEnabledFor(logging.DEBUG))
             return Outcome.RETRY, reason, None
         return Outcome.ACK, None, None
 
