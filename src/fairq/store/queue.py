@@ -245,19 +245,22 @@ class QueueTxn:
         Any conflict raises before anything is written.
         """
         conn = self.connection
-        # An event id names one (flow, body) forever: a repeat must match it.
+        # An event id names one (flow, body) forever: a repeat must match it,
+        # and so must a repeat of a purged id, while its tombstone is kept
+        # (an id is never in both tables).
         stored = {
             row[0]: row
             for row in conn.execute(
                 "SELECT e.event_id, f.name, e.seq, e.body FROM event AS e "
                 "LEFT JOIN flow AS f ON f.flow_id = e.flow_id "
-                "WHERE e.event_id IN (SELECT value FROM json_each(:ids))",
+                "WHERE e.event_id IN (SELECT value FROM json_each(:ids)) "
+                "UNION ALL "
+                "SELECT t.event_id, f.name, t.seq, t.body_hash FROM tombstone AS t "
+                "LEFT JOIN flow AS f ON f.flow_id = t.flow_id "
+                "WHERE t.event_id IN (SELECT value FROM json_each(:ids))",
                 {"ids": json.dumps([item.event_id for item in items])},
             )
         }
-        unseen = [item.event_id for item in items if item.event_id not in stored]
-        if unseen:
-            stored.update(self._tombstones(unseen))
         fresh: dict[str, NewEvent] = {}
         for item in items:
             if item.event_id in stored:
@@ -276,21 +279,6 @@ class QueueTxn:
                 seq = stored[item.event_id][2] if item.event_id in stored else _seq_of(out, item.event_id)
                 out.append(Enqueued(item.event_id, item.flow, seq, False))
         return out
-
-    def _tombstones(self, event_ids: list[str]) -> dict[str, tuple[str, str | None, int, bytes]]:
-        """(event_id, flow, seq, body hash) of purged events among these ids."""
-        conn = self.connection
-        # Most queues never purge: one counter read spares every id a probe.
-        if not conn.execute("SELECT tombstones_n FROM retention WHERE id = 1").fetchone()[0]:
-            return {}
-        # A purged id still names its (flow, body) until its tombstone expires.
-        rows = conn.execute(
-            "SELECT t.event_id, f.name, t.seq, t.body_hash FROM tombstone AS t "
-            "LEFT JOIN flow AS f ON f.flow_id = t.flow_id "
-            "WHERE t.event_id IN (SELECT value FROM json_each(:ids))",
-            {"ids": json.dumps(event_ids)},
-        )
-        return {row[0]: row for row in rows}
 
     def _insert_events(self, items: list[NewEvent], now_ms: int) -> dict[str, int]:
         """Insert new events; returns their seqs. An event that finds its flow
