@@ -48,13 +48,14 @@ def client(server: Server) -> fairq.Client:
 
 
 class Answer:
-    """A raw HTTP answer: status, headers, and the body decoded as JSON (None if empty)."""
+    """A raw HTTP answer: status, headers, and a JSON body decoded (None if empty or not JSON)."""
 
     def __init__(self, response: http.client.HTTPResponse) -> None:
         self.status = response.status
         self.headers = response.headers
         self.text = response.read().decode("utf-8")
-        self.json = json.loads(self.text) if self.text else None
+        is_json = response.headers.get_content_type() == "application/json"
+        self.json = json.loads(self.text) if self.text and is_json else None
 
     def __repr__(self) -> str:
         return f"<{self.status} {self.text}>"
