@@ -125,3 +125,14 @@ def remote_drain(url: str, name: str, batch: bool, barrier: Any, results: Any) -
         else:
             client.ack(leases[0])
     results.put((name, claimed, lost))
+
+
+def remote_worker(url: str, marks: str, options: dict[str, Any], until_idle: bool, results: Any) -> None:
+    """fairq.Worker over a Client in this (spawned) process, running work_handlers.slow; reports
+    its counts. Without until_idle it runs until SIGTERM."""
+    os.environ["FAIRQ_TEST_MARKS"] = marks
+    import work_handlers
+
+    client = fairq.Client(url, token=TOKEN, timeout=30)
+    worker = fairq.Worker(client, work_handlers.slow, idle_max=0.05, **options)
+    results.put(worker.run(until_idle=until_idle))
