@@ -249,7 +249,6 @@ class Client:
             raise RemoteError(status, "bad_response", f"HTTP {status} with a body that is not JSON") from None
 
 
-
 def _error_body(exc: urllib.error.HTTPError) -> Any:
     """The JSON body of a refusal; None if it has none."""
     try:

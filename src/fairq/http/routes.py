@@ -3,9 +3,9 @@
 ``@route(METHOD, PATH)`` adds an endpoint; ``{name}`` in a path captures one
 percent-decoded segment. An endpoint gets the Queue and the Request and
 returns (status, JSON value), (204, None) for nothing, or (status, Text)
-for an answer that is not JSON. It passes the
-request's keys to the Queue verb as they are: the Queue validates them and
-names the field it refuses, and it picks the time (no `now` on the wire).
+for an answer that is not JSON. It passes the request's keys to the Queue
+verb as they are: the Queue validates them and names the field it refuses,
+and it picks the time (no `now` on the wire).
 Nothing here knows about sockets, headers or tokens (fairq.http.server).
 """
 

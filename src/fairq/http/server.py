@@ -5,10 +5,11 @@ route and method, the body's framing (a Content-Length, no chunking, at most
 `max_body` bytes, checked before reading), its content type (JSON) and that
 it parses as one JSON object. Then it makes exactly one Queue call through
 the endpoint (fairq.http.routes) and answers with its JSON form
-(fairq.http.wire), or with the Text the endpoint gives (GET /metrics). Every refusal is a JSON body with a machine code; an
-unexpected error answers only "internal error" and logs the traceback to the
-"fairq" logger. Threads share one Queue, whose calls take turns on one
-connection, so each request is one transaction.
+(fairq.http.wire), or with the Text the endpoint gives (GET /metrics).
+Every refusal is a JSON body with a machine code; an unexpected error
+answers only "internal error" and logs the traceback to the "fairq"
+logger. Threads share one Queue, whose calls take turns on one connection,
+so each request is one transaction.
 """
 
 from __future__ import annotations
