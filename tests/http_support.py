@@ -48,13 +48,14 @@ def client(server: Server) -> fairq.Client:
 
 
 class Answer:
-    """A raw HTTP answer: status, headers, and the body decoded as JSON (None if empty)."""
+    """A raw HTTP answer: status, headers, and a JSON body decoded (None if empty or not JSON)."""
 
     def __init__(self, response: http.client.HTTPResponse) -> None:
         self.status = response.status
         self.headers = response.headers
         self.text = response.read().decode("utf-8")
-        self.json = json.loads(self.text) if self.text else None
+        is_json = response.headers.get_content_type() == "application/json"
+        self.json = json.loads(self.text) if self.text and is_json else None
 
     def __repr__(self) -> str:
         return f"<{self.status} {self.text}>"
@@ -124,3 +125,14 @@ def remote_drain(url: str, name: str, batch: bool, barrier: Any, results: Any) -
         else:
             client.ack(leases[0])
     results.put((name, claimed, lost))
+
+
+def remote_worker(url: str, marks: str, options: dict[str, Any], until_idle: bool, results: Any) -> None:
+    """fairq.Worker over a Client in this (spawned) process, running work_handlers.slow; reports
+    its counts. Without until_idle it runs until SIGTERM."""
+    os.environ["FAIRQ_TEST_MARKS"] = marks
+    import work_handlers
+
+    client = fairq.Client(url, token=TOKEN, timeout=30)
+    worker = fairq.Worker(client, work_handlers.slow, idle_max=0.05, **options)
+    results.put(worker.run(until_idle=until_idle))

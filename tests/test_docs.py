@@ -22,6 +22,7 @@ PUBLIC = [
     "Misfire", "Schedule",
     "Client", "RemoteError", "Unavailable",
     "Blocked", "Purged", "Worker", "Job", "Handled", "Retry", "Fail",
+    "UnknownSchedule",
 ]
 
 

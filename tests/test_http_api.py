@@ -13,8 +13,10 @@ import pytest
 import fairq
 from fairq.http.routes import ROUTES
 from fairq.http.wire import STATUS, LeaseRef, from_json, to_json
+from fairq.metrics import exposition
 from http_support import ROOT, TOKEN, raw, running
 from http_support import client, server  # noqa: F401  (fixtures)
+from test_metrics import parse
 
 
 def test_healthz_answers_without_a_token(server) -> None:
@@ -107,6 +109,34 @@ def test_settle_many_reports_lost_leases_in_their_slots(client, make_queue) -> N
     assert client.settle_many([]) == []
 
 
+def test_settle_many_carries_the_retry_delays_a_worker_sends(client, make_queue) -> None:
+    client.enqueue_many([("a", 1, "A"), ("b", 2, "B")])
+    a, b = client.claim_many(2)
+    with pytest.raises(fairq.InvalidInput) as caught:
+        client.settle_many([(a, "ack"), (b, "ack", None, 5)])
+    assert caught.value.field == "items[1].delay"  # refused by the server's Queue: an ack takes no delay
+    with pytest.raises(fairq.InvalidInput) as caught:
+        client.settle_many([(a, "ack", None, None, "extra")])
+    assert caught.value.field == "items[0]"
+    later, now = client.settle_many([(a, "retry", "later", 60), (b, "retry", "now", 0.0)])
+    assert later.next_at == pytest.approx(time.time() + 60, abs=5)
+    assert now.next_at <= time.time() and now.state is fairq.State.READY
+    assert make_queue().get("a").next_at == later.next_at
+
+
+def test_a_client_leases_for_its_own_lease_seconds_and_reopens_with_its_settings(server, make_queue) -> None:
+    client = fairq.Client(server.url, token=TOKEN, timeout=10, lease_seconds=120)
+    client.enqueue("a", {})
+    lease = client.claim()  # the server's queue leases for 5 s when a request names no length
+    assert lease.lease_until == pytest.approx(time.time() + 120, abs=5)
+    assert client.extend(lease).lease_until == pytest.approx(time.time() + 120, abs=5)
+    again = fairq.Client(client.url, **client.settings())
+    assert (again.lease_seconds, again.timeout) == (120, 10) and again.ack(lease).state is fairq.State.ACKED
+    with pytest.raises(fairq.InvalidInput) as caught:
+        fairq.Client(server.url, token=TOKEN, lease_seconds=0)
+    assert caught.value.field == "lease_seconds"
+
+
 def test_a_stale_settle_is_409_and_changes_nothing(server, client, make_queue) -> None:
     client.enqueue("a", {}, flow="F")
     old = client.claim(owner="A", lease_seconds=0.05)
@@ -157,6 +187,24 @@ def test_redrive_over_the_wire_and_a_refused_redrive_is_409(server, client, make
     assert (info.state, info.generation, info.attempts) == (fairq.State.READY, 2, 0)
     [row] = [r for r in client.audit("a") if r.action == "redrive"]
     assert (row.actor, row.reason, row.detail["replaced_reason"]) == ("ops", "fixed", "bad data")
+
+
+def test_metrics_answers_the_prometheus_text_of_the_servers_queue(server, client, make_queue) -> None:
+    client.enqueue_many([("a1", {}, "A"), ("a2", {}, "A"), ("b1", {}, "B")])
+    client.ack(client.claim())
+    answer = raw(server, "GET", "/metrics?top=1")
+    assert answer.status == 200 and answer.headers["Content-Type"] == "text/plain; version=0.0.4; charset=utf-8"
+    types, samples = parse(answer.text)
+    assert types["fairq_acked_total"] == "counter"
+    values = {(name, tuple(labels.items())): value for name, labels, value in samples}
+    assert values["fairq_events", (("state", "ready"),)] == 2 and values["fairq_acked_total", ()] == 1
+    assert [labels["flow"] for name, labels, _ in samples if name == "fairq_flow_backlog"] == ["A"]
+
+    def timeless(text: str) -> list[str]:
+        return [line for line in text.splitlines() if not line.startswith("fairq_oldest_ready_age_seconds ")]
+
+    assert timeless(answer.text) == timeless(exposition(make_queue().stats(top=1)))
+    assert (raw(server, "GET", "/metrics?top=x").json["field"], raw(server, "POST", "/metrics", {}).status) == ("top", 405)
 
 
 def test_get_answers_404_for_an_unknown_event_and_client_returns_none(server, client) -> None:
@@ -245,21 +293,33 @@ def test_now_effect_and_conn_cannot_cross_the_wire(client, tmp_path) -> None:
     assert client.get("b") is None and client.ack(lease).state is fairq.State.ACKED
 
 
-# Queue members the server does not offer: ingest reads a file on the
-# server's own disk; settings() describes the local file; schedules, tick,
-# why_blocked and purge are not served yet.
-NOT_SERVED = {"ingest", "schedules", "tick", "settings", "why_blocked", "purge"}
+# Queue methods the server does not offer: ingest reads a file on the
+# server's own disk; why_blocked and purge are not served yet.
+NOT_SERVED = {"ingest", "why_blocked", "purge"}
+
+
+def shape(fn):
+    return [(p.name, p.kind, p.default) for p in inspect.signature(fn).parameters.values()]
+
+
+def public_methods(cls: type) -> list[str]:
+    return [name for name, member in vars(cls).items() if not name.startswith("_") and callable(member)]
 
 
 def test_the_client_has_every_served_queue_verb_with_the_same_parameters() -> None:
-    def shape(fn):
-        return [(p.name, p.kind, p.default) for p in inspect.signature(fn).parameters.values()]
-
-    verbs = [name for name, member in vars(fairq.Queue).items()
-             if not name.startswith("_") and callable(member) and name not in NOT_SERVED]
-    assert {"enqueue", "claim_many", "settle_many", "extend", "redrive", "stats"} <= set(verbs)
-    for name in verbs:
+    verbs = public_methods(fairq.Queue)
+    assert NOT_SERVED <= set(verbs) and not any(hasattr(fairq.Client, name) for name in NOT_SERVED)
+    assert {"enqueue", "claim_many", "settle_many", "extend", "redrive", "stats", "tick", "settings"} <= set(verbs)
+    for name in set(verbs) - NOT_SERVED:
         assert shape(getattr(fairq.Client, name)) == shape(getattr(fairq.Queue, name)), name
+
+
+def test_client_schedules_has_every_method_of_queue_schedules_with_the_same_parameters(client, q) -> None:
+    local, remote = type(q.schedules), type(client.schedules)
+    assert public_methods(local) == public_methods(remote)
+    assert {"add", "get", "list", "remove", "pause", "resume"} <= set(public_methods(local))
+    for name in public_methods(local):
+        assert shape(getattr(remote, name)) == shape(getattr(local, name)), name
 
 
 def test_a_locked_database_is_503_busy_with_retry_after(make_queue, db_path) -> None:

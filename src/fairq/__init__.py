@@ -15,6 +15,7 @@ from .errors import (
     StaleLease,
 )
 from .errors import RemoteError, Unavailable
+from .errors import UnknownSchedule
 from .http import Client
 from .inbox import Inbox
 from .policy import Backoff
@@ -82,4 +83,5 @@ __all__ = [
     "Handled",
     "Retry",
     "Fail",
+    "UnknownSchedule",
 ]

@@ -1,4 +1,4 @@
-"""Run a Worker as child processes, each opening the queue file again.
+"""Run a Worker as child processes, each opening the queue file (or its server) again.
 
 The parent spawns the children (nothing is inherited by fork), passes the
 first stop signal on to them as SIGTERM and waits: each child gives its
@@ -11,6 +11,7 @@ of its children. A child that dies on its own with an error stops the rest.
 
 from __future__ import annotations
 
+import functools
 import multiprocessing
 import multiprocessing.connection
 import os
@@ -22,6 +23,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .errors import FairqError
+from .http.client import Client
 from .queue import Queue
 from .worker import StopSignals, Worker, _Tally
 
@@ -41,8 +43,8 @@ def run_processes(worker: Worker, until_idle: bool, *, signals: bool) -> dict[st
     """Worker.run() with `worker.concurrency` child processes."""
     options = {"owner": worker._owner_arg, "batch": worker.batch, "lease_seconds": worker.lease_seconds,
                "stop_timeout": worker.stop_timeout, "idle_min": worker.idle_min, "idle_max": worker.idle_max}
-    args = (os.fspath(worker.queue.path), worker.queue.settings(), worker.handler, options,
-            worker.process_init, worker._tally._values, until_idle)
+    args = (reopener(worker.queue), worker.handler, options, worker.process_init, worker._tally._values,
+            until_idle)
     children = [CTX.Process(target=_child, args=args, name=f"fairq-worker-{i}")
                 for i in range(worker.concurrency)]
     main = threading.current_thread() is threading.main_thread()
@@ -86,12 +88,18 @@ def run_processes(worker: Worker, until_idle: bool, *, signals: bool) -> dict[st
     return worker.counts()
 
 
-def _child(path: str, settings: dict[str, Any], handler: Callable[..., Any], options: dict[str, Any],
+def reopener(queue: Queue | Client) -> Callable[[], Queue | Client]:
+    """What a child process calls to open the worker's queue again: the same file, or the same server."""
+    where = queue.url if isinstance(queue, Client) else os.fspath(queue.path)
+    return functools.partial(type(queue), where, **queue.settings())
+
+
+def _child(reopen: Callable[[], Queue | Client], handler: Callable[..., Any], options: dict[str, Any],
            process_init: Callable[[], Any] | None, shared: Any, until_idle: bool) -> None:
     """One worker process: a one-thread Worker on its own connection; SIGTERM stops it gracefully."""
     if process_init is not None:
         process_init()
-    with Queue(path, **settings) as queue:
+    with reopen() as queue:
         worker = Worker(queue, handler, **options)
         worker._tally = _Tally(parent=_Tally(shared))
         with StopSignals((signal.SIGTERM,)) as received:

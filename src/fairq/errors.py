@@ -14,6 +14,7 @@ from __future__ import annotations
 __all__ = [
     "FairqError",
     "InvalidInput",
+    "UnknownSchedule",
     "Conflict",
     "LeaseLost",
     "StaleLease",
@@ -50,6 +51,14 @@ class InvalidInput(FairqError, ValueError):
     def within(self, container: str) -> InvalidInput:
         """The same refusal, its field named inside `container` (e.g. "items[3]")."""
         return InvalidInput(f"{container}.{self.field}", self.problem)
+
+
+class UnknownSchedule(InvalidInput):
+    """No schedule is called that (pause, resume); nothing was written.
+
+    An InvalidInput whose field is "name", so code that catches InvalidInput
+    keeps working; `fairq serve` answers it with 404 rather than 400.
+    """
 
 
 class Conflict(FairqError):

@@ -294,13 +294,9 @@ class Queue:
         """
         batch = []
         for i, item in enumerate(items):
-            if not isinstance(item, tuple) or len(item) not in (2, 3, 4):
-                raise InvalidInput(f"items[{i}]", "must be (lease, outcome), (lease, outcome, reason) "
-                                   "or (lease, outcome, reason, delay)")
-            reason = item[2] if len(item) >= 3 else None
-            delay = item[3] if len(item) == 4 else None
+            lease, outcome, reason, delay = _settle_parts(item, i)
             try:
-                batch.append(self._settle_item(item[0], item[1], reason, delay))
+                batch.append(self._settle_item(lease, outcome, reason, delay))
             except InvalidInput as exc:
                 raise exc.within(f"items[{i}]") from None
         if len(batch) > MAX_BATCH:
@@ -520,6 +516,14 @@ def _lease_key(lease: Any, field: str) -> tuple[str, int]:
     v.identifier(event_id, field + ".event_id")
     v.count(generation, field + ".generation", low=1, high=2**62)
     return event_id, generation
+
+
+def _settle_parts(item: Any, i: int) -> tuple[Any, Any, Any, Any]:
+    """(lease, outcome, reason, delay) of settle_many's items[i]; absent parts are None."""
+    if not isinstance(item, tuple) or len(item) not in (2, 3, 4):
+        raise InvalidInput(f"items[{i}]", "must be (lease, outcome), (lease, outcome, reason) "
+                           "or (lease, outcome, reason, delay)")
+    return item + (None,) * (4 - len(item))
 
 
 def _log_settled(result: Settled | LeaseLost) -> None:

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import _validate as v
 from . import cron as cronlib
-from .errors import Conflict, InvalidInput
+from .errors import Conflict, InvalidInput, UnknownSchedule
 from .policy import to_ms
 from .store.queue import NewEvent, QueueTxn
 from .store.schedules import Advance, NewSchedule, ScheduleTxn
@@ -366,12 +366,16 @@ class Schedules:
             return ScheduleTxn(tx).delete(name)
 
     def pause(self, name: str) -> Schedule:
-        """Hold a schedule's expansion; its slots wait for resume (see resume)."""
+        """Hold a schedule's expansion; its slots wait for resume (see resume).
+
+        Raises UnknownSchedule (an InvalidInput) if no schedule is called `name`.
+        """
         return self._set_paused(name, True)
 
     def resume(self, name: str) -> Schedule:
         """Let ticks expand a paused schedule again, from its stored position: the
-        slots that came due meanwhile are reconciled by its misfire policy."""
+        slots that came due meanwhile are reconciled by its misfire policy.
+        Raises UnknownSchedule if no schedule is called `name`."""
         return self._set_paused(name, False)
 
     def _set_paused(self, name: Any, paused: bool) -> Schedule:
@@ -379,7 +383,7 @@ class Schedules:
         with self._queue._store.transaction("schedule") as tx:
             schedule = ScheduleTxn(tx).set_paused(name, paused)
         if schedule is None:
-            raise InvalidInput("name", f"no schedule is called {name!r}")
+            raise UnknownSchedule("name", f"no schedule is called {name!r}")
         return schedule
 
 

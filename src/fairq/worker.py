@@ -8,7 +8,9 @@ raises (Busy, a database error) propagates out of step() and run() and is
 never turned into a retry. While handlers run, a heartbeat thread extends
 their leases; a lease it finds lost is reported to the handler (Job.lost) and
 its event is not settled. Concurrency is threads sharing one Queue, or
-processes (fairq._processes) each opening their own. No SQL, no policy here.
+processes (fairq._processes) each opening their own. The queue may also be a
+fairq.Client: the worker calls only verbs the Client serves alike
+(claim_many, settle_many, extend). No SQL, no policy here.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from typing import Any
 
 from . import _validate as v
 from .errors import InvalidInput, LeaseLost
+from .http.client import Client
 from .queue import MAX_BATCH, Queue
 from .types import Lease, Outcome, Settled, State
 
@@ -139,8 +142,8 @@ class Handled:
 class Worker:
     """Runs a handler on claimed events: step() does one round, run() loops.
 
-    handler(job) returns (ack) or raises Retry, Fail or anything else
-    (retry). owner labels leases (default host:pid). concurrency: handler
+    queue: a Queue, or a Client of a `fairq serve`. handler(job) returns
+    (ack) or raises Retry, Fail or anything else (retry). owner labels leases (default host:pid). concurrency: handler
     threads sharing the queue, or with processes=True, processes each
     opening the file again (the handler must then be importable by name;
     process_init() runs first in each). batch > 1: each round claims up to
@@ -154,13 +157,13 @@ class Worker:
     """
 
     def __init__(
-        self, queue: Queue, handler: Callable[[Job], Any], *, owner: str | None = None,
+        self, queue: Queue | Client, handler: Callable[[Job], Any], *, owner: str | None = None,
         concurrency: int = 1, batch: int = 1, processes: bool = False,
         lease_seconds: float | None = None, stop_timeout: float = 30.0, idle_min: float = 0.01,
         idle_max: float = 1.0, process_init: Callable[[], Any] | None = None,
     ) -> None:
-        if not isinstance(queue, Queue):
-            raise InvalidInput("queue", f"must be a fairq.Queue, not {type(queue).__name__}")
+        if not isinstance(queue, (Queue, Client)):
+            raise InvalidInput("queue", f"must be a fairq.Queue or fairq.Client, not {type(queue).__name__}")
         if not callable(handler):
             raise InvalidInput("handler", "must be callable")
         if not isinstance(processes, bool):
@@ -388,7 +391,7 @@ class _Heartbeat:
     """Extends the leases of held jobs every third of a lease, in one
     background thread that runs while anything is held."""
 
-    def __init__(self, queue: Queue, lease_seconds: float) -> None:
+    def __init__(self, queue: Queue | Client, lease_seconds: float) -> None:
         self._queue = queue
         self._seconds = lease_seconds
         self._lock = threading.Lock()

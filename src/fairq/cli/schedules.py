@@ -8,6 +8,7 @@ import sys
 from typing import Any
 
 from ..errors import InvalidInput
+from ..http.wire import to_json
 from ..policy import to_ms
 from ..queue import Queue
 from ..types import Misfire, Schedule, slot_text
@@ -101,13 +102,8 @@ def change(args: argparse.Namespace) -> int:
 
 
 def schedule_json(s: Schedule) -> dict[str, Any]:
-    """A Schedule as plain JSON values; slots also as UTC ISO-8601 text."""
-    return {
-        "name": s.name, "every": s.every, "cron": s.cron, "tz": s.tz, "body": s.body, "flow": s.flow,
-        "start": s.start, "misfire": s.misfire.value, "grace": s.grace, "paused": s.paused,
-        "last_slot": s.last_slot, "next_slot": s.next_slot,
-        "next_slot_utc": None if s.next_slot is None else slot_text(to_ms(s.next_slot)),
-    }
+    """A Schedule in its wire form, plus the next slot as UTC ISO-8601 text."""
+    return {**to_json(s), "next_slot_utc": None if s.next_slot is None else slot_text(to_ms(s.next_slot))}
 
 
 def _show(schedules: list[Schedule], *, as_json: bool, one: bool = False) -> None:

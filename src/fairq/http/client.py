@@ -1,10 +1,11 @@
 """fairq.Client: the Queue's verbs on a queue served by `fairq serve`.
 
-Same verbs and signatures as Queue (minus `now=`, `effect=` and `conn=`,
-which cannot cross the wire: the server uses its own clock, no code runs
-inside a remote transaction, and a remote enqueue cannot join the
-application's local one), the same value types back and the same exceptions
-raised, so code written against Queue runs unchanged against a server.
+Same verbs and signatures as Queue, `schedules` and `tick` included (minus
+`now=`, `effect=` and `conn=`, which cannot cross the wire: the server uses
+its own clock, no code runs inside a remote transaction, and a remote
+enqueue cannot join the application's local one), the same value types back
+and the same exceptions raised, so code written against Queue (fairq.Worker
+among it) runs unchanged against a server.
 Standard library only (urllib); environment proxies and redirects are not
 followed, so the token goes only to the URL given.
 
@@ -25,9 +26,9 @@ from typing import Any
 from urllib.parse import quote, urlencode, urlsplit
 
 from .. import _validate as v
-from ..errors import FairqError, InvalidInput, LeaseLost, RemoteError, Unavailable
-from ..queue import Queue, _lease_key
-from ..types import AuditEntry, Enqueued, EventInfo, Lease, Outcome, Settled, State, Stats
+from ..errors import InvalidInput, LeaseLost, RemoteError, Unavailable
+from ..queue import Queue, _lease_key, _settle_parts
+from ..types import AuditEntry, Enqueued, EventInfo, Lease, Misfire, Outcome, Schedule, Settled, State, Stats
 from .wire import check_json, error_from_json, from_json
 
 __all__ = ["Client"]
@@ -44,14 +45,18 @@ class Client:
     """A Queue served over HTTP by `fairq serve` at `url`.
 
     token: the server's bearer token. timeout: seconds to wait for each
-    answer. Safe to share between threads; holds no connection open.
+    answer. lease_seconds: the lease a claim or extend asks for when the
+    call gives none, as Queue(lease_seconds=) does (the server's own default
+    applies only to requests without one). Safe to share between threads;
+    holds no connection open.
     Refusals raise what Queue raises (StaleLease, LeaseExpired, Conflict,
     InvalidInput naming the server's field, RedriveRefused, Busy, ...); a
     server that cannot be reached raises Unavailable; a refusal with no local
     equivalent (a wrong token, an internal error) raises RemoteError.
     """
 
-    def __init__(self, url: str, *, token: str | None = None, timeout: float = 30.0) -> None:
+    def __init__(self, url: str, *, token: str | None = None, timeout: float = 30.0,
+                 lease_seconds: float = 30.0) -> None:
         split = urlsplit(url) if isinstance(url, str) else None
         if split is None or split.scheme not in ("http", "https") or not split.hostname:
             raise InvalidInput("url", f"must be an http:// or https:// URL, got {url!r}")
@@ -59,6 +64,8 @@ class Client:
             raise InvalidInput("token", f"must be a str, not {type(token).__name__}")
         self.url = url.rstrip("/")
         self.timeout = v.seconds(timeout, "timeout", positive=True)
+        self.lease_seconds = v.seconds(lease_seconds, "lease_seconds", positive=True)
+        self._token = token
         self._headers = {"Accept": "application/json"}
         if token is not None:
             self._headers["Authorization"] = f"Bearer {token}"
@@ -66,6 +73,11 @@ class Client:
 
     def __repr__(self) -> str:
         return f"fairq.Client({self.url!r})"
+
+    def settings(self) -> dict[str, Any]:
+        """The keyword arguments that open this server again:
+        ``fairq.Client(c.url, **c.settings())`` (e.g. in a worker process)."""
+        return {"token": self._token, "timeout": self.timeout, "lease_seconds": self.lease_seconds}
 
     def close(self) -> None:
         """Nothing to release (no connection is kept); here so Client fits where Queue does."""
@@ -99,14 +111,14 @@ class Client:
               lease_seconds: float | None = None) -> Lease | None:
         """Queue.claim on the server: the next head in fair order, or None."""
         _server_side(now=now)
-        data = self._post("/v1/claim", owner=owner, lease_seconds=lease_seconds)
+        data = self._post("/v1/claim", owner=owner, lease_seconds=self._lease(lease_seconds))
         return None if data is None else from_json(Lease, data)
 
     def claim_many(self, n: int, *, owner: str | None = None, now: None = None,
                    lease_seconds: float | None = None) -> list[Lease]:
         """Queue.claim_many on the server: up to n heads, at most one per flow."""
         _server_side(now=now)
-        data = self._post("/v1/claim_many", n=n, owner=owner, lease_seconds=lease_seconds)
+        data = self._post("/v1/claim_many", n=n, owner=owner, lease_seconds=self._lease(lease_seconds))
         return [] if data is None else [from_json(Lease, x) for x in data["leases"]]
 
     # -- settle ----------------------------------------------------------------------
@@ -128,13 +140,11 @@ class Client:
         _server_side(now=now)
         batch = []
         for i, item in enumerate(items):
-            if not isinstance(item, tuple) or len(item) not in (2, 3):
-                raise InvalidInput(f"items[{i}]", "must be (lease, outcome) or (lease, outcome, reason)")
+            lease, outcome, reason, delay = _settle_parts(item, i)
             try:
-                lease = _wire_lease(item[0])
+                batch.append({"lease": _wire_lease(lease), "outcome": outcome, "reason": reason, "delay": delay})
             except InvalidInput as exc:
                 raise exc.within(f"items[{i}]") from None
-            batch.append({"lease": lease, "outcome": item[1], "reason": item[2] if len(item) == 3 else None})
         if not batch:
             return []
         data = self._post("/v1/settle_many", items=batch)
@@ -143,7 +153,8 @@ class Client:
     def extend(self, lease: Lease, seconds: float | None = None, *, now: None = None) -> Lease:
         """Queue.extend on the server: the renewed lease, fenced."""
         _server_side(now=now)
-        return from_json(Lease, self._post("/v1/extend", lease=_wire_lease(lease), seconds=seconds))
+        return from_json(Lease, self._post("/v1/extend", lease=_wire_lease(lease),
+                                           seconds=self._lease(seconds)))
 
     # -- redrive and configuration -----------------------------------------------------
 
@@ -163,13 +174,8 @@ class Client:
 
     def get(self, event_id: str) -> EventInfo | None:
         """Queue.get on the server: everything stored about one event, or None."""
-        path = "/v1/events/" + quote(v.identifier(event_id, "event_id"), safe="")
-        try:
-            return from_json(EventInfo, self._call("GET", path))
-        except RemoteError as exc:
-            if exc.code == "unknown_event":
-                return None
-            raise
+        data = self._call("GET", "/v1/events/" + _segment(event_id, "event_id"), absent="unknown_event")
+        return None if data is None else from_json(EventInfo, data)
 
     def events(self, *, state: State | str | None = None, flow: str | None = None,
                limit: int = 100) -> list[EventInfo]:
@@ -187,7 +193,23 @@ class Client:
         _server_side(now=now)
         return from_json(Stats, self._call("GET", "/v1/stats", _query(ints={"top": top})))
 
+    # -- schedules -------------------------------------------------------------------------
+
+    @property
+    def schedules(self) -> RemoteSchedules:
+        """The server's periodic schedules: add, get, list, remove, pause, resume."""
+        return RemoteSchedules(self)
+
+    def tick(self, *, now: None = None, ahead: float = 0.0) -> list[Enqueued]:
+        """Queue.tick on the server, at the server's clock: the instances of every due slot."""
+        _server_side(now=now)
+        return [from_json(Enqueued, e) for e in self._post("/v1/tick", ahead=ahead)["enqueued"]]
+
     # -- the wire ------------------------------------------------------------------------
+
+    def _lease(self, seconds: float | None) -> Any:
+        """The lease length to ask for: the call's, else this client's (the server checks it)."""
+        return self.lease_seconds if seconds is None else seconds
 
     def _post(self, path: str, **payload: Any) -> Any:
         for name, value in payload.items():
@@ -195,8 +217,12 @@ class Client:
         return self._call("POST", path, payload=payload)
 
     def _call(self, method: str, path: str, query: dict[str, str] | None = None,
-              payload: dict[str, Any] | None = None) -> Any:
-        """The decoded JSON answer (None for 204), or the refusal raised as a fairq error."""
+              payload: dict[str, Any] | None = None, *, absent: str | None = None) -> Any:
+        """The decoded JSON answer (None for 204), or the refusal raised as a fairq error.
+
+        absent: the error code that means "there is no such thing"; it is
+        answered as None instead of raised.
+        """
         url = self.url + path + (f"?{urlencode(query)}" if query else "")
         headers = dict(self._headers)
         data = None
@@ -208,7 +234,10 @@ class Client:
             with self._opener.open(request, timeout=self.timeout) as response:
                 status, raw = response.status, response.read()
         except urllib.error.HTTPError as exc:
-            raise self._refusal(exc) from None
+            refusal = _error_body(exc)
+            if absent is not None and isinstance(refusal, dict) and refusal.get("error") == absent:
+                return None
+            raise error_from_json(exc.code, refusal) from None
         except (OSError, http.client.HTTPException) as exc:
             raise Unavailable(self.url, f"no answer from fairq at {self.url} ({_reason(exc)}); "
                               f"the call may or may not have taken effect") from exc
@@ -219,13 +248,14 @@ class Client:
         except ValueError:
             raise RemoteError(status, "bad_response", f"HTTP {status} with a body that is not JSON") from None
 
-    def _refusal(self, exc: urllib.error.HTTPError) -> FairqError:
-        try:
-            with exc:
-                data = json.loads(exc.read())
-        except (OSError, http.client.HTTPException, ValueError):
-            data = None
-        return error_from_json(exc.code, data)
+
+def _error_body(exc: urllib.error.HTTPError) -> Any:
+    """The JSON body of a refusal; None if it has none."""
+    try:
+        with exc:
+            return json.loads(exc.read())
+    except (OSError, http.client.HTTPException, ValueError):
+        return None
 
 
 def _server_side(*, now: Any = None, effect: Any = None, conn: Any = None) -> None:
@@ -250,6 +280,11 @@ def _wire_item(item: Any) -> Any:
             return {"event_id": item[0], "body": item[1], "flow": item[2] if len(item) == 3 else None}
         return list(item)
     return item
+
+
+def _segment(name: Any, field: str) -> str:
+    """A name as one percent-encoded path segment, checked as the Queue checks it."""
+    return quote(v.identifier(name, field), safe="")
 
 
 def _settle_result(data: dict[str, Any]) -> Settled | LeaseLost:
@@ -279,3 +314,46 @@ def _query(*, text: Mapping[str, Any] = {}, ints: Mapping[str, Any] = {}) -> dic
 
 def _reason(exc: BaseException) -> str:
     return str(getattr(exc, "reason", None) or exc) or type(exc).__name__
+
+
+class RemoteSchedules:
+    """``client.schedules``: the methods of ``queue.schedules`` on the server's
+    schedules, each one request; the same Schedule values back, the same errors."""
+
+    def __init__(self, client: Client) -> None:
+        self._client = client
+
+    def add(
+        self, name: str, *, every: float | None = None, cron: str | None = None, tz: str = "UTC",
+        body: Any = None, flow: str | None = None, overlap: bool = False, start: float | None = None,
+        misfire: Misfire | str = Misfire.COALESCE, grace: float | None = None,
+    ) -> Schedule:
+        """Schedules.add on the server (start defaults to the server's clock)."""
+        data = self._client._post("/v1/schedules", name=name, every=every, cron=cron, tz=tz, body=body, flow=flow,
+                                  overlap=overlap, start=start, misfire=misfire, grace=grace)
+        return from_json(Schedule, data)
+
+    def get(self, name: str) -> Schedule | None:
+        """Schedules.get on the server: the schedule called `name`, or None."""
+        data = self._client._call("GET", _schedule_path(name), absent="unknown_schedule")
+        return None if data is None else from_json(Schedule, data)
+
+    def list(self) -> list[Schedule]:
+        """Schedules.list on the server: every schedule, by name."""
+        return [from_json(Schedule, s) for s in self._client._call("GET", "/v1/schedules")["schedules"]]
+
+    def remove(self, name: str) -> bool:
+        """Schedules.remove on the server; False if there was none."""
+        return self._client._call("DELETE", _schedule_path(name), absent="unknown_schedule") is not None
+
+    def pause(self, name: str) -> Schedule:
+        """Schedules.pause on the server; UnknownSchedule if there is none."""
+        return from_json(Schedule, self._client._post(_schedule_path(name) + "/pause"))
+
+    def resume(self, name: str) -> Schedule:
+        """Schedules.resume on the server; UnknownSchedule if there is none."""
+        return from_json(Schedule, self._client._post(_schedule_path(name) + "/resume"))
+
+
+def _schedule_path(name: Any) -> str:
+    return "/v1/schedules/" + _segment(name, "name")

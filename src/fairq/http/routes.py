@@ -2,9 +2,10 @@
 
 ``@route(METHOD, PATH)`` adds an endpoint; ``{name}`` in a path captures one
 percent-decoded segment. An endpoint gets the Queue and the Request and
-returns (status, JSON value), or (204, None) for nothing. It passes the
-request's keys to the Queue verb as they are: the Queue validates them and
-names the field it refuses, and it picks the time (no `now` on the wire).
+returns (status, JSON value), (204, None) for nothing, or (status, Text)
+for an answer that is not JSON. It passes the request's keys to the Queue
+verb as they are: the Queue validates them and names the field it refuses,
+and it picks the time (no `now` on the wire).
 Nothing here knows about sockets, headers or tokens (fairq.http.server).
 """
 
@@ -15,12 +16,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import InvalidInput
+from ..errors import InvalidInput, UnknownSchedule
+from ..metrics import CONTENT_TYPE, exposition
 from ..queue import Queue
 from ..types import Settled
 from .wire import lease_ref, queue_error_json, to_json
 
-__all__ = ["Request", "Refusal", "Route", "ROUTES", "route"]
+__all__ = ["Request", "Refusal", "Text", "Route", "ROUTES", "route"]
 
 Reply = tuple[int, Any]
 Endpoint = Callable[[Queue, "Request"], Reply]
@@ -36,6 +38,14 @@ class Refusal(Exception):
         self.message = message
         self.field = field
         self.headers = headers or {}
+
+
+@dataclass(frozen=True)
+class Text:
+    """An answer that is not JSON: its text and its Content-Type."""
+
+    text: str
+    content_type: str
 
 
 @dataclass(frozen=True)
@@ -168,9 +178,10 @@ def settle_many(q: Queue, req: Request) -> Reply:
     batch = []
     for i, item in enumerate(_array(req.fields("items")["items"], "items")):
         if not isinstance(item, dict):
-            raise InvalidInput(f"items[{i}]", "must be an object with lease, outcome and optionally reason")
-        args = take(item, ("lease", "outcome"), ("reason",), within=f"items[{i}]")
-        batch.append((lease_ref(args["lease"], f"items[{i}].lease"), args["outcome"], args.get("reason")))
+            raise InvalidInput(f"items[{i}]", "must be an object with lease, outcome and optionally reason, delay")
+        args = take(item, ("lease", "outcome"), ("reason", "delay"), within=f"items[{i}]")
+        batch.append((lease_ref(args["lease"], f"items[{i}].lease"), args["outcome"], args.get("reason"),
+                      args.get("delay")))
     results = q.settle_many(batch)
     return 200, {"results": [to_json(r) if isinstance(r, Settled) else queue_error_json(r) for r in results]}
 
@@ -216,3 +227,61 @@ def audit(q: Queue, req: Request) -> Reply:
 @route("GET", "/v1/stats")
 def stats(q: Queue, req: Request) -> Reply:
     return 200, to_json(q.stats(**req.params(ints=("top",))))
+
+
+@route("GET", "/metrics")
+def metrics(q: Queue, req: Request) -> Reply:
+    return 200, Text(exposition(q.stats(**req.params(ints=("top",)))), CONTENT_TYPE)
+
+
+# -- schedules ---------------------------------------------------------------------------
+
+
+def _unknown_schedule(name: str) -> UnknownSchedule:
+    """What pause and resume raise for a name no schedule has, for get and remove too."""
+    return UnknownSchedule("name", f"no schedule is called {name!r}")
+
+
+@route("POST", "/v1/schedules")
+def add_schedule(q: Queue, req: Request) -> Reply:
+    args = req.fields("name", optional=("every", "cron", "tz", "body", "flow", "overlap", "start", "misfire",
+                                        "grace"))
+    return 200, to_json(q.schedules.add(**args))
+
+
+@route("GET", "/v1/schedules")
+def list_schedules(q: Queue, req: Request) -> Reply:
+    return 200, {"schedules": to_json(q.schedules.list())}
+
+
+@route("GET", "/v1/schedules/{name}")
+def get_schedule(q: Queue, req: Request) -> Reply:
+    schedule = q.schedules.get(req.path["name"])
+    if schedule is None:
+        raise _unknown_schedule(req.path["name"])
+    return 200, to_json(schedule)
+
+
+@route("DELETE", "/v1/schedules/{name}")
+def remove_schedule(q: Queue, req: Request) -> Reply:
+    if not q.schedules.remove(req.path["name"]):
+        raise _unknown_schedule(req.path["name"])
+    return 200, {"name": req.path["name"], "removed": True}
+
+
+@route("POST", "/v1/schedules/{name}/pause")
+def pause_schedule(q: Queue, req: Request) -> Reply:
+    req.fields()  # no keys
+    return 200, to_json(q.schedules.pause(req.path["name"]))
+
+
+@route("POST", "/v1/schedules/{name}/resume")
+def resume_schedule(q: Queue, req: Request) -> Reply:
+    req.fields()  # no keys
+    return 200, to_json(q.schedules.resume(req.path["name"]))
+
+
+@route("POST", "/v1/tick")
+def tick(q: Queue, req: Request) -> Reply:
+    done = q.tick(**req.fields(optional=("ahead",)))
+    return (201 if any(e.created for e in done) else 200), {"enqueued": to_json(done)}

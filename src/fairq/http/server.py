@@ -5,10 +5,11 @@ route and method, the body's framing (a Content-Length, no chunking, at most
 `max_body` bytes, checked before reading), its content type (JSON) and that
 it parses as one JSON object. Then it makes exactly one Queue call through
 the endpoint (fairq.http.routes) and answers with its JSON form
-(fairq.http.wire). Every refusal is a JSON body with a machine code; an
-unexpected error answers only "internal error" and logs the traceback to the
-"fairq" logger. Threads share one Queue, whose calls take turns on one
-connection, so each request is one transaction.
+(fairq.http.wire), or with the Text the endpoint gives (GET /metrics).
+Every refusal is a JSON body with a machine code; an unexpected error
+answers only "internal error" and logs the traceback to the "fairq"
+logger. Threads share one Queue, whose calls take turns on one connection,
+so each request is one transaction.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 from .. import _validate as v
 from ..errors import FairqError, InvalidInput
 from ..queue import Queue
-from .routes import ROUTES, Refusal, Request, Route
+from .routes import ROUTES, Refusal, Request, Route, Text
 from .wire import STATUS, error_code, error_json, queue_error_json
 
 __all__ = ["Server", "is_loopback", "DEFAULT_HOST", "DEFAULT_PORT", "DEFAULT_MAX_BODY"]
@@ -210,12 +211,16 @@ class _Handler(BaseHTTPRequestHandler):
         return data
 
     def _send(self, status: int, payload: Any, headers: dict[str, str]) -> None:
-        body = b"" if payload is None else json.dumps(
-            payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
-        ).encode("utf-8")
+        content_type = "application/json"
+        if isinstance(payload, Text):
+            body, content_type = payload.text.encode("utf-8"), payload.content_type
+        else:
+            body = b"" if payload is None else json.dumps(
+                payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+            ).encode("utf-8")
         self.send_response(status)
         if status != 204:
-            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Type", content_type)
             self.send_header("Content-Length", str(len(body)))
         self.send_header("Cache-Control", "no-store")
         for name, value in headers.items():

@@ -24,8 +24,9 @@ from ..errors import (
     RedriveRefused,
     RemoteError,
     StaleLease,
+    UnknownSchedule,
 )
-from ..types import Lease, State
+from ..types import Lease, Misfire, State
 
 __all__ = [
     "LeaseRef",
@@ -51,6 +52,7 @@ STATUS = {
     "forbidden": 403,
     "not_found": 404,
     "unknown_event": 404,
+    "unknown_schedule": 404,
     "method_not_allowed": 405,
     "conflict": 409,
     "stale_lease": 409,
@@ -66,6 +68,7 @@ STATUS = {
 
 # The queue's refusals, subclasses before their bases.
 _CODES: tuple[tuple[type[FairqError], str], ...] = (
+    (UnknownSchedule, "unknown_schedule"),
     (InvalidInput, "invalid_input"),
     (StaleLease, "stale_lease"),
     (LeaseExpired, "lease_expired"),
@@ -106,6 +109,7 @@ def _number(value: Any) -> float | None:
 # name means one thing across the value types).
 _DECODE = {
     "state": State,
+    "misfire": Misfire,
     "claim_lag_median": _number,
     "claim_lag_p99": _number,
     "claim_lag_buckets": lambda pairs: tuple((_number(le), n) for le, n in pairs),
@@ -202,6 +206,8 @@ def error_from_json(status: int, data: Any) -> FairqError:
     code = data["error"]
     message = str(data.get("message") or code)
     event_id = data.get("event_id")
+    if code == "unknown_schedule":
+        return UnknownSchedule(str(data.get("field") or "name"), message)
     if code in _INPUT_REFUSALS:
         return InvalidInput(str(data.get("field") or "request"), message)
     if code in ("stale_lease", "lease_expired"):

@@ -1,0 +1,103 @@
+"""fairq.Worker over fairq.Client, against a real `fairq serve` process: workers in
+spawned processes drain a backlog with heartbeats, batches and a graceful stop.
+
+Handlers are work_handlers.slow: each leaves a mark (event_id.pid) when it starts
+and sleeps body["sleep"] seconds. Timeouts only stop hangs.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import time
+from collections import Counter
+
+import pytest
+
+import fairq
+import work_handlers
+from http_support import TOKEN, remote_worker, start_serve
+from test_work_cli import HANG, wait_for_marks
+
+SPAWN = multiprocessing.get_context("spawn")
+# Leases this short lapse unless the heartbeat extends them over HTTP: the
+# long handlers below sleep longer than one lease.
+LEASE = 0.9
+
+
+@pytest.fixture
+def served(tmp_path):
+    """(URL, database path, marks folder) of a `fairq serve` on a fresh database."""
+    proc, url = start_serve(tmp_path / "q.db", "--port", "0", env={"FAIRQ_TOKEN": TOKEN})
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    yield url, tmp_path / "q.db", marks
+    proc.terminate()
+    proc.communicate(timeout=HANG)
+
+
+def events_of(db) -> list[fairq.EventInfo]:
+    with fairq.Queue(db) as q:
+        return q.events(limit=1000)
+
+
+@pytest.mark.parametrize("batch", [1, 5])
+def test_two_remote_workers_drain_a_backlog_each_event_claimed_and_acked_once(served, batch) -> None:
+    url, db, marks = served
+    ids = [f"e{i}" for i in range(40)]
+    long = {"e3", "e17"}  # handlers that outlive their first lease
+    fairq.Client(url, token=TOKEN).enqueue_many(
+        [(x, {"sleep": 1.2 if x in long else 0.0}, f"flow-{i % 8}") for i, x in enumerate(ids)])
+    results = SPAWN.Queue()
+    options = {"batch": batch, "lease_seconds": LEASE}
+    workers = [SPAWN.Process(target=remote_worker, args=(url, str(marks), options, True, results))
+               for _ in range(2)]
+    for w in workers:
+        w.start()
+    counts = [results.get(timeout=HANG) for _ in workers]
+    for w in workers:
+        w.join(timeout=HANG)
+    assert [w.exitcode for w in workers] == [0, 0]
+    total = Counter()
+    for c in counts:
+        total.update(c)
+    assert (total["claimed"], total["acked"], total["lost"], total["abandoned"]) == (40, 40, 0, 0)
+    events = events_of(db)
+    assert sorted(e.event_id for e in events) == sorted(ids)
+    assert {(e.state, e.generation, e.lifetime_attempts) for e in events} == {(fairq.State.ACKED, 1, 1)}
+    handled = Counter(mark.stem for mark in marks.iterdir())  # a mark per handler run
+    assert sorted(handled) == sorted(ids) and set(handled.values()) == {1}
+
+
+def test_a_remote_worker_stopped_by_sigterm_settles_its_batch_over_http(served) -> None:
+    url, db, marks = served
+    fairq.Client(url, token=TOKEN).enqueue_many([(f"e{i}", {"sleep": 0.8}, f"flow-{i}") for i in range(3)])
+    results = SPAWN.Queue()
+    worker = SPAWN.Process(target=remote_worker,
+                           args=(url, str(marks), {"batch": 3, "lease_seconds": LEASE}, False, results))
+    worker.start()
+    [started] = wait_for_marks(marks, 1)
+    worker.terminate()  # SIGTERM while the first handler of the batch runs
+    counts = results.get(timeout=HANG)
+    worker.join(timeout=HANG)
+    assert worker.exitcode == 0
+    assert (counts["claimed"], counts["acked"], counts["retried"], counts["lost"]) == (3, 1, 2, 0)
+    events = {e.event_id: e for e in events_of(db)}
+    assert events[started.stem].state is fairq.State.ACKED  # the running job finished and was settled
+    rest = [e for e in events.values() if e.event_id != started.stem]
+    assert {(e.state, e.reason) for e in rest} == {(fairq.State.READY, "the worker stopped before handling it")}
+    assert all(e.next_at <= time.time() and e.attempts == 1 for e in rest)  # claimable again at once
+    assert len(list(marks.iterdir())) == 1  # nothing else was started after the signal
+
+
+def test_worker_processes_over_a_client_reopen_it_in_each_process(served, monkeypatch) -> None:
+    url, db, marks = served
+    monkeypatch.setenv("FAIRQ_TEST_MARKS", str(marks))
+    client = fairq.Client(url, token=TOKEN, lease_seconds=LEASE)
+    client.enqueue_many([(f"e{i}", {"sleep": 0.05}, f"flow-{i % 4}") for i in range(20)])
+    counts = fairq.Worker(client, work_handlers.slow, processes=True, concurrency=2, batch=3,
+                          idle_max=0.05).run(until_idle=True)
+    assert (counts["claimed"], counts["acked"], counts["lost"]) == (20, 20, 0)
+    assert client.stats().counts == {"ready": 0, "inflight": 0, "acked": 20, "quarantined": 0}
+    pids = {mark.suffix[1:] for mark in marks.iterdir()}
+    assert len(list(marks.iterdir())) == 20 and str(os.getpid()) not in pids  # handled in the children
