@@ -94,3 +94,31 @@ def test_the_round_budget_is_max_attempts_claims(make_queue, max_attempts: int) 
         q.retry(lease, "no", now=0)
     assert claims == max_attempts
     assert q.get("x").state is fairq.State.QUARANTINED
+
+
+def test_a_released_lease_is_ready_at_once_and_does_not_spend_the_budget(make_queue) -> None:
+    q = make_queue(max_attempts=1)
+    q.enqueue("x", {}, flow="F", now=0)
+    q.enqueue("y", {}, flow="F", now=0)
+    lease = q.claim(now=0)
+    settled = q.release(lease, now=1)
+    assert (settled.state, settled.next_at, settled.attempts) == (fairq.State.READY, 1.0, 0)
+    info = q.get("x")
+    assert (info.attempts, info.lifetime_attempts) == (0, 1)
+    # With max_attempts=1 a retry would have quarantined it; after a release
+    # the next holder still has its one attempt, and order is kept.
+    again = q.claim(now=1)
+    assert again.event_id == "x" and again.generation == 2
+    with pytest.raises(fairq.StaleLease):
+        q.ack(lease, now=1)
+    assert q.ack(again, now=1).state is fairq.State.ACKED
+    assert q.audit("x") == []
+
+
+def test_release_takes_no_reason_or_delay(q: fairq.Queue) -> None:
+    q.enqueue("x", {}, now=0)
+    lease = q.claim(now=0)
+    for kwargs, field in (({"reason": "why"}, "reason"), ({"delay": 1}, "delay")):
+        with pytest.raises(fairq.InvalidInput) as info:
+            q.release(lease, now=0, **kwargs)
+        assert info.value.field == field

@@ -89,3 +89,9 @@ def test_tick_and_list_refuse_a_missing_database(tmp_path) -> None:
         done = fairq_cli(*args, cwd=tmp_path)
         assert done.returncode == 1 and "no fairq database" in done.stderr
     assert not (tmp_path / "q.db").exists()
+
+
+def test_a_body_with_a_duplicate_key_is_refused(tmp_path) -> None:
+    done = fairq_cli("schedules", "add", "x", "--every", "10", "--body", '{"a": 1, "a": 2}', cwd=tmp_path)
+    assert done.returncode == 1
+    assert "body.a: is a duplicate key" in done.stderr

@@ -6,11 +6,11 @@ transaction, so a refusal never leaves anything written. No SQL, no clock.
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from typing import Any
 
+from ._json import canonical
 from .errors import InvalidInput
 from .types import Outcome
 
@@ -89,11 +89,11 @@ _OUTCOMES = {o.value: o for o in Outcome}
 
 
 def outcome(value: Any, field: str = "outcome") -> Outcome:
-    """"ack", "retry", "fail" or the Outcome itself (a str-Enum hashes like its value)."""
+    """"ack", "retry", "fail", "release" or the Outcome itself (a str-Enum hashes like its value)."""
     try:
         return _OUTCOMES[value]
     except (KeyError, TypeError):
-        raise InvalidInput(field, f"must be one of 'ack', 'retry', 'fail', got {value!r}") from None
+        raise InvalidInput(field, f"must be one of 'ack', 'retry', 'fail', 'release', got {value!r}") from None
 
 
 def body(value: Any, field: str = "body", *, max_bytes: int = DEFAULT_MAX_BODY_BYTES) -> str:
@@ -105,14 +105,11 @@ def body(value: Any, field: str = "body", *, max_bytes: int = DEFAULT_MAX_BODY_B
     """
     if not _plain_json(value, 0):
         _check_json(value, field)  # raises naming the exact place, or accepts (e.g. a str subclass)
-    text = _CANONICAL.encode(value)
+    text = canonical(value)
     size = len(_encodable(text, field))
     if size > max_bytes:
         raise InvalidInput(field, f"is {size} bytes of canonical JSON, over the limit of {max_bytes}")
     return text
-
-
-_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
 
 def _plain_json(value: Any, depth: int) -> bool:

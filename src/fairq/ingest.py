@@ -15,7 +15,6 @@ transaction. It holds no SQL and reads no clock.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from collections.abc import Callable
@@ -23,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any, BinaryIO, Union
 
 from . import _validate as v
+from ._json import StrictJSONError, json_type, loads_strict
 from .errors import Conflict, InvalidInput
 from .store.queue import NewEvent
 
@@ -166,68 +166,13 @@ def _parse(raw: bytes, number: int) -> dict[str, Any]:
     if text.startswith("\ufeff"):
         raise InvalidInput("encoding", "a byte order mark is allowed only at the start of the file", line=number)
     try:
-        value = json.loads(text, object_pairs_hook=_object, parse_constant=_Constant)
-    except json.JSONDecodeError as exc:
-        raise InvalidInput("json", f"{exc.msg} at column {exc.colno}", line=number) from None
-    except RecursionError:
-        raise InvalidInput("json", "is nested too deeply", line=number) from None
-    except ValueError as exc:  # an integer with more digits than Python converts
-        raise InvalidInput("json", str(exc).split(";")[0], line=number) from None
+        value = loads_strict(text)
+    except StrictJSONError as exc:
+        raise InvalidInput(exc.path or "json", exc.problem, line=number) from None
     if not isinstance(value, dict):
-        raise InvalidInput("json", f"must be an object with event_id and body, not {_json_type(value)}",
+        raise InvalidInput("json", f"must be an object with event_id and body, not {_article(value)}",
                            line=number)
-    duplicate = _first_duplicate(value)
-    if duplicate is not None:
-        raise InvalidInput(duplicate, "is a duplicate key", line=number)
     return value
-
-
-class _Duplicated(dict):  # type: ignore[type-arg]
-    """A JSON object in which `key` appeared more than once (refused after parsing)."""
-
-    key: str
-
-
-def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    obj = dict(pairs)
-    if len(obj) == len(pairs):
-        return obj
-    marked = _Duplicated(obj)
-    seen: set[str] = set()
-    for key, _ in pairs:
-        if key in seen:
-            marked.key = key
-            break
-        seen.add(key)
-    return marked
-
-
-class _Constant(float):
-    """NaN, Infinity or -Infinity as the file spells it; validation refuses it by that name."""
-
-    spelling: str
-
-    def __new__(cls, spelling: str) -> _Constant:
-        value = super().__new__(cls, spelling)
-        value.spelling = spelling
-        return value
-
-    def __repr__(self) -> str:
-        return self.spelling
-
-
-def _first_duplicate(root: dict[str, Any]) -> str | None:
-    """The path of the first duplicated key anywhere in the object, e.g. 'body.items[2].sku'."""
-    stack: list[tuple[Any, str]] = [(root, "")]
-    while stack:
-        value, path = stack.pop()
-        if isinstance(value, _Duplicated):
-            return f"{path}.{value.key}" if path else value.key
-        if isinstance(value, dict):
-            stack.extend((item, f"{path}.{key}" if path else key) for key, item in reversed(value.items()))
-        elif isinstance(value, list):
-            stack.extend((item, f"{path}[{i}]") for i, item in reversed(list(enumerate(value))))
-    return None
 
 
 def _check_repeats(events: list[tuple[int, NewEvent]]) -> None:
@@ -261,6 +206,6 @@ def _pattern(value: str | re.Pattern[str] | None) -> re.Pattern[str] | None:
         raise InvalidInput("id_pattern", f"is not a regular expression: {exc}") from None
 
 
-def _json_type(value: Any) -> str:
-    names = {list: "an array", str: "a string", bool: "a boolean", type(None): "null"}
-    return names.get(type(value), "a number")
+def _article(value: Any) -> str:
+    name = json_type(value)
+    return f"an {name}" if name[0] in "ao" else f"a {name}"

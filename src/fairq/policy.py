@@ -154,6 +154,8 @@ def decide(
     """The state after a fenced settle. attempts counts claims in this round."""
     if outcome is Outcome.ACK:
         return Decision(State.ACKED, None, None)
+    if outcome is Outcome.RELEASE:
+        return Decision(State.READY, now_ms, None)
     if outcome is Outcome.FAIL:
         return Decision(State.QUARANTINED, None, "fail")
     if attempts >= max_attempts:

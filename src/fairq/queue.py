@@ -245,7 +245,7 @@ class Queue:
         self, lease: Lease, outcome: Outcome | str, *, reason: str | None = None,
         delay: float | None = None, effect: Effect | None = None, now: float | None = None,
     ) -> Settled:
-        """Record what became of a leased event: ack, retry or fail.
+        """Record what became of a leased event: ack, retry, fail or release.
 
         Fenced: raises StaleLease if the event moved to another generation or
         is no longer inflight, LeaseExpired if now >= lease_until; nothing is
@@ -285,6 +285,12 @@ class Queue:
         """settle(lease, "fail", reason=reason, ...): quarantine the event now."""
         return self.settle(lease, Outcome.FAIL, reason=reason, **kw)
 
+    def release(self, lease: Lease, **kw: Any) -> Settled:
+        """settle(lease, "release", ...): give the lease back unused, e.g. when
+        a worker stops before starting the job. The event is ready at once and
+        this claim does not count against the retry budget."""
+        return self.settle(lease, Outcome.RELEASE, **kw)
+
     def settle_many(self, items: Iterable[Any], *, now: float | None = None) -> list[Settled | LeaseLost]:
         """Settle many leases in one transaction, each judged on its own.
 
@@ -315,11 +321,11 @@ class Queue:
     def _settle_item(self, lease: Any, outcome: Any, reason: Any, delay: Any) -> SettleItem:
         event_id, generation = _lease_key(lease, "lease")
         outcome = v.outcome(outcome)
-        if outcome is Outcome.ACK:
+        if outcome is Outcome.ACK or outcome is Outcome.RELEASE:
             if reason is not None:
-                raise InvalidInput("reason", "an ack takes no reason")
+                raise InvalidInput("reason", f"{outcome.value} takes no reason")
             if delay is not None:
-                raise InvalidInput("delay", "an ack takes no delay")
+                raise InvalidInput("delay", f"{outcome.value} takes no delay")
             return SettleItem(event_id, generation, outcome, None, None)
         if outcome is Outcome.FAIL and delay is not None:
             raise InvalidInput("delay", "a fail takes no delay")

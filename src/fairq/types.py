@@ -44,11 +44,14 @@ class State(str, Enum):
 
 
 class Outcome(str, Enum):
-    """What a lease holder decided: ack (done), retry (again later), fail (quarantine)."""
+    """What a lease holder decided: ack (done), retry (again later), fail
+    (quarantine), or release (give the lease back unused: the event is ready
+    at once and this claim does not count against the retry budget)."""
 
     ACK = "ack"
     RETRY = "retry"
     FAIL = "fail"
+    RELEASE = "release"
 
     def __str__(self) -> str:
         return self.value

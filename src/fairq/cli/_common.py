@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..errors import FairqError
-from ..http.wire import to_json
+from .._json import to_json
 from ..queue import Queue
 from ..types import AuditEntry, EventInfo, Stats
 

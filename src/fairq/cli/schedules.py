@@ -7,8 +7,9 @@ import json
 import sys
 from typing import Any
 
+from .._json import StrictJSONError, loads_strict
 from ..errors import InvalidInput
-from ..http.wire import to_json
+from .._json import to_json
 from ..policy import to_ms
 from ..queue import Queue
 from ..types import Misfire, Schedule, slot_text
@@ -120,10 +121,8 @@ def _show(schedules: list[Schedule], *, as_json: bool, one: bool = False) -> Non
 
 
 def _json_argument(text: str, field: str) -> Any:
-    """A JSON command-line argument; NaN and Infinity are not JSON."""
-    def refuse(constant: str) -> Any:
-        raise InvalidInput(field, f"{constant} is not JSON")
+    """A JSON command-line argument, read strictly (no NaN, no duplicate keys)."""
     try:
-        return json.loads(text, parse_constant=refuse)
-    except json.JSONDecodeError as exc:
-        raise InvalidInput(field, f"is not JSON: {exc}") from None
+        return loads_strict(text)
+    except StrictJSONError as exc:
+        raise InvalidInput(f"{field}.{exc.path}" if exc.path else field, exc.problem) from None

@@ -134,6 +134,7 @@ class Client:
     ack = Queue.ack
     retry = Queue.retry
     fail = Queue.fail
+    release = Queue.release
 
     def settle_many(self, items: Iterable[Any], *, now: None = None) -> list[Settled | LeaseLost]:
         """Queue.settle_many on the server: a lost lease comes back in its slot."""

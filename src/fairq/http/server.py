@@ -17,7 +17,6 @@ from __future__ import annotations
 import hashlib
 import hmac
 import ipaddress
-import json
 import logging
 import socket
 from http import HTTPStatus
@@ -26,6 +25,7 @@ from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from .. import _validate as v
+from .._json import StrictJSONError, canonical, loads_strict
 from ..errors import FairqError, InvalidInput
 from ..queue import Queue
 from .routes import ROUTES, Refusal, Request, Route, Text
@@ -202,9 +202,8 @@ class _Handler(BaseHTTPRequestHandler):
             raise _Dropped
         self._body_read = True
         try:
-            data = json.loads(raw.decode("utf-8"), object_pairs_hook=_no_duplicate_keys,
-                              parse_constant=_no_constant)
-        except (ValueError, RecursionError) as exc:
+            data = loads_strict(raw.decode("utf-8"))
+        except (StrictJSONError, UnicodeDecodeError) as exc:
             raise Refusal("invalid_json", f"the body is not valid JSON: {exc}") from None
         if not isinstance(data, dict):
             raise Refusal("invalid_json", "the body must be a JSON object")
@@ -215,9 +214,7 @@ class _Handler(BaseHTTPRequestHandler):
         if isinstance(payload, Text):
             body, content_type = payload.text.encode("utf-8"), payload.content_type
         else:
-            body = b"" if payload is None else json.dumps(
-                payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
-            ).encode("utf-8")
+            body = b"" if payload is None else canonical(payload).encode("utf-8")
         self.send_response(status)
         if status != 204:
             self.send_header("Content-Type", content_type)
@@ -263,15 +260,3 @@ def _parse_query(query: str) -> dict[str, list[str]]:
         raise InvalidInput("query", f"is not a valid query string of at most {_MAX_QUERY_FIELDS} "
                            "percent-encoded UTF-8 fields") from None
 
-
-def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    seen: set[str] = set()
-    for key, _ in pairs:
-        if key in seen:
-            raise ValueError(f"key {key!r} appears twice")
-        seen.add(key)
-    return dict(pairs)
-
-
-def _no_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")

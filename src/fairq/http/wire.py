@@ -15,6 +15,7 @@ from enum import Enum
 from typing import Any, NamedTuple, TypeVar
 
 from .. import _validate as v
+from .._json import json_type, to_json
 from ..errors import (
     Busy,
     Conflict,
@@ -86,21 +87,6 @@ _INPUT_REFUSALS = frozenset({"invalid_input", "invalid_json", "length_required",
 # -- values ---------------------------------------------------------------------------
 
 
-def to_json(value: Any) -> Any:
-    """A fairq value (frozen dataclass, enum, tuple, float) as plain JSON values."""
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: to_json(getattr(value, f.name)) for f in dataclasses.fields(value)}
-    if isinstance(value, Enum):
-        return value.value
-    if isinstance(value, float) and math.isinf(value):
-        return "+Inf"
-    if isinstance(value, (tuple, list)):
-        return [to_json(item) for item in value]
-    if isinstance(value, dict):
-        return {key: to_json(item) for key, item in value.items()}
-    return value
-
-
 def _number(value: Any) -> float | None:
     return math.inf if value == "+Inf" else value
 
@@ -147,7 +133,7 @@ def lease_ref(value: Any, field: str) -> LeaseRef:
     Queue checks their values.
     """
     if not isinstance(value, dict):
-        raise InvalidInput(field, f"must be a lease object, not {_json_type(value)}")
+        raise InvalidInput(field, f"must be a lease object, not {json_type(value)}")
     unknown = set(value) - _LEASE_KEYS
     if unknown:
         raise InvalidInput(f"{field}.{sorted(unknown)[0]}", "is not a lease key")
@@ -162,10 +148,6 @@ def check_json(value: Any, field: str) -> None:
     if not v._plain_json(value, 0):
         v._check_json(value, field)
 
-
-def _json_type(value: Any) -> str:
-    names = {dict: "object", list: "array", str: "string", bool: "boolean", type(None): "null"}
-    return names.get(type(value), "number")
 
 
 # -- refusals ---------------------------------------------------------------------------

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple, TypeVar
 
 from .. import policy
+from .._json import canonical
 from ..errors import Conflict, LeaseExpired, RedriveRefused, StaleLease
 from ..policy import Backoff, from_ms
 from ..types import AuditEntry, Enqueued, EventInfo, Lease, Outcome, Settled, State, Stats
@@ -463,7 +464,7 @@ class QueueTxn:
         """Settle each lease on its own; a lost lease is reported in its slot."""
         held = self._held([item.event_id for item in items])
         out: list[Settled | StaleLease | LeaseExpired] = []
-        acked, next_heads, retried, quarantined, audits = [], [], [], [], []
+        acked, next_heads, retried, released, quarantined, audits = [], [], [], [], [], []
         settled: set[str] = set()  # a second settle of one event in this batch is stale
         for item in items:
             row = held.get(item.event_id)
@@ -480,6 +481,10 @@ class QueueTxn:
                                        "turn": row.turn, "now_ms": now_ms})
                 out.append(Settled(item.event_id, State.ACKED, None, row.attempts))
                 continue
+            if item.outcome is Outcome.RELEASE:
+                released.append({"id": row.id, "now_ms": now_ms})
+                out.append(Settled(item.event_id, State.READY, from_ms(now_ms), row.attempts - 1))
+                continue
             decision = policy.decide(
                 item.outcome, event_id=item.event_id, generation=row.generation,
                 attempts=row.attempts, max_attempts=max_attempts, now_ms=now_ms,
@@ -492,8 +497,9 @@ class QueueTxn:
                                          now_ms, {"attempts": row.attempts,
                                                   "next_at": from_ms(decision.next_at_ms)}))
             else:
-                quarantined.append({"id": row.id, "reason": item.reason or decision.quarantine_cause})
-                audits.append(_audit_row(item.event_id, "quarantine", item.reason, row.owner,
+                reason = item.reason or decision.quarantine_cause
+                quarantined.append({"id": row.id, "reason": reason})
+                audits.append(_audit_row(item.event_id, "quarantine", reason, row.owner,
                                          row.generation, now_ms,
                                          {"cause": decision.quarantine_cause, "attempts": row.attempts,
                                           "lifetime_attempts": row.lifetime_attempts}))
@@ -501,6 +507,7 @@ class QueueTxn:
         for state, rows in ((State.ACKED, acked), (State.READY, retried), (State.QUARANTINED, quarantined)):
             self._count("inflight", state.value, len(rows))
             self._happened(_TOTAL_FOR[state], len(rows))
+        self._count("inflight", "ready", len(released))
         conn = self.connection
         if acked:
             # Acked is final: the event leaves the dispatch indexes for good.
@@ -521,9 +528,16 @@ class QueueTxn:
             # Back to ready: still the head, claimable again from next_at.
             conn.executemany(
                 "UPDATE event SET state = 'ready', lease_until_ms = NULL, next_at_ms = :next_at_ms, "
-                "dispatch_ms = :next_at_ms, runnable = :runnable, reason = coalesce(:reason, reason) "
-                "WHERE id = :id",
+                "dispatch_ms = :next_at_ms, runnable = :runnable, reason = :reason WHERE id = :id",
                 retried,
+            )
+        if released:
+            # Given back unused: ready at once, and the claim is not counted
+            # against the round's budget (lifetime_attempts keeps it).
+            conn.executemany(
+                "UPDATE event SET state = 'ready', lease_until_ms = NULL, next_at_ms = :now_ms, "
+                "dispatch_ms = :now_ms, runnable = 1, attempts = attempts - 1 WHERE id = :id",
+                released,
             )
         if quarantined:
             self._quarantine(quarantined)
@@ -817,7 +831,7 @@ def _audit_row(event_id: str, action: str, reason: str | None, actor: str | None
                generation: int | None, now_ms: int, detail: dict[str, Any]) -> dict[str, Any]:
     return {"event_id": event_id, "action": action, "reason": reason, "actor": actor,
             "generation": generation, "at_ms": now_ms,
-            "detail": json.dumps(detail, sort_keys=True, separators=(",", ":"))}
+            "detail": canonical(detail)}
 
 
 _SELECT_EVENT = (

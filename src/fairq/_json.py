@@ -1,0 +1,120 @@
+"""JSON in one place: strict parsing of untrusted text, canonical text for
+storage, and the plain-JSON form of fairq's values.
+
+Python's json.loads accepts more than JSON: NaN, Infinity and duplicate keys
+(the last one silently wins). Every reader of outside text (a JSONL file, an
+HTTP body, a command-line argument) goes through loads_strict, which refuses
+them and says where. No SQL, no clock.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from enum import Enum
+from typing import Any
+
+__all__ = ["StrictJSONError", "loads_strict", "canonical", "to_json", "json_type"]
+
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+def canonical(value: Any) -> str:
+    """Sorted keys, compact, UTF-8 text, no NaN: one text for one JSON value."""
+    return _CANONICAL.encode(value)
+
+
+class StrictJSONError(ValueError):
+    """Text that is not strict JSON; `path` says where ("" for the whole text)."""
+
+    def __init__(self, path: str, problem: str) -> None:
+        self.path = path
+        self.problem = problem
+        super().__init__(f"{path}: {problem}" if path else problem)
+
+
+def loads_strict(text: str) -> Any:
+    """The JSON value of `text`, refusing duplicate keys and NaN/Infinity anywhere.
+
+    Raises StrictJSONError: for malformed text (path ""), or naming the path of
+    the first duplicated key or non-finite constant, e.g. "body.items[2].sku".
+    """
+    try:
+        value = json.loads(text, object_pairs_hook=_object, parse_constant=_Constant)
+    except json.JSONDecodeError as exc:
+        raise StrictJSONError("", f"is not JSON: {exc.msg} at column {exc.colno}") from None
+    except RecursionError:
+        raise StrictJSONError("", "is nested too deeply") from None
+    except ValueError as exc:  # an integer with more digits than Python converts
+        raise StrictJSONError("", "is not JSON: " + str(exc).split(";")[0]) from None
+    _refuse_marks(value)
+    return value
+
+
+class _Duplicated(dict):  # type: ignore[type-arg]
+    """A JSON object in which `key` appeared more than once (refused after parsing)."""
+
+    key: str
+
+
+def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    obj = dict(pairs)
+    if len(obj) == len(pairs):
+        return obj
+    marked = _Duplicated(obj)
+    seen: set[str] = set()
+    for key, _ in pairs:
+        if key in seen:
+            marked.key = key
+            break
+        seen.add(key)
+    return marked
+
+
+class _Constant(float):
+    """NaN, Infinity or -Infinity as the text spells it (refused after parsing, by that name)."""
+
+    spelling: str
+
+    def __new__(cls, spelling: str) -> _Constant:
+        value = super().__new__(cls, spelling)
+        value.spelling = spelling
+        return value
+
+
+def _refuse_marks(root: Any) -> None:
+    """Raise for the first duplicated key or constant, in document order."""
+    stack: list[tuple[Any, str]] = [(root, "")]
+    while stack:
+        value, path = stack.pop()
+        if isinstance(value, _Duplicated):
+            raise StrictJSONError(f"{path}.{value.key}" if path else value.key, "is a duplicate key")
+        if isinstance(value, _Constant):
+            raise StrictJSONError(path, f"{value.spelling} is not JSON")
+        if isinstance(value, dict):
+            stack.extend((item, f"{path}.{key}" if path else key) for key, item in reversed(value.items()))
+        elif isinstance(value, list):
+            stack.extend((item, f"{path}[{i}]") for i, item in reversed(list(enumerate(value))))
+
+
+def to_json(value: Any) -> Any:
+    """A fairq value (frozen dataclass, enum, tuple, float) as plain JSON values;
+    an infinite float (the last claim-lag bucket bound) becomes "+Inf"."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: to_json(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, Enum):
+        return value.value
+    if isinstance(value, float) and math.isinf(value):
+        return "+Inf"
+    if isinstance(value, (tuple, list)):
+        return [to_json(item) for item in value]
+    if isinstance(value, dict):
+        return {key: to_json(item) for key, item in value.items()}
+    return value
+
+
+def json_type(value: Any) -> str:
+    """The JSON name of a parsed value's type, for messages."""
+    names = {dict: "object", list: "array", str: "string", bool: "boolean", type(None): "null"}
+    return names.get(type(value), "number")
