@@ -86,10 +86,33 @@ def test_a_lease_lost_while_the_effect_ran_rolls_the_effect_back(make_queue, db_
     assert q.get("E1").state is fairq.State.INFLIGHT
 
 
-def test_an_effect_that_ends_the_transaction_itself_is_an_error(shop: fairq.Queue, db_path) -> None:
+@pytest.mark.parametrize("ending", ["COMMIT", "ROLLBACK", "with"])
+def test_an_effect_that_ends_the_transaction_is_refused_before_the_ack(shop: fairq.Queue, db_path,
+                                                                       ending: str) -> None:
     lease = shop.claim(now=0)
-    with pytest.raises(fairq.FairqError, match="transaction was ended"):
-        shop.ack(lease, effect=lambda conn: conn.execute("COMMIT"), now=1)
+
+    def effect(conn: sqlite3.Connection) -> None:
+        if ending == "with":
+            with conn:  # commits on the way out
+                insert_effect(lease)(conn)
+        else:
+            insert_effect(lease)(conn)
+            conn.execute(ending)
+
+    with pytest.raises(fairq.FairqError, match="ended the transaction"):
+        shop.ack(lease, effect=effect, now=1)
+    # fairq wrote nothing of its own: the event is still held, the lease still good.
+    info = shop.get("E0001")
+    assert info.state is fairq.State.INFLIGHT and info.generation == lease.generation
+    assert effects(db_path) == ([] if ending == "ROLLBACK" else [("E0001", 10000)])
+    assert shop.ack(lease, now=2).state is fairq.State.ACKED
+
+
+def test_a_queue_call_from_inside_its_own_effect_is_refused_clearly(shop: fairq.Queue) -> None:
+    lease = shop.claim(now=0)
+    with pytest.raises(fairq.FairqError, match="inside its own effect"):
+        shop.ack(lease, effect=lambda conn: shop.get("E0001"), now=1)
+    assert shop.get("E0001").state is fairq.State.INFLIGHT
 
 
 def test_an_effect_can_go_with_a_retry_or_a_fail(shop: fairq.Queue, db_path) -> None:

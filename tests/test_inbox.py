@@ -120,3 +120,22 @@ def test_bad_deliveries_are_refused_with_the_field_named(inbox, args, field) -> 
         inbox.receive(*args)
     assert info.value.field == field
     assert inbox.received() == 0
+
+
+@pytest.mark.parametrize("ending", ["COMMIT", "ROLLBACK"])
+def test_an_apply_that_ends_the_transaction_writes_no_receipt(tmp_path, ending: str) -> None:
+    path = tmp_path / "receiver.db"
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE effects (n INTEGER)")
+    conn.commit()
+    conn.close()
+    with fairq.Inbox(path) as inbox:
+        def apply(c: sqlite3.Connection) -> None:
+            c.execute("INSERT INTO effects VALUES (1)")
+            c.execute(ending)
+
+        with pytest.raises(fairq.FairqError, match="ended the transaction"):
+            inbox.receive("e1", "F", 1, {}, apply=apply)
+        # No receipt: a redelivery is accepted and its effect applied, not a DUPLICATE.
+        assert inbox.received() == 0
+        assert inbox.receive("e1", "F", 1, {}) is fairq.Receipt.ACCEPTED

@@ -67,7 +67,7 @@ class Inbox:
             if verdict is not None:
                 return verdict
             if apply is not None:
-                apply(conn)
+                self._db.run_callback(conn, apply, "apply")
             store.record(conn, event_id, flow, seq, text, to_ms(self._clock()))
         return Receipt.ACCEPTED
 

@@ -262,7 +262,7 @@ class Queue:
             now_ms = tx.now(*requested)
             if effect is not None:
                 tx.check_fence(item.event_id, item.generation, now_ms)
-                effect(tx.connection)
+                tx.run_callback(effect, "the settle effect")
                 _crash.point("settle", "after_effect")
                 if now is None:
                     now_ms = tx.now(*self._requested(None))

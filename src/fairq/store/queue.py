@@ -145,6 +145,7 @@ class QueueTxn:
             db.write(name, before_commit=self._flush) if conn is None
             else db.join(conn, before_commit=self._flush)
         )
+        self._transaction_db = db
         self.connection: sqlite3.Connection = db.conn
         self._clock: _Clock | None = None
         self._moved: Counter[str] = Counter()  # state -> change in its event count
@@ -158,6 +159,10 @@ class QueueTxn:
 
     def __exit__(self, *exc: Any) -> None:
         self._transaction.__exit__(*exc)
+
+    def run_callback(self, fn: Callable[[sqlite3.Connection], Any], what: str) -> Any:
+        """fn(conn) inside this transaction, which it must leave open (a settle effect)."""
+        return self._transaction_db.run_callback(self.connection, fn, what)
 
     # -- the clock row -------------------------------------------------------
 

@@ -153,6 +153,7 @@ class Transaction:
         db = self._db
         db.lock.acquire()
         try:
+            db.refuse_reentry()
             db.conn.execute("BEGIN IMMEDIATE")
         except BaseException as exc:
             db.lock.release()
@@ -342,12 +343,43 @@ class Database:
         """fn(conn) in a read transaction: every statement inside sees one snapshot."""
         conn = self.conn
         with self.lock, translate_busy():
+            self.refuse_reentry()
             conn.execute("BEGIN")
             try:
                 return fn(conn)
             finally:
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
+
+    def refuse_reentry(self) -> None:
+        """Refuse a call made from inside this connection's own open transaction
+        (an effect or apply calling the Queue or Inbox it runs under): the lock
+        lets the same thread in, and SQLite would answer with a raw error."""
+        if self.conn.in_transaction:
+            raise FairqError(
+                "a fairq call from inside its own effect or apply: the transaction is still "
+                "open; use the connection the callback was given"
+            )
+
+    def run_callback(self, conn: sqlite3.Connection, fn: Callable[[sqlite3.Connection], T], what: str) -> T:
+        """fn(conn) inside the open transaction, which it must leave open.
+
+        A callback that commits or rolls back (COMMIT, ROLLBACK, ``with conn:``)
+        would let fairq's own writes that follow run outside the transaction.
+        A savepoint around it shows whether it did; if so this raises before
+        fairq writes anything more.
+        """
+        conn.execute("SAVEPOINT fairq_callback")
+        result = fn(conn)
+        try:
+            # Still inside: the callback's writes join this call's transaction.
+            conn.execute("RELEASE fairq_callback")
+        except sqlite3.OperationalError as exc:
+            raise FairqError(
+                f"{what} ended the transaction it runs in (COMMIT, ROLLBACK or `with conn:`); "
+                "fairq wrote nothing more, and what the callback committed stays"
+            ) from exc
+        return result
 
     def run_script(self, conn: sqlite3.Connection, script: str) -> None:
         """Execute every statement of a script inside the current transaction."""
