@@ -62,6 +62,9 @@ ENQUEUE_CASES = [
     ({"delay": True}, "delay"),
     ({"now": -0.5}, "now"),
     ({"now": INF}, "now"),
+    ({"now": 1e300}, "now"),
+    ({"now": 10**400}, "now"),
+    ({"delay": 1e16}, "delay"),
 ]
 
 
@@ -121,6 +124,8 @@ def test_bad_outcomes_reasons_and_delays_are_refused(q: fairq.Queue, db_path) ->
         (lambda: q.settle_many([(lease, "nope")], now=0), "items[0].outcome"),
         (lambda: q.extend(lease, -5, now=0), "seconds"),
         (lambda: q.extend(lease, 0, now=0), "seconds"),
+        (lambda: q.extend(lease, 0.0004, now=0), "seconds"),
+        (lambda: q.claim(lease_seconds=1e20, now=0), "lease_seconds"),
         (lambda: q.claim(owner="", now=0), "owner"),
         (lambda: q.claim(lease_seconds=0, now=0), "lease_seconds"),
         (lambda: q.claim_many(0, now=0), "n"),
@@ -143,6 +148,7 @@ def test_bad_outcomes_reasons_and_delays_are_refused(q: fairq.Queue, db_path) ->
 
 @pytest.mark.parametrize("kwargs, field", [
     ({"lease_seconds": 0}, "lease_seconds"),
+    ({"lease_seconds": 0.0004}, "lease_seconds"),
     ({"max_attempts": 0}, "max_attempts"),
     ({"synchronous": "off"}, "synchronous"),
     ({"backoff": "fast"}, "backoff"),
@@ -158,6 +164,8 @@ def test_bad_queue_settings_are_refused(db_path, kwargs, field) -> None:
     ({"base": -1}, "backoff.base"),
     ({"factor": 0.5}, "backoff.factor"),
     ({"cap": NAN}, "backoff.cap"),
+    ({"cap": 1e300}, "backoff.cap"),
+    ({"base": 10**400}, "backoff.base"),
     ({"jitter": "yes"}, "backoff.jitter"),
 ])
 def test_bad_backoff_settings_are_refused(kwargs, field) -> None:

@@ -66,7 +66,7 @@ def test_refused_input_exits_1_naming_the_field(tmp_path) -> None:
         (("--every", "10", "--body", "{"), "body: is not JSON"),
         (("--every", "10", "--misfire", "skip"), "grace: is required"),
         (("--cron", "@daily", "--tz", "Mars/Olympus"), "tz: 'Mars/Olympus' is not a known IANA time zone"),
-        (("--every", "nan"), "every: must be finite"),
+        (("--every", "nan"), "every: must be a finite number of seconds"),
     ]:
         done = fairq_cli("schedules", "add", "x", *args, cwd=tmp_path)
         assert done.returncode == 1, (args, done.stderr)

@@ -66,3 +66,18 @@ def test_a_refused_call_does_not_move_the_clock(q: fairq.Queue, db_path) -> None
     with pytest.raises(fairq.LeaseExpired):
         q.ack(lease, now=50)
     assert stored_clock(db_path) == 1000
+
+
+def test_an_idle_claim_writes_nothing(q: fairq.Queue, db_path) -> None:
+    q.enqueue("x", {}, now=0)
+    q.claim(now=0)  # the only event is now leased until 5
+    watcher = sqlite3.connect(db_path)
+    before = watcher.execute("PRAGMA data_version").fetchone()[0]
+    for t in (1, 2, 3):
+        assert q.claim(now=t) is None
+    # data_version changes when another connection commits a change.
+    assert watcher.execute("PRAGMA data_version").fetchone()[0] == before
+    assert stored_clock(db_path) == 0
+    assert q.claim(now=5).event_id == "x"  # the expired lease is taken over: that is stored
+    assert watcher.execute("PRAGMA data_version").fetchone()[0] != before
+    watcher.close()

@@ -79,6 +79,7 @@ def test_a_file_of_another_application_is_refused_untouched(db_path) -> None:
         fairq.Queue(db_path)
     conn = raw(db_path)
     assert [r[0] for r in conn.execute("SELECT name FROM sqlite_schema")] == ["mine"]
+    assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "delete"  # not switched to WAL
     conn.close()
 
 
@@ -95,6 +96,11 @@ def test_a_file_that_is_not_sqlite_is_refused(db_path) -> None:
     db_path.write_bytes(b"this is a text file, not a database" * 100)
     with pytest.raises(fairq.SchemaError):
         fairq.Queue(db_path)
+
+
+def test_a_file_that_cannot_be_opened_is_refused_saying_why(tmp_path) -> None:
+    with pytest.raises(fairq.SchemaError, match="cannot open"):
+        fairq.Queue(tmp_path / "no-such-folder" / "q.db")
 
 
 def test_a_newer_schema_is_refused(db_path) -> None:

@@ -59,14 +59,24 @@ def reason(value: Any, field: str = "reason", *, required: bool) -> str | None:
     return value
 
 
+#: The largest number of seconds fairq takes anywhere (a time or a duration):
+#: about the year 5138 as a Unix time. Milliseconds of it fit SQLite's integers.
+MAX_SECONDS = 1e11
+
+
 def seconds(value: Any, field: str, *, positive: bool = False) -> float:
-    """A finite, non-negative (or positive) number of seconds."""
+    """A finite number of seconds in [0, MAX_SECONDS]; with positive=True at
+    least 1 ms (times are stored in whole milliseconds, so less would be 0)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise InvalidInput(field, f"must be a number of seconds, not {type(value).__name__}")
-    if not math.isfinite(value):
-        raise InvalidInput(field, f"must be finite, got {value!r}")
-    if positive and value <= 0:
-        raise InvalidInput(field, f"must be > 0, got {value!r}")
+    try:
+        finite = math.isfinite(value)
+    except OverflowError:  # an int too large to be a float
+        finite = False
+    if not finite or value > MAX_SECONDS:
+        raise InvalidInput(field, f"must be a finite number of seconds up to {MAX_SECONDS:g}, got {value!r}")
+    if positive and value < 0.001:
+        raise InvalidInput(field, f"must be at least 0.001 (1 ms), got {value!r}")
     if value < 0:
         raise InvalidInput(field, f"must be >= 0, got {value!r}")
     return float(value)

@@ -106,8 +106,14 @@ class Backoff:
     def __post_init__(self) -> None:
         for name in ("base", "factor", "cap"):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
                 raise InvalidInput(f"backoff.{name}", "must be a finite number")
+            try:
+                finite = math.isfinite(value) and value <= 1e11
+            except OverflowError:
+                finite = False
+            if not finite:
+                raise InvalidInput(f"backoff.{name}", "must be a finite number up to 1e11")
         if self.base < 0:
             raise InvalidInput("backoff.base", "must be >= 0")
         if self.factor < 1:

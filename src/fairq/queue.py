@@ -191,7 +191,7 @@ class Queue:
                                line=ingest.line_of(events, exc.event_id)) from exc
 
     def _batch_item(self, item: Any) -> NewEvent:
-        if type(item) is tuple and 2 <= len(item) <= 3:
+        if isinstance(item, tuple) and 2 <= len(item) <= 3:
             return self._new_event(item[0], item[1], item[2] if len(item) == 3 else None, 0.0)
         if isinstance(item, Mapping):
             unknown = set(item) - _ITEM_KEYS

@@ -31,27 +31,36 @@ OWN_TABLES = ("clock", "flow", "event", "audit", "schedule", "tombstone", "reten
 STEP_TABLES: dict[int, tuple[str, ...]] = {2: ("schedule",), 3: ("tombstone", "retention")}
 
 
+def refuse_foreign(conn: sqlite3.Connection, path: object) -> None:
+    """Refuse, before anything writes the file, one that belongs to another
+    application or to a newer fairq. An unmarked file (application_id and
+    user_version 0: new, or the application's own outbox file) is fine."""
+    app_id, version = _marks(conn)
+    if app_id == APPLICATION_ID:
+        if version > LATEST:
+            raise SchemaError(
+                f"{path!s} has fairq schema version {version}, newer than this fairq "
+                f"understands ({LATEST}); upgrade fairq"
+            )
+    elif app_id != 0 or version != 0:
+        raise SchemaError(
+            f"{path!s} belongs to another application "
+            f"(application_id {app_id:#x}, user_version {version}); fairq will not touch it"
+        )
+
+
 def ensure_schema(db: Database) -> int:
     """Make the file a current fairq queue database; return its version."""
     app_id, version = db.read(_marks)
     if app_id == APPLICATION_ID and version == LATEST:
         return version
     with db.write("migrate") as conn:
-        app_id, version = _marks(conn)  # again, under the write lock
-        if app_id == 0 and version == 0:
+        refuse_foreign(conn, db.path)  # again, under the write lock
+        app_id, version = _marks(conn)
+        if app_id == 0:
             _refuse_clashes(conn, db.path, OWN_TABLES)
             db.run_script(conn, read_script("queue.sql"))
             conn.execute(f"PRAGMA application_id = {APPLICATION_ID:d}")
-        elif app_id != APPLICATION_ID:
-            raise SchemaError(
-                f"{db.path!s} belongs to another application "
-                f"(application_id {app_id:#x}, user_version {version}); fairq will not touch it"
-            )
-        elif version > LATEST:
-            raise SchemaError(
-                f"{db.path!s} has fairq schema version {version}, newer than this fairq "
-                f"understands ({LATEST}); upgrade fairq"
-            )
         else:
             steps = range(version + 1, LATEST + 1)
             _refuse_clashes(conn, db.path, [t for step in steps for t in STEP_TABLES.get(step, ())])

@@ -35,7 +35,7 @@ from .._json import canonical
 from ..errors import Conflict, LeaseExpired, RedriveRefused, StaleLease
 from ..policy import Backoff, from_ms
 from ..types import AuditEntry, Enqueued, EventInfo, Lease, Outcome, Settled, State, Stats
-from .migrate import ensure_schema
+from .migrate import ensure_schema, refuse_foreign
 from .sqlite import Database, JoinedTransaction, Transaction
 
 
@@ -80,7 +80,8 @@ class QueueStore:
     """A queue database file: opens it, migrates it, hands out transactions."""
 
     def __init__(self, path: Any, *, synchronous: str, busy_timeout: float) -> None:
-        self.db = Database(path, synchronous=synchronous, busy_timeout=busy_timeout)
+        self.db = Database(path, synchronous=synchronous, busy_timeout=busy_timeout,
+                           inspect=lambda conn: refuse_foreign(conn, path))
         try:
             self.version = ensure_schema(self.db)
         except BaseException:
@@ -362,10 +363,10 @@ class QueueTxn:
         conn = self.connection
         # Heads whose time has come (delay or backoff over, lease expired)
         # enter the rotation index; heads still waiting cost nothing here.
-        conn.execute(
+        promoted = conn.execute(
             "UPDATE event SET runnable = 1 WHERE runnable = 0 AND dispatch_ms <= :now_ms",
             {"now_ms": now_ms},
-        )
+        ).rowcount
         clock = self._load_clock()
         leases: list[Lease] = []
         lease_until = now_ms + lease_ms
@@ -424,6 +425,10 @@ class QueueTxn:
             )
         self._count("ready", "inflight", from_ready)
         self._happened("claimed", len(leases))
+        if not promoted and not self._moved and not self._totals:
+            # An idle claim decided nothing that depends on its time: it need
+            # not store it, so polling an idle queue writes (and syncs) nothing.
+            self._dirty = False
         return leases
 
     def _quarantine_spent_lease(

@@ -24,7 +24,9 @@ from ..errors import Busy, FairqError, InvalidInput, SchemaError
 T = TypeVar("T")
 
 MIN_SQLITE = (3, 37, 0)
-SYNCHRONOUS = {"full": "FULL", "normal": "NORMAL"}
+SYNCHRONOUS = {"full": "PRAGMA synchronous = FULL", "normal": "PRAGMA synchronous = NORMAL"}
+
+_SQLITE_NOTADB = 26
 
 # Primary result codes that mean "another connection holds the lock".
 _SQLITE_BUSY = 5
@@ -45,6 +47,13 @@ def check_json_functions(conn: sqlite3.Connection) -> None:
         conn.execute("SELECT count(*) FROM json_each('[1]')").fetchone()
     except sqlite3.OperationalError as exc:
         raise SchemaError(f"fairq needs SQLite's JSON functions (json_each); this SQLite has none: {exc}") from exc
+
+
+def _is_not_a_database(exc: BaseException) -> bool:
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code is not None:
+        return (code & 0xFF) == _SQLITE_NOTADB
+    return "not a database" in str(exc)
 
 
 def is_busy(exc: BaseException) -> bool:
@@ -270,7 +279,12 @@ class Database:
     connection to itself. Many processes may open the same file.
     """
 
-    def __init__(self, path: Any, *, synchronous: str = "full", busy_timeout: float = 10.0) -> None:
+    def __init__(
+        self, path: Any, *, synchronous: str = "full", busy_timeout: float = 10.0,
+        inspect: Callable[[sqlite3.Connection], None] | None = None,
+    ) -> None:
+        """`inspect(conn)`, if given, runs before anything may write the file
+        (switching it to WAL does): it refuses a file that is not its owner's."""
         check_sqlite_version()
         if synchronous not in SYNCHRONOUS:
             raise InvalidInput("synchronous", f"must be 'full' or 'normal', got {synchronous!r}")
@@ -288,12 +302,16 @@ class Database:
             raise SchemaError(f"cannot open {path!s}: {exc}") from exc
         try:
             with translate_busy():
+                if inspect is not None:
+                    inspect(self.conn)
                 mode = _enable_wal(self.conn, busy_timeout)
-                self.conn.execute(f"PRAGMA synchronous = {SYNCHRONOUS[synchronous]}")
+                self.conn.execute(SYNCHRONOUS[synchronous])
                 self.conn.execute("PRAGMA foreign_keys = ON")
         except sqlite3.DatabaseError as exc:
             self.conn.close()
-            raise SchemaError(f"{path!s} is not an SQLite database: {exc}") from exc
+            if _is_not_a_database(exc):
+                raise SchemaError(f"{path!s} is not an SQLite database: {exc}") from exc
+            raise SchemaError(f"cannot open {path!s}: {exc}") from exc
         except BaseException:
             self.conn.close()
             raise
