@@ -12,7 +12,6 @@ from collections.abc import Callable
 
 import pytest
 
-import fairq
 
 TABLES = ("clock", "flow", "event", "audit", "schedule")
 

@@ -20,7 +20,7 @@ CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 _TOTAL_HELP = {
     "enqueued": "Events stored by enqueue since the file was created.",
     "claimed": "Claims (attempts) since the file was created.",
-    "expired": "Claims that took over an event whose holder's lease had ended.",
+    "expired": "Leases a claim found ended without a settle (taken over, or quarantined when the budget was spent).",
     "acked": "Events settled as ack.",
     "retried": "Settles that sent an event back to ready for another attempt.",
     "quarantined": "Events quarantined (by fail, or with their retry budget spent).",

@@ -23,6 +23,7 @@ from . import _validate as v
 from .errors import Conflict, InvalidInput, LeaseLost
 from .policy import MAX_WEIGHT, Backoff, to_ms
 from .schedules import Schedules, expand_due
+from .store.retention import RetentionTxn
 from .store.queue import NewEvent, QueueStore, SettleItem
 from .types import AuditEntry, Blocked, Enqueued, EventInfo, Lease, Outcome, Purged, Settled, State, Stats
 
@@ -493,12 +494,12 @@ class Queue:
             with self._store.transaction("purge") as tx:
                 # The first chunk checks an explicit time; later ones run at it or after.
                 requested = (tx.now(*requested), False)
-                n, cursor = tx.purge_acked(cursor, chunk=chunk, acked_before_ms=acked_before_ms)
+                n, cursor = RetentionTxn(tx).purge_acked(cursor, chunk=chunk, acked_before_ms=acked_before_ms)
             events += n
         while window_ms is not None:
             with self._store.transaction("purge") as tx:
                 requested = (tx.now(*requested), False)
-                n = tx.drop_tombstones(requested[0] - window_ms, limit=chunk)
+                n = RetentionTxn(tx).drop_tombstones(requested[0] - window_ms, limit=chunk)
             dropped += n
             if n < chunk:
                 break

@@ -21,9 +21,7 @@ tests/conftest.py recounts the rest after every test):
 
 from __future__ import annotations
 
-import hashlib
 import json
-import math
 import sqlite3
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -34,8 +32,10 @@ from .. import policy
 from .._json import canonical
 from ..errors import Conflict, LeaseExpired, RedriveRefused, StaleLease
 from ..policy import Backoff, from_ms
-from ..types import AuditEntry, Enqueued, EventInfo, Lease, Outcome, Settled, State, Stats
+from ..types import Enqueued, Lease, Outcome, Settled, State
 from .migrate import ensure_schema, refuse_foreign
+from .reads import TOTALS, QueueReads
+from .retention import body_hash
 from .sqlite import Database, JoinedTransaction, Transaction
 
 
@@ -73,7 +73,6 @@ class _Clock:
     claim_lag: str  # JSON array of bucket counts, parsed only when a first claim adds to it
 
 
-TOTALS = ("enqueued", "claimed", "expired", "acked", "retried", "quarantined", "redriven")
 
 
 class QueueStore:
@@ -97,15 +96,9 @@ class QueueStore:
         open transaction instead (sqlite.JoinedTransaction) and commit with it."""
         return QueueTxn(self.db, name, conn)
 
-    def read(self, fn: Callable[[QueueTxn], T]) -> T:
-        """fn(tx) on a read-only snapshot."""
-
-        def run(conn: sqlite3.Connection) -> T:
-            tx = QueueTxn(self.db, "read")
-            tx.connection = conn
-            return fn(tx)
-
-        return self.db.read(run)
+    def read(self, fn: Callable[[QueueReads], T]) -> T:
+        """fn(reads) on a read-only snapshot."""
+        return self.db.read(lambda conn: fn(QueueReads(conn)))
 
 
 # The columns a settle, extend or redrive needs to judge a lease.
@@ -279,11 +272,13 @@ class QueueTxn:
                 fresh[item.event_id] = item
         seqs = self._insert_events(list(fresh.values()), now_ms) if fresh else {}
         out = []
+        created: set[str] = set()
         for item in items:
-            if item.event_id in seqs:
-                out.append(Enqueued(item.event_id, item.flow, seqs.pop(item.event_id), True))
+            if item.event_id in seqs and item.event_id not in created:
+                created.add(item.event_id)
+                out.append(Enqueued(item.event_id, item.flow, seqs[item.event_id], True))
             else:
-                seq = stored[item.event_id][2] if item.event_id in stored else _seq_of(out, item.event_id)
+                seq = stored[item.event_id][2] if item.event_id in stored else seqs[item.event_id]
                 out.append(Enqueued(item.event_id, item.flow, seq, False))
         return out
 
@@ -641,174 +636,6 @@ class QueueTxn:
             rows,
         )
 
-    # -- retention ---------------------------------------------------------------
-
-    def purge_acked(self, after_id: int, *, chunk: int, acked_before_ms: int) -> tuple[int, int | None]:
-        """Replace the acked events settled before acked_before_ms among the
-        next `chunk` rows after row id `after_id` by tombstones.
-
-        Returns (events purged, the last row id read; None past the end).
-        """
-        conn = self.connection
-        # Purge pages through the table by rowid: it pays a scan so that no
-        # index on the settle time has to be kept up by every ack.
-        last = conn.execute(
-            "SELECT max(id) FROM (SELECT id FROM event WHERE id > :after ORDER BY id LIMIT :chunk)",
-            {"after": after_id, "chunk": chunk},
-        ).fetchone()[0]
-        if last is None:
-            return 0, None
-        # Only acked events go, and only old ones: never ready, inflight or quarantined.
-        rows = conn.execute(
-            "SELECT id, event_id, flow_id, seq, body, settled_ms FROM event "
-            "WHERE id > :after AND id <= :last AND state = 'acked' AND settled_ms < :before",
-            {"after": after_id, "last": last, "before": acked_before_ms},
-        ).fetchall()
-        if not rows:
-            return 0, last
-        # A tombstone keeps what a repeat enqueue is judged by: flow, seq, body hash.
-        conn.executemany(
-            "INSERT INTO tombstone (event_id, flow_id, seq, body_hash, acked_ms) "
-            "VALUES (:event_id, :flow_id, :seq, :body_hash, :acked_ms)",
-            [{"event_id": r[1], "flow_id": r[2], "seq": r[3], "body_hash": body_hash(r[4]), "acked_ms": r[5]}
-             for r in rows],
-        )
-        # Acked events are never heads, and a flow's acked events are a
-        # prefix of it: deleting them leaves every head and index in place.
-        conn.execute(
-            "DELETE FROM event WHERE id IN (SELECT value FROM json_each(:ids))",
-            {"ids": json.dumps([r[0] for r in rows])},
-        )
-        self._removed("acked", len(rows))
-        self._count_tombstones(len(rows), purged=len(rows))
-        return len(rows), last
-
-    def drop_tombstones(self, acked_before_ms: int, *, limit: int) -> int:
-        """Forget up to `limit` tombstones of events acked before acked_before_ms."""
-        # Past the dedup window an id is forgotten: a new event may take it.
-        dropped = self.connection.execute(
-            "DELETE FROM tombstone WHERE event_id IN "
-            "(SELECT event_id FROM tombstone WHERE acked_ms < :before LIMIT :limit)",
-            {"before": acked_before_ms, "limit": limit},
-        ).rowcount
-        if dropped:
-            self._count_tombstones(-dropped, purged=0)
-        return dropped
-
-    def _count_tombstones(self, change: int, *, purged: int) -> None:
-        # tombstones_n equals the rows in tombstone; purged_total only grows.
-        self.connection.execute(
-            "UPDATE retention SET tombstones_n = tombstones_n + :change, "
-            "purged_total = purged_total + :purged WHERE id = 1",
-            {"change": change, "purged": purged},
-        )
-
-    # -- reads -------------------------------------------------------------------
-
-    def flow_head(self, name: str) -> tuple[int, EventInfo | None] | None:
-        """(the flow's backlog end, its head or None when all is acked); None for an unknown flow.
-
-        The backlog end is the seq its next event will get.
-        """
-        conn = self.connection
-        flow = conn.execute(
-            "SELECT flow_id, next_seq FROM flow WHERE name = :name", {"name": name}
-        ).fetchone()
-        if flow is None:
-            return None
-        flow_id, next_seq = flow
-        # Acks go in seq order, so a flow's acked (or purged) events are a
-        # prefix: a binary search finds the head in log2(events) index lookups.
-        low, high = 1, next_seq
-        while low < high:
-            mid = (low + high) // 2
-            found = conn.execute(
-                "SELECT state FROM event WHERE flow_id = :flow_id AND seq = :seq",
-                {"flow_id": flow_id, "seq": mid},
-            ).fetchone()
-            if found is None or found[0] == "acked":
-                low = mid + 1
-            else:
-                high = mid
-        if low == next_seq:
-            return next_seq, None
-        row = conn.execute(
-            _SELECT_EVENT + "WHERE e.flow_id = :flow_id AND e.seq = :seq", {"flow_id": flow_id, "seq": low}
-        ).fetchone()
-        return next_seq, _event_info(row)
-
-    def get(self, event_id: str) -> EventInfo | None:
-        row = self.connection.execute(
-            _SELECT_EVENT + "WHERE e.event_id = :event_id", {"event_id": event_id}
-        ).fetchone()
-        return None if row is None else _event_info(row)
-
-    def events(self, *, state: str | None, flow: str | None, limit: int) -> list[EventInfo]:
-        params = {"state": state, "flow": flow, "limit": limit}
-        if flow is not None:
-            # One flow, in seq order, through its (flow_id, seq) index.
-            sql = _SELECT_EVENT + (
-                "WHERE e.flow_id = (SELECT flow_id FROM flow WHERE name = :flow) "
-                "AND (:state IS NULL OR e.state = :state) ORDER BY e.seq LIMIT :limit"
-            )
-        elif state == "quarantined":
-            # The dead-letter list, through its partial index.
-            sql = _SELECT_EVENT + "WHERE e.state = 'quarantined' ORDER BY e.id LIMIT :limit"
-        else:
-            sql = _SELECT_EVENT + "WHERE (:state IS NULL OR e.state = :state) ORDER BY e.id LIMIT :limit"
-        return [_event_info(r) for r in self.connection.execute(sql, params)]
-
-    def audit(self, event_id: str | None, *, limit: int | None) -> list[AuditEntry]:
-        rows = self.connection.execute(
-            "SELECT event_id, action, reason, actor, generation, at_ms, detail FROM audit "
-            "WHERE :event_id IS NULL OR event_id = :event_id ORDER BY id LIMIT coalesce(:limit, -1)",
-            {"event_id": event_id, "limit": limit},
-        )
-        return [AuditEntry(r[0], r[1], r[2], r[3], r[4], r[5] / 1000, json.loads(r[6])) for r in rows]
-
-    def stats(self, now_ms: int, *, top: int) -> Stats:
-        conn = self.connection
-        row = conn.execute(
-            "SELECT ready_n, inflight_n, acked_n, quarantined_n, enqueued_total, claimed_total, "
-            "expired_total, acked_total, retried_total, quarantined_total, redriven_total, claim_lag "
-            "FROM clock WHERE id = 1"
-        ).fetchone()
-        counts = dict(zip((s.value for s in State), row[:4]))
-        totals = dict(zip(TOTALS, row[4:11]))
-        totals["purged"], tombstones = conn.execute(
-            "SELECT purged_total, tombstones_n FROM retention WHERE id = 1"
-        ).fetchone()
-        lags = json.loads(row[11])
-        lags += [0] * (len(policy.CLAIM_LAG_BOUNDS_MS) + 1 - len(lags))
-        # Every flow with unacked events has exactly one head: count them in
-        # the two dispatch indexes, plus the quarantined heads.
-        heads = conn.execute(
-            "SELECT (SELECT count(*) FROM event WHERE runnable = 1) "
-            "+ (SELECT count(*) FROM event WHERE runnable = 0 AND dispatch_ms IS NOT NULL)"
-        ).fetchone()[0]
-        oldest = conn.execute(
-            "SELECT min(dispatch_ms) FROM event WHERE dispatch_ms <= :now_ms AND state = 'ready'",
-            {"now_ms": now_ms},
-        ).fetchone()[0]
-        # A named flow's backlog runs from its head's seq to its last seq.
-        top_flows = conn.execute(
-            "SELECT f.name, f.next_seq - e.seq AS backlog FROM event AS e JOIN flow AS f "
-            "ON f.flow_id = e.flow_id WHERE e.pass IS NOT NULL ORDER BY backlog DESC, f.name LIMIT :top",
-            {"top": top},
-        ).fetchall()
-        bounds = [b / 1000 for b in policy.CLAIM_LAG_BOUNDS_MS] + [math.inf]
-        return Stats(
-            counts=counts, flows=heads + counts["quarantined"],
-            oldest_ready_age=0.0 if oldest is None else max(0, now_ms - oldest) / 1000,
-            now=now_ms / 1000, totals=totals,
-            claim_lag_median=policy.lag_quantile(lags, 0.5),
-            claim_lag_p99=policy.lag_quantile(lags, 0.99),
-            claim_lag_buckets=tuple(zip(bounds, lags)),
-            top_flows=tuple((name, n) for name, n in top_flows),
-            tombstones=tombstones,
-        )
-
-
 _TOTAL_FOR = {State.ACKED: "acked", State.READY: "retried", State.QUARANTINED: "quarantined"}
 
 
@@ -844,14 +671,6 @@ def _audit_row(event_id: str, action: str, reason: str | None, actor: str | None
             "detail": canonical(detail)}
 
 
-_SELECT_EVENT = (
-    "SELECT e.event_id, f.name, e.seq, e.body, e.state, e.generation, e.attempts, "
-    "e.lifetime_attempts, e.next_at_ms, e.lease_until_ms, e.owner, e.reason, "
-    "e.created_ms, e.due_ms, e.first_claim_ms, e.settled_ms "
-    "FROM event AS e LEFT JOIN flow AS f ON f.flow_id = e.flow_id "
-)
-
-
 def _check_repeat(item: NewEvent, stored_flow: str | None, stored_body: str | bytes) -> None:
     """An enqueue of a known id must match it exactly, or nothing is written.
 
@@ -865,22 +684,3 @@ def _check_repeat(item: NewEvent, stored_flow: str | None, stored_body: str | by
     body = body_hash(item.body) if isinstance(stored_body, bytes) else item.body
     if stored_body != body:
         raise Conflict(item.event_id, "body")
-
-
-def body_hash(body: str) -> bytes:
-    """What a tombstone keeps of a canonical body: its 128-bit BLAKE2b digest."""
-    return hashlib.blake2b(body.encode("utf-8"), digest_size=16).digest()
-
-
-def _seq_of(done: list[Enqueued], event_id: str) -> int:
-    """The seq an earlier item of this batch got for the same id."""
-    return next(e.seq for e in done if e.event_id == event_id)
-
-
-def _event_info(row: Sequence[Any]) -> EventInfo:
-    return EventInfo(
-        event_id=row[0], flow=row[1], seq=row[2], body=json.loads(row[3]), state=State(row[4]),
-        generation=row[5], attempts=row[6], lifetime_attempts=row[7], next_at=from_ms(row[8]),
-        lease_until=from_ms(row[9]), owner=row[10], reason=row[11], created_at=row[12] / 1000,
-        due_at=row[13] / 1000, first_claimed_at=from_ms(row[14]), settled_at=from_ms(row[15]),
-    )

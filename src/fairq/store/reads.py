@@ -1,0 +1,165 @@
+"""The read-only SQL of the queue: one event, listings, the audit log, stats,
+a flow's head.
+
+QueueReads runs on a read snapshot (QueueStore.read) or inside a write
+transaction; it never writes. Every read goes through an index or reads only
+heads (the two dispatch indexes and the quarantined one), so its cost follows
+the work waiting, not the history kept.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sqlite3
+from collections.abc import Sequence
+from typing import Any
+
+from .. import policy
+from ..policy import from_ms
+from ..types import AuditEntry, EventInfo, State, Stats
+
+#: The clock row's totals columns, in order (fairq.types.Stats.totals keys).
+TOTALS = ("enqueued", "claimed", "expired", "acked", "retried", "quarantined", "redriven")
+
+
+class QueueReads:
+    """The read statements, bound to a connection inside a transaction."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.connection = conn
+
+    def flow_head(self, name: str) -> tuple[int, EventInfo | None] | None:
+        """(the flow's backlog end, its head or None when all is acked); None for an unknown flow.
+
+        The backlog end is the seq its next event will get.
+        """
+        conn = self.connection
+        flow = conn.execute(
+            "SELECT flow_id, next_seq FROM flow WHERE name = :name", {"name": name}
+        ).fetchone()
+        if flow is None:
+            return None
+        flow_id, next_seq = flow
+        # Acks go in seq order, so a flow's acked (or purged) events are a
+        # prefix: a binary search finds the head in log2(events) index lookups.
+        low, high = 1, next_seq
+        while low < high:
+            mid = (low + high) // 2
+            found = conn.execute(
+                "SELECT state FROM event WHERE flow_id = :flow_id AND seq = :seq",
+                {"flow_id": flow_id, "seq": mid},
+            ).fetchone()
+            if found is None or found[0] == "acked":
+                low = mid + 1
+            else:
+                high = mid
+        if low == next_seq:
+            return next_seq, None
+        row = conn.execute(
+            _SELECT_EVENT + "WHERE e.flow_id = :flow_id AND e.seq = :seq", {"flow_id": flow_id, "seq": low}
+        ).fetchone()
+        return next_seq, event_info(row)
+
+    def get(self, event_id: str) -> EventInfo | None:
+        row = self.connection.execute(
+            _SELECT_EVENT + "WHERE e.event_id = :event_id", {"event_id": event_id}
+        ).fetchone()
+        return None if row is None else event_info(row)
+
+    def events(self, *, state: str | None, flow: str | None, limit: int) -> list[EventInfo]:
+        params = {"state": state, "flow": flow, "limit": limit}
+        if flow is not None:
+            # One flow, in seq order, through its (flow_id, seq) index.
+            sql = _SELECT_EVENT + (
+                "WHERE e.flow_id = (SELECT flow_id FROM flow WHERE name = :flow) "
+                "AND (:state IS NULL OR e.state = :state) ORDER BY e.seq LIMIT :limit"
+            )
+        elif state == "quarantined":
+            # The dead-letter list, through its partial index.
+            sql = _SELECT_EVENT + "WHERE e.state = 'quarantined' ORDER BY e.id LIMIT :limit"
+        else:
+            sql = _SELECT_EVENT + "WHERE (:state IS NULL OR e.state = :state) ORDER BY e.id LIMIT :limit"
+        return [event_info(r) for r in self.connection.execute(sql, params)]
+
+    def audit(self, event_id: str | None, *, limit: int | None) -> list[AuditEntry]:
+        params = {"event_id": event_id, "limit": limit}
+        if event_id is None:
+            # The whole log, oldest first.
+            rows = self.connection.execute(
+                _SELECT_AUDIT + "ORDER BY id LIMIT coalesce(:limit, -1)", params)
+        else:
+            # One event's history, through audit_event (event_id, id).
+            rows = self.connection.execute(
+                _SELECT_AUDIT + "WHERE event_id = :event_id ORDER BY id LIMIT coalesce(:limit, -1)", params)
+        return [AuditEntry(r[0], r[1], r[2], r[3], r[4], r[5] / 1000, json.loads(r[6])) for r in rows]
+
+    def stats(self, now_ms: int, *, top: int) -> Stats:
+        conn = self.connection
+        row = conn.execute(
+            "SELECT ready_n, inflight_n, acked_n, quarantined_n, enqueued_total, claimed_total, "
+            "expired_total, acked_total, retried_total, quarantined_total, redriven_total, claim_lag "
+            "FROM clock WHERE id = 1"
+        ).fetchone()
+        counts = dict(zip((s.value for s in State), row[:4]))
+        totals = dict(zip(TOTALS, row[4:11]))
+        totals["purged"], tombstones = conn.execute(
+            "SELECT purged_total, tombstones_n FROM retention WHERE id = 1"
+        ).fetchone()
+        lags = json.loads(row[11])
+        lags += [0] * (len(policy.CLAIM_LAG_BOUNDS_MS) + 1 - len(lags))
+        # Every flow with unacked events has exactly one head, in one of the
+        # three partial indexes: stats reads heads, never the events behind them.
+        heads = conn.execute(
+            "SELECT (SELECT count(*) FROM event WHERE runnable = 1) "
+            "+ (SELECT count(*) FROM event WHERE runnable = 0 AND dispatch_ms IS NOT NULL)"
+        ).fetchone()[0]
+        # The longest-claimable ready head: among the runnable ones, or among
+        # waiting ones whose time came but that no claim has promoted yet.
+        oldest = conn.execute(
+            "SELECT min(m) FROM ("
+            "SELECT min(dispatch_ms) AS m FROM event WHERE runnable = 1 AND state = 'ready' "
+            "UNION ALL SELECT min(dispatch_ms) FROM event "
+            "WHERE runnable = 0 AND dispatch_ms <= :now_ms AND state = 'ready')",
+            {"now_ms": now_ms},
+        ).fetchone()[0]
+        # A named flow's backlog runs from its head's seq to its last seq.
+        top_flows = conn.execute(
+            "SELECT f.name, f.next_seq - e.seq AS backlog FROM event AS e JOIN flow AS f "
+            "ON f.flow_id = e.flow_id WHERE e.id IN ("
+            "SELECT id FROM event WHERE runnable = 1 "
+            "UNION ALL SELECT id FROM event WHERE runnable = 0 AND dispatch_ms IS NOT NULL "
+            "UNION ALL SELECT id FROM event WHERE state = 'quarantined') "
+            "ORDER BY backlog DESC, f.name LIMIT :top",
+            {"top": top},
+        ).fetchall() if top else []
+        bounds = [b / 1000 for b in policy.CLAIM_LAG_BOUNDS_MS] + [math.inf]
+        return Stats(
+            counts=counts, flows=heads + counts["quarantined"],
+            oldest_ready_age=0.0 if oldest is None else max(0, now_ms - oldest) / 1000,
+            now=now_ms / 1000, totals=totals,
+            claim_lag_median=policy.lag_quantile(lags, 0.5),
+            claim_lag_p99=policy.lag_quantile(lags, 0.99),
+            claim_lag_buckets=tuple(zip(bounds, lags)),
+            top_flows=tuple((name, n) for name, n in top_flows),
+            tombstones=tombstones,
+        )
+
+
+_SELECT_AUDIT = "SELECT event_id, action, reason, actor, generation, at_ms, detail FROM audit "
+
+_SELECT_EVENT = (
+    "SELECT e.event_id, f.name, e.seq, e.body, e.state, e.generation, e.attempts, "
+    "e.lifetime_attempts, e.next_at_ms, e.lease_until_ms, e.owner, e.reason, "
+    "e.created_ms, e.due_ms, e.first_claim_ms, e.settled_ms "
+    "FROM event AS e LEFT JOIN flow AS f ON f.flow_id = e.flow_id "
+)
+
+
+def event_info(row: Sequence[Any]) -> EventInfo:
+    return EventInfo(
+        event_id=row[0], flow=row[1], seq=row[2], body=json.loads(row[3]), state=State(row[4]),
+        generation=row[5], attempts=row[6], lifetime_attempts=row[7], next_at=from_ms(row[8]),
+        lease_until=from_ms(row[9]), owner=row[10], reason=row[11], created_at=row[12] / 1000,
+        due_at=row[13] / 1000, first_claimed_at=from_ms(row[14]), settled_at=from_ms(row[15]),
+    )
