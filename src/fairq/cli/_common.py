@@ -16,7 +16,7 @@ from ..types import AuditEntry, EventInfo, Stats
 
 EXIT_OK = 0
 EXIT_REFUSED = 1
-EXIT_USAGE = 2
+EXIT_USAGE = 2  # argparse's own exit status for usage errors
 
 
 def database_path(args: argparse.Namespace) -> str:

@@ -1,4 +1,5 @@
-"""Subcommands for operators: explain a stuck flow, export metrics, purge old acked events."""
+"""Subcommands for operators: redrive a quarantined event, explain a stuck flow,
+export metrics, purge old acked events."""
 
 from __future__ import annotations
 
@@ -16,6 +17,14 @@ _UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86_400}
 
 
 def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("redrive", help="give a quarantined event a new round (audited)")
+    p.add_argument("event_id", metavar="ID")
+    p.add_argument("--expected-generation", type=int, required=True, metavar="N",
+                   help="the generation `fairq show ID` reports; refused if the event has moved on")
+    p.add_argument("--reason", required=True, metavar="TEXT", help="why, for the audit trail")
+    p.add_argument("--actor", metavar="NAME", help="who decided, for the audit trail")
+    p.set_defaults(func=redrive)
+
     p = sub.add_parser("explain", help="say in one answer why a flow is not moving")
     p.add_argument("flow", metavar="FLOW")
     p.add_argument("--json", action="store_true", help="one JSON object on stdout")
@@ -33,6 +42,14 @@ def register(sub: argparse._SubParsersAction) -> None:
                       help="forget tombstones of events acked longer ago than this (default 30d)")
     keep.add_argument("--keep-tombstones", action="store_true", help="never forget a tombstone")
     p.set_defaults(func=purge)
+
+
+def redrive(args: argparse.Namespace) -> int:
+    with open_existing(args) as q:
+        generation = q.redrive(args.event_id, expected_generation=args.expected_generation,
+                               reason=args.reason, actor=args.actor)
+    print_json({"event_id": args.event_id, "generation": generation})
+    return EXIT_OK
 
 
 def duration(text: str) -> float:

@@ -19,6 +19,7 @@ def ensure_inbox_schema(db: Database) -> None:
     """Create the receipt tables if missing; refuse a newer inbox schema."""
     with db.write("inbox_migrate") as conn:
         db.run_script(conn, read_script("inbox.sql"))
+        # One version row, written once by the first inbox to open the file.
         row = conn.execute(
             "SELECT value FROM fairq_inbox_meta WHERE key = 'version'"
         ).fetchone()
@@ -67,12 +68,17 @@ def record(conn: sqlite3.Connection, event_id: str, flow: str | None, seq: int, 
 
 
 def count(conn: sqlite3.Connection, flow: str | None) -> int:
+    if flow is None:
+        # Every receipt.
+        return conn.execute("SELECT count(*) FROM fairq_receipt").fetchone()[0]
+    # One flow's receipts, through the (flow, seq) unique index.
     return conn.execute(
-        "SELECT count(*) FROM fairq_receipt WHERE :flow IS NULL OR flow = :flow", {"flow": flow}
+        "SELECT count(*) FROM fairq_receipt WHERE flow = :flow", {"flow": flow}
     ).fetchone()[0]
 
 
 def last_seq(conn: sqlite3.Connection, flow: str) -> int:
+    # The end of the (flow, seq) unique index for this flow.
     return conn.execute(
         "SELECT coalesce(max(seq), 0) FROM fairq_receipt WHERE flow = :flow", {"flow": flow}
     ).fetchone()[0]

@@ -72,6 +72,7 @@ def ensure_schema(db: Database) -> int:
 
 def _marks(conn: sqlite3.Connection) -> tuple[int, int]:
     """(application_id, user_version) from the file's header."""
+    # Header fields: reading them writes nothing, even on a foreign file.
     app_id = conn.execute("PRAGMA application_id").fetchone()[0]
     version = conn.execute("PRAGMA user_version").fetchone()[0]
     return app_id, version

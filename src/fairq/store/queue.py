@@ -162,6 +162,7 @@ class QueueTxn:
 
     def _load_clock(self) -> _Clock:
         if self._clock is None:
+            # Read once per transaction; _flush writes it back once.
             row = self.connection.execute(
                 "SELECT now_ms, vtime, tail, turn, claim_lag FROM clock WHERE id = 1"
             ).fetchone()
@@ -451,6 +452,7 @@ class QueueTxn:
     # -- settle and extend ---------------------------------------------------
 
     def _held(self, event_ids: list[str]) -> dict[str, _Held]:
+        # The rows the fence judges, by the event_id index, read under the write lock.
         rows = self.connection.execute(
             _FENCE_COLUMNS + "WHERE event_id IN (SELECT value FROM json_each(:ids))",
             {"ids": json.dumps(event_ids)},
@@ -570,6 +572,7 @@ class QueueTxn:
     def _flow_name(self, flow_id: int | None) -> str | None:
         if flow_id is None:
             return None
+        # A flow's name never changes.
         return self.connection.execute(
             "SELECT name FROM flow WHERE flow_id = :flow_id", {"flow_id": flow_id}
         ).fetchone()[0]
@@ -611,6 +614,7 @@ class QueueTxn:
 
     def set_weight(self, name: str, weight: int) -> None:
         """Set a flow's weight, creating the flow if it has never been seen."""
+        # Only the weight changes; a new flow's seqs start at 1.
         self.connection.execute(
             "INSERT INTO flow (name, weight) VALUES (:name, :weight) "
             "ON CONFLICT (name) DO UPDATE SET weight = excluded.weight",

@@ -35,6 +35,7 @@ class QueueReads:
         The backlog end is the seq its next event will get.
         """
         conn = self.connection
+        # By the flow name's unique index.
         flow = conn.execute(
             "SELECT flow_id, next_seq FROM flow WHERE name = :name", {"name": name}
         ).fetchone()
@@ -62,6 +63,7 @@ class QueueReads:
         return next_seq, event_info(row)
 
     def get(self, event_id: str) -> EventInfo | None:
+        # By the event_id index.
         row = self.connection.execute(
             _SELECT_EVENT + "WHERE e.event_id = :event_id", {"event_id": event_id}
         ).fetchone()
@@ -96,6 +98,7 @@ class QueueReads:
 
     def stats(self, now_ms: int, *, top: int) -> Stats:
         conn = self.connection
+        # Counts and totals are kept with the clock: nothing is counted here.
         row = conn.execute(
             "SELECT ready_n, inflight_n, acked_n, quarantined_n, enqueued_total, claimed_total, "
             "expired_total, acked_total, retried_total, quarantined_total, redriven_total, claim_lag "
@@ -103,6 +106,7 @@ class QueueReads:
         ).fetchone()
         counts = dict(zip((s.value for s in State), row[:4]))
         totals = dict(zip(TOTALS, row[4:11]))
+        # Retention keeps its own counters (written only by purge).
         totals["purged"], tombstones = conn.execute(
             "SELECT purged_total, tombstones_n FROM retention WHERE id = 1"
         ).fetchone()

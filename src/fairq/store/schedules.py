@@ -56,10 +56,12 @@ class ScheduleTxn:
         self.connection = tx.connection
 
     def get(self, name: str) -> Schedule | None:
+        # By the name, the schedule's primary key.
         row = self.connection.execute(_SELECT + "WHERE name = :name", {"name": name}).fetchone()
         return None if row is None else _schedule(row)
 
     def list(self) -> list[Schedule]:
+        # Every schedule, in name order (the primary key's order).
         return [_schedule(row) for row in self.connection.execute(_SELECT + "ORDER BY name")]
 
     def insert(self, new: NewSchedule) -> Schedule:
