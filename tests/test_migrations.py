@@ -1,9 +1,10 @@
 """The user_version ladder: a file made by an older fairq upgrades to exactly the
 schema a fresh file gets, and keeps its events.
 
-tests/fixtures/schema_v1.sql is queue.sql as version 1 shipped it, and
-schema_v2.sql as version 2 did; they never change. Each later version adds a
-fixture of its own.
+tests/fixtures/schema_v1.sql is queue.sql as it was at user_version 1, and
+schema_v2.sql as it was at 2 (files made by earlier builds of fairq carry
+those versions); they never change. Each later version adds a fixture of its
+own.
 """
 
 from __future__ import annotations
