@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from enum import Enum
 from typing import Any, NamedTuple, TypeVar
 
 from .. import _validate as v
