@@ -346,8 +346,8 @@ def test_now_effect_and_conn_cannot_cross_the_wire(client, tmp_path) -> None:
     assert client.get("b") is None and client.ack(lease).state is fairq.State.ACKED
 
 
-# Queue methods the server does not offer: ingest reads a file on the
-# server's own disk; why_blocked and purge are not served yet.
+# Queue methods the server does not offer; docs/http.md ("What a Client does
+# not do") says why for each.
 NOT_SERVED = {"ingest", "why_blocked", "purge"}
 
 
@@ -365,6 +365,18 @@ def test_the_client_has_every_served_queue_verb_with_the_same_parameters() -> No
     assert {"enqueue", "claim_many", "settle_many", "extend", "redrive", "stats", "tick", "settings"} <= set(verbs)
     for name in set(verbs) - NOT_SERVED:
         assert shape(getattr(fairq.Client, name)) == shape(getattr(fairq.Queue, name)), name
+
+
+def test_the_docs_list_everything_a_client_does_not_do(client, q) -> None:
+    doc = (ROOT / "docs" / "http.md").read_text(encoding="utf-8")
+    section = doc.split("## What a Client does not do\n")[1].split("\n## ")[0]
+    rows = [line.split(" | ")[0] for line in section.splitlines() if line.startswith("| `")]
+    assert {name for name in NOT_SERVED if any(row.startswith(f"| `{name}(") for row in rows)} == NOT_SERVED
+    for refused in ("now=", "effect=", "conn="):  # refused by test_now_effect_and_conn_cannot_cross_the_wire
+        assert any(f"{refused}" in row for row in rows), refused
+    settings_only_on_a_queue = {name for name in vars(q) if not name.startswith("_")} - set(dir(client))
+    assert settings_only_on_a_queue == {"path", "max_attempts", "backoff", "max_body_bytes"}
+    assert all(f"`{name}`" in rows[-1] for name in settings_only_on_a_queue)
 
 
 def test_client_schedules_has_every_method_of_queue_schedules_with_the_same_parameters(client, q) -> None:

@@ -81,7 +81,8 @@ class Server(ThreadingHTTPServer):
     until a thread is free (an idle keep-alive connection keeps its thread
     for up to 30 s). drain_seconds: after `shutdown()`, how long
     `server_close()` lets requests in flight finish before it drops their
-    connections; a Queue call already running is always let finish.
+    connections; a request whose Queue call has begun is always finished
+    and answered.
     """
 
     daemon_threads = True  # tracked in self._open instead; server_close waits for them
@@ -101,10 +102,11 @@ class Server(ThreadingHTTPServer):
         self.max_connections = v.count(max_connections, "max_connections", low=1, high=10_000)
         self.drain_seconds = v.seconds(drain_seconds, "drain_seconds")
         self.token_digest = None if token is None else _digest(token.encode("ascii"))
-        # Connections with a thread, and those of them answering a request;
-        # `_changed` is notified whenever either shrinks or the server stops.
+        # Connections with a thread; those of them answering a request, each
+        # mapped to whether its Queue call has begun. `_changed` is notified
+        # whenever either shrinks or the server stops.
         self._open: set[socket.socket] = set()
-        self._busy: set[socket.socket] = set()
+        self._busy: dict[socket.socket, bool] = {}
         self._changed = threading.Condition()
         self._stopping = False
         self.address_family = socket.AF_INET6 if ":" in host else socket.AF_INET
@@ -144,7 +146,7 @@ class Server(ThreadingHTTPServer):
         finally:
             with self._changed:
                 self._open.discard(request)
-                self._busy.discard(request)
+                self._busy.pop(request, None)
                 self._changed.notify_all()
 
     def _begin_request(self, connection: socket.socket) -> bool:
@@ -152,13 +154,18 @@ class Server(ThreadingHTTPServer):
         with self._changed:
             if self._stopping:
                 return False
-            self._busy.add(connection)
+            self._busy[connection] = False
             return True
+
+    def _calling(self, connection: socket.socket) -> None:
+        """The request's Queue call begins: from now on it is finished and answered, even past the drain."""
+        with self._changed:
+            self._busy[connection] = True
 
     def _end_request(self, connection: socket.socket) -> None:
         """The request on this connection is answered."""
         with self._changed:
-            self._busy.discard(connection)
+            self._busy.pop(connection, None)
             self._changed.notify_all()
 
     def shutdown(self) -> None:
@@ -170,19 +177,20 @@ class Server(ThreadingHTTPServer):
 
     def server_close(self) -> None:
         """Stop listening and drain: close idle connections at once, give requests in
-        flight drain_seconds to finish, then drop what is left (a stalled client);
-        returns when every connection thread has ended."""
+        flight drain_seconds to finish, then drop those whose Queue call has not
+        begun (a stalled client); returns when every connection thread has ended."""
         super().server_close()
         deadline = time.monotonic() + self.drain_seconds
         with self._changed:
             self._stopping = True
-            for connection in self._open - self._busy:
+            for connection in self._open - self._busy.keys():
                 _hang_up(connection, socket.SHUT_RD)  # wakes a thread waiting for the next request
             while self._busy and (left := deadline - time.monotonic()) > 0:
                 self._changed.wait(left)
             for connection in self._open:
-                _hang_up(connection, socket.SHUT_RDWR)  # wakes a thread blocked on a stalled client
-            while self._open:  # a thread inside a Queue call finishes it
+                if not self._busy.get(connection):
+                    _hang_up(connection, socket.SHUT_RDWR)  # wakes a thread blocked on a stalled client
+            while self._open:  # a request whose Queue call has begun is finished and answered
                 self._changed.wait()
 
     def handle_error(self, request: Any, client_address: Any) -> None:
@@ -275,6 +283,7 @@ class _Handler(BaseHTTPRequestHandler):
             raise Refusal("method_not_allowed", f"{target.path} answers {allowed}", headers={"Allow": allowed})
         route, captured = chosen
         request = Request(path=_decode_path(captured), query=_parse_query(target.query), body=self._body(route))
+        self.server._calling(self.connection)
         return route.endpoint(self.server.queue, request)
 
     def _authenticate(self) -> None:
