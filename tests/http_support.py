@@ -9,7 +9,8 @@ import os
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -36,9 +37,28 @@ def running(queue: fairq.Queue, *, token: str | None = TOKEN, **kw: Any) -> Iter
         thread.join(timeout=10)  # the timeout only stops a hang
 
 
+class Clock:
+    """A server Queue's clock that tests move by hand: leases expire exactly, nothing sleeps."""
+
+    def __init__(self, now: float = 1_764_432_000.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
 @pytest.fixture
-def server(make_queue) -> Iterator[Server]:
-    with running(make_queue()) as s:
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture
+def server(make_queue, clock: Clock) -> Iterator[Server]:
+    """A server whose Queue reads `clock`."""
+    with running(make_queue(clock=clock)) as s:
         yield s
 
 
@@ -83,6 +103,15 @@ def raw(server: Server, method: str, path: str, body: Any = None, *, token: str 
         conn.close()
 
 
+def eventually(condition: Callable[[], Any], *, seconds: float = 60) -> Any:
+    """Poll `condition` until it is true and return its value (false if the time
+    runs out: the deadline only stops a hang, the caller asserts)."""
+    deadline = time.monotonic() + seconds
+    while not (value := condition()) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return value
+
+
 def serve_command(db: Path, *args: str, env: dict[str, str] | None = None) -> tuple[list[str], dict[str, str]]:
     """The command line and environment of `fairq --db DB serve ARGS` (no FAIRQ_DB, no FAIRQ_TOKEN
     unless `env` gives one)."""
@@ -104,8 +133,6 @@ def start_serve(db: Path, *args: str, env: dict[str, str] | None = None) -> tupl
 
 def remote_drain(url: str, name: str, batch: bool, barrier: Any, results: Any) -> None:
     """A worker process on a Client: claim and ack until the queue stays idle; reports its claims."""
-    import time
-
     client = fairq.Client(url, token=TOKEN, timeout=30)
     barrier.wait()
     claimed: list[tuple[str, int]] = []

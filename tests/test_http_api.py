@@ -6,7 +6,6 @@ from __future__ import annotations
 import inspect
 import logging
 import sqlite3
-import time
 
 import pytest
 
@@ -15,7 +14,7 @@ from fairq.http.routes import ROUTES
 from fairq.http.wire import STATUS, LeaseRef, from_json, to_json
 from fairq.metrics import exposition
 from http_support import ROOT, TOKEN, raw, running
-from http_support import client, server  # noqa: F401  (fixtures)
+from http_support import client, clock, server  # noqa: F401  (fixtures)
 from test_metrics import parse
 
 
@@ -87,11 +86,11 @@ def test_a_lease_crosses_the_wire_and_is_settled_with_it(client, make_queue) -> 
     assert make_queue().get("a").state is fairq.State.ACKED
 
 
-def test_retry_and_fail_over_the_wire_return_what_queue_returns(client, make_queue) -> None:
+def test_retry_and_fail_over_the_wire_return_what_queue_returns(client, make_queue, clock) -> None:
     client.enqueue_many([("a", 1, "A"), ("b", 2, "B")])
     first, second = client.claim_many(2)
     retried = client.retry(first, "later", delay=60)
-    assert retried.state is fairq.State.READY and retried.next_at == pytest.approx(time.time() + 60, abs=5)
+    assert retried.state is fairq.State.READY and retried.next_at == clock.now + 60
     failed = client.fail(second, "broken")
     assert failed.state is fairq.State.QUARANTINED
     assert make_queue().get(second.event_id).reason == "broken"
@@ -109,7 +108,28 @@ def test_settle_many_reports_lost_leases_in_their_slots(client, make_queue) -> N
     assert client.settle_many([]) == []
 
 
-def test_settle_many_carries_the_retry_delays_a_worker_sends(client, make_queue) -> None:
+def local_twin(server, tmp_path) -> fairq.Queue:
+    """A local Queue like the server's (same settings, same clock) on a file of its own."""
+    return fairq.Queue(tmp_path / "local.db", **server.queue.settings())
+
+
+def test_settle_many_with_delays_answers_exactly_what_a_local_queue_answers(server, client, tmp_path) -> None:
+    local = local_twin(server, tmp_path)
+    answers = []
+    for q in (client, local):
+        q.enqueue_many([("a", 1, "A"), ("b", 2, "B"), ("c", 3, "C"), ("d", 4, "D")])
+        a, b, c, d = q.claim_many(4, owner="w", lease_seconds=30)
+        # The 4-item form a worker sends for its retry delays, mixed with the shorter ones.
+        answers.append(q.settle_many([(a, "retry", "later", 60), (b, "retry", "now", 0.0), (c, "release"),
+                                      (d, "fail", "broken", None)]))
+    remote, here = answers
+    assert remote == here and [r.state for r in remote] == ["ready", "ready", "ready", "quarantined"]
+    assert remote[0].next_at == server.queue._clock() + 60 and remote[1].next_at == server.queue._clock()
+    assert client.events() == local.events() and client.audit() == local.audit()
+    local.close()
+
+
+def test_settle_many_refuses_what_a_local_queue_refuses(client, make_queue) -> None:
     client.enqueue_many([("a", 1, "A"), ("b", 2, "B")])
     a, b = client.claim_many(2)
     with pytest.raises(fairq.InvalidInput) as caught:
@@ -118,18 +138,49 @@ def test_settle_many_carries_the_retry_delays_a_worker_sends(client, make_queue)
     with pytest.raises(fairq.InvalidInput) as caught:
         client.settle_many([(a, "ack", None, None, "extra")])
     assert caught.value.field == "items[0]"
-    later, now = client.settle_many([(a, "retry", "later", 60), (b, "retry", "now", 0.0)])
-    assert later.next_at == pytest.approx(time.time() + 60, abs=5)
-    assert now.next_at <= time.time() and now.state is fairq.State.READY
-    assert make_queue().get("a").next_at == later.next_at
+    assert {e.state for e in make_queue().events()} == {fairq.State.INFLIGHT}
 
 
-def test_a_client_leases_for_its_own_lease_seconds_and_reopens_with_its_settings(server, make_queue) -> None:
+def test_release_over_the_wire_gives_the_lease_back_as_a_local_queue_does(server, client, clock,
+                                                                          tmp_path) -> None:
+    local = local_twin(server, tmp_path)
+    runs = []
+    for q in (client, local):
+        q.enqueue_many([("a", 1, "A"), ("b", 2, "B")])
+        a, b = q.claim_many(2, owner="w", lease_seconds=30)
+        released = [q.release(a), q.settle(b, "release")]
+        released += q.settle_many([(q.claim(owner="w", lease_seconds=30), "release")])
+        runs.append((released, q.claim(owner="w", lease_seconds=30)))
+    assert runs[0] == runs[1]
+    released, again = runs[0]
+    # Ready at once, and the released claims do not count: the next claim is attempt 1.
+    assert {(r.state, r.next_at, r.attempts) for r in released} == {(fairq.State.READY, clock.now, 0)}
+    assert (again.attempts, again.lifetime_attempts, again.generation) == (1, 2, 2)
+    assert client.events() == local.events() and client.audit() == local.audit()
+    local.close()
+
+
+def test_the_release_outcome_on_the_wire(server, client, clock) -> None:
+    client.enqueue_many([("a", 1, "A"), ("b", 2, "B"), ("c", 3, "C")])
+    a, b, c = (to_json(lease) for lease in client.claim_many(3, lease_seconds=30))
+    answer = raw(server, "POST", "/v1/settle", {"lease": a, "outcome": "release"})
+    assert (answer.status, answer.json) == (200, {"attempts": 0, "event_id": "a", "next_at": clock.now,
+                                                  "state": "ready"})
+    answer = raw(server, "POST", "/v1/settle_many", {"items": [{"lease": b, "outcome": "release"},
+                                                               {"lease": c, "outcome": "ack"}]})
+    assert answer.status == 200 and [(r["state"], r["attempts"]) for r in answer.json["results"]] == [
+        ("ready", 0), ("acked", 1)]
+    refused = raw(server, "POST", "/v1/settle", {"lease": a, "outcome": "release", "delay": 5})
+    assert (refused.status, refused.json["field"]) == (400, "delay")  # a release takes no delay (nor reason)
+
+
+def test_a_client_leases_for_its_own_lease_seconds_and_reopens_with_its_settings(server, clock) -> None:
     client = fairq.Client(server.url, token=TOKEN, timeout=10, lease_seconds=120)
     client.enqueue("a", {})
     lease = client.claim()  # the server's queue leases for 5 s when a request names no length
-    assert lease.lease_until == pytest.approx(time.time() + 120, abs=5)
-    assert client.extend(lease).lease_until == pytest.approx(time.time() + 120, abs=5)
+    assert lease.lease_until == clock.now + 120
+    clock.advance(100)
+    assert client.extend(lease).lease_until == clock.now + 120
     again = fairq.Client(client.url, **client.settings())
     assert (again.lease_seconds, again.timeout) == (120, 10) and again.ack(lease).state is fairq.State.ACKED
     with pytest.raises(fairq.InvalidInput) as caught:
@@ -137,10 +188,10 @@ def test_a_client_leases_for_its_own_lease_seconds_and_reopens_with_its_settings
     assert caught.value.field == "lease_seconds"
 
 
-def test_a_stale_settle_is_409_and_changes_nothing(server, client, make_queue) -> None:
+def test_a_stale_settle_is_409_and_changes_nothing(server, client, make_queue, clock) -> None:
     client.enqueue("a", {}, flow="F")
-    old = client.claim(owner="A", lease_seconds=0.05)
-    time.sleep(0.1)
+    old = client.claim(owner="A", lease_seconds=1)
+    clock.advance(1)  # the lease ends: A's event is claimed again
     new = client.claim(owner="B", lease_seconds=30)
     assert (new.event_id, new.generation) == ("a", 2)
     before = make_queue().get("a")
@@ -156,10 +207,12 @@ def test_a_stale_settle_is_409_and_changes_nothing(server, client, make_queue) -
     assert client.ack(new).state is fairq.State.ACKED
 
 
-def test_an_expired_lease_is_409_lease_expired(server, client, make_queue) -> None:
+def test_an_expired_lease_is_409_lease_expired(server, client, make_queue, clock) -> None:
     client.enqueue("a", {}, flow="F")
-    lease = client.claim(owner="A", lease_seconds=0.05)
-    time.sleep(0.1)
+    lease = client.claim(owner="A", lease_seconds=1)
+    clock.advance(0.999)
+    assert client.extend(lease, 1).lease_until == clock.now + 1  # still held a millisecond before its end
+    clock.advance(1)
     answer = raw(server, "POST", "/v1/settle", {"lease": to_json(lease), "outcome": "ack"})
     assert (answer.status, answer.json["error"]) == (409, "lease_expired")
     with pytest.raises(fairq.LeaseExpired):
@@ -293,8 +346,8 @@ def test_now_effect_and_conn_cannot_cross_the_wire(client, tmp_path) -> None:
     assert client.get("b") is None and client.ack(lease).state is fairq.State.ACKED
 
 
-# Queue methods the server does not offer: ingest reads a file on the
-# server's own disk; why_blocked and purge are not served yet.
+# Queue methods the server does not offer; docs/http.md ("What a Client does
+# not do") says why for each.
 NOT_SERVED = {"ingest", "why_blocked", "purge"}
 
 
@@ -312,6 +365,18 @@ def test_the_client_has_every_served_queue_verb_with_the_same_parameters() -> No
     assert {"enqueue", "claim_many", "settle_many", "extend", "redrive", "stats", "tick", "settings"} <= set(verbs)
     for name in set(verbs) - NOT_SERVED:
         assert shape(getattr(fairq.Client, name)) == shape(getattr(fairq.Queue, name)), name
+
+
+def test_the_docs_list_everything_a_client_does_not_do(client, q) -> None:
+    doc = (ROOT / "docs" / "http.md").read_text(encoding="utf-8")
+    section = doc.split("## What a Client does not do\n")[1].split("\n## ")[0]
+    rows = [line.split(" | ")[0] for line in section.splitlines() if line.startswith("| `")]
+    assert {name for name in NOT_SERVED if any(row.startswith(f"| `{name}(") for row in rows)} == NOT_SERVED
+    for refused in ("now=", "effect=", "conn="):  # refused by test_now_effect_and_conn_cannot_cross_the_wire
+        assert any(f"{refused}" in row for row in rows), refused
+    settings_only_on_a_queue = {name for name in vars(q) if not name.startswith("_")} - set(dir(client))
+    assert settings_only_on_a_queue == {"path", "max_attempts", "backoff", "max_body_bytes"}
+    assert all(f"`{name}`" in rows[-1] for name in settings_only_on_a_queue)
 
 
 def test_client_schedules_has_every_method_of_queue_schedules_with_the_same_parameters(client, q) -> None:

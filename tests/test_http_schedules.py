@@ -4,16 +4,15 @@ returning the same Schedule values and raising the same errors as q.schedules.""
 from __future__ import annotations
 
 import math
-import time
 
 import pytest
 
 import fairq
 from http_support import raw
-from http_support import client, server  # noqa: F401  (fixtures)
+from http_support import client, clock, server  # noqa: F401  (fixtures)
 
 
-def test_schedules_added_over_the_wire_are_the_ones_a_local_queue_reads(server, client, make_queue) -> None:
+def test_schedules_added_over_the_wire_are_the_ones_a_local_queue_reads(server, client, make_queue, clock) -> None:
     every = client.schedules.add("every-minute", every=60, start=1000.5, body={"report": "sales"},
                                  misfire="skip", grace=30)
     nightly = client.schedules.add("nightly", cron="0 3 * * *", tz="Europe/Berlin", overlap=True, start=0)
@@ -25,7 +24,7 @@ def test_schedules_added_over_the_wire_are_the_ones_a_local_queue_reads(server, 
     assert client.schedules.get("nightly") == local.schedules.get("nightly") == nightly
     assert client.schedules.add("nightly", cron="0 3 * * *", tz="Europe/Berlin", overlap=True) == nightly
     answer = raw(server, "POST", "/v1/schedules", {"name": "later", "every": 5})
-    assert answer.status == 200 and answer.json["next_slot"] == pytest.approx(time.time(), abs=5)
+    assert answer.status == 200 and answer.json["next_slot"] == clock.now  # the server's clock
 
 
 def test_pause_resume_and_remove_change_the_stored_schedule(server, client, make_queue) -> None:
@@ -80,8 +79,8 @@ def test_a_refused_schedule_is_400_naming_the_field_the_queue_names(server, clie
     assert [s.name for s in make_queue().schedules.list()] == ["report"]
 
 
-def test_tick_over_the_wire_creates_each_due_instance_once(server, client, make_queue) -> None:
-    start = math.floor(time.time()) - 150
+def test_tick_over_the_wire_creates_each_due_instance_once(server, client, make_queue, clock) -> None:
+    start = clock.now - 150
     schedule = client.schedules.add("report", every=60, start=start, misfire="all")
     first = raw(server, "POST", "/v1/tick", {})
     assert first.status == 201
@@ -96,6 +95,6 @@ def test_tick_over_the_wire_creates_each_due_instance_once(server, client, make_
         client.tick(ahead=-1)
     assert caught.value.field == "ahead"
     with pytest.raises(fairq.InvalidInput) as caught:
-        client.tick(now=time.time())
+        client.tick(now=clock.now)
     assert caught.value.field == "now"
     assert len(make_queue().events()) == 5

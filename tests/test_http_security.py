@@ -17,7 +17,7 @@ from fairq.http import server as server_module
 from fairq.http.routes import ROUTES
 from fairq.http.server import Server
 from http_support import TOKEN, raw, running
-from http_support import client, server  # noqa: F401  (fixtures)
+from http_support import client, clock, server  # noqa: F401  (fixtures)
 
 
 def every_protected_route() -> list[tuple[str, str]]:
@@ -115,7 +115,7 @@ def test_wrong_types_and_unknown_keys_are_400_naming_the_field(server, make_queu
 
 
 def test_an_oversize_body_is_413_before_it_is_read(make_queue) -> None:
-    with running(make_queue(), max_body=1000) as server:
+    with running(make_queue(), max_request_bytes=1000) as server:
         host, port = server.server_address[:2]
         with socket.create_connection((host, port), timeout=10) as sock:  # the timeout only stops a hang
             # The headers promise 10 MB that never come: answering at all proves nothing was read.

@@ -14,7 +14,7 @@ from urllib.parse import urlsplit
 import pytest
 
 import fairq
-from http_support import TOKEN, remote_drain, serve_command, start_serve
+from http_support import TOKEN, eventually, remote_drain, serve_command, start_serve
 
 SPAWN = multiprocessing.get_context("spawn")
 
@@ -48,13 +48,13 @@ def test_serve_refuses_no_auth_on_an_address_that_is_not_loopback(tmp_path) -> N
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
 def test_serve_prints_its_url_and_stops_cleanly_on_a_signal(tmp_path, signum) -> None:
-    proc, url = start_serve(tmp_path / "q.db", "--port", "0", "--max-body", "300", env={"FAIRQ_TOKEN": TOKEN})
+    proc, url = start_serve(tmp_path / "q.db", "--port", "0", "--max-request-bytes", "300", env={"FAIRQ_TOKEN": TOKEN})
     try:
         assert urlsplit(url).hostname == "127.0.0.1"
         client = fairq.Client(url, token=TOKEN, timeout=10)
         assert client.enqueue("a", {"n": 1}).created
         with pytest.raises(fairq.InvalidInput):
-            client.enqueue("b", "x" * 400)  # over --max-body
+            client.enqueue("b", "x" * 400)  # over --max-request-bytes
     finally:
         proc.send_signal(signum)
         _, err = proc.communicate(timeout=30)  # the timeout only stops a hang
@@ -117,18 +117,14 @@ def test_a_server_killed_mid_run_restarts_on_its_port_with_nothing_lost(tmp_path
     worker = threading.Thread(target=work, daemon=True)
     worker.start()
     try:
-        deadline = time.monotonic() + 30  # the deadlines only stop a hang
-        while len(acked) < 50 and time.monotonic() < deadline:
-            time.sleep(0.01)
+        assert eventually(lambda: len(acked) >= 50)
         proc.kill()
-        proc.wait(timeout=30)
+        proc.wait(timeout=30)  # the timeout only stops a hang
         killed_at = len(acked)
-        time.sleep(0.3)
-        assert outages, "the worker never noticed the server was gone"
+        assert eventually(lambda: outages), "the worker never noticed the server was gone"
         proc, url_again = start_serve(db, "--port", str(urlsplit(url).port), "--token-file", str(token_file))
         assert url_again == url
-        while client.stats().counts["acked"] < len(ids) and time.monotonic() < deadline:
-            time.sleep(0.05)
+        assert eventually(lambda: client.stats().counts["acked"] == len(ids))
     finally:
         stop.set()
         worker.join(timeout=30)

@@ -9,7 +9,14 @@ import sys
 import threading
 
 from ..errors import FairqError
-from ..http.server import DEFAULT_HOST, DEFAULT_MAX_BODY, DEFAULT_PORT, Server
+from ..http.server import (
+    DEFAULT_DRAIN_SECONDS,
+    DEFAULT_HOST,
+    DEFAULT_MAX_CONNECTIONS,
+    DEFAULT_MAX_REQUEST_BYTES,
+    DEFAULT_PORT,
+    Server,
+)
 from ..queue import Queue
 from ._common import EXIT_OK, database_path
 
@@ -20,8 +27,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT}; 0 picks a free one)")
     p.add_argument("--token-file", metavar="PATH", help="file holding the bearer token (default: $FAIRQ_TOKEN)")
     p.add_argument("--no-auth", action="store_true", help="serve without a token (loopback addresses only)")
-    p.add_argument("--max-body", type=int, default=DEFAULT_MAX_BODY, metavar="BYTES",
-                   help=f"largest request body accepted (default {DEFAULT_MAX_BODY})")
+    p.add_argument("--max-request-bytes", type=int, default=DEFAULT_MAX_REQUEST_BYTES, metavar="BYTES",
+                   help=f"largest HTTP request body accepted (default {DEFAULT_MAX_REQUEST_BYTES})")
+    p.add_argument("--max-connections", type=int, default=DEFAULT_MAX_CONNECTIONS, metavar="N",
+                   help=f"connections served at once; more wait to be accepted (default {DEFAULT_MAX_CONNECTIONS})")
+    p.add_argument("--drain-seconds", type=float, default=DEFAULT_DRAIN_SECONDS, metavar="S",
+                   help=f"on SIGINT/SIGTERM, how long requests in flight may finish (default {DEFAULT_DRAIN_SECONDS:g})")
     p.set_defaults(func=serve)
 
 
@@ -30,9 +41,13 @@ def serve(args: argparse.Namespace) -> int:
     path = database_path(args)
     with Queue(path) as queue:
         try:
-            server = Server(queue, token=token, host=args.host, port=args.port, max_body=args.max_body)
+            server = Server(queue, token=token, host=args.host, port=args.port,
+                            max_request_bytes=args.max_request_bytes, max_connections=args.max_connections,
+                            drain_seconds=args.drain_seconds)
         except OSError as exc:
             raise FairqError(f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}") from exc
+        # Leaving this block closes the server first, which waits for every
+        # request thread, and only then the Queue they share.
         with server:
             for signum in (signal.SIGINT, signal.SIGTERM):
                 # shutdown() waits for serve_forever() to stop, so it runs on another thread.
@@ -41,6 +56,7 @@ def serve(args: argparse.Namespace) -> int:
                 print("fairq: authentication is off (--no-auth)", file=sys.stderr)
             print(f"fairq: serving {path} at {server.url}", flush=True)
             server.serve_forever()
+            print("fairq: stopping: finishing the requests in flight", file=sys.stderr, flush=True)
     print("fairq: stopped", file=sys.stderr)
     return EXIT_OK
 
