@@ -81,12 +81,14 @@ def test_a_remote_worker_stopped_by_sigterm_settles_its_batch_over_http(served) 
     counts = results.get(timeout=HANG)
     worker.join(timeout=HANG)
     assert worker.exitcode == 0
-    assert (counts["claimed"], counts["acked"], counts["retried"], counts["lost"]) == (3, 1, 2, 0)
+    assert (counts["claimed"], counts["acked"], counts["released"], counts["retried"], counts["lost"]) == (
+        3, 1, 2, 0, 0)
     events = {e.event_id: e for e in events_of(db)}
     assert events[started.stem].state is fairq.State.ACKED  # the running job finished and was settled
     rest = [e for e in events.values() if e.event_id != started.stem]
-    assert {(e.state, e.reason) for e in rest} == {(fairq.State.READY, "the worker stopped before handling it")}
-    assert all(e.next_at <= time.time() and e.attempts == 1 for e in rest)  # claimable again at once
+    # Released, not retried: claimable again at once, with the attempt unspent.
+    assert {(e.state, e.reason, e.attempts, e.lifetime_attempts) for e in rest} == {(fairq.State.READY, None, 0, 1)}
+    assert all(e.next_at <= time.time() for e in rest)
     assert len(list(marks.iterdir())) == 1  # nothing else was started after the signal
 
 

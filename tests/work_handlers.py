@@ -27,6 +27,16 @@ def slow(job: fairq.Job) -> None:
     time.sleep(job.body.get("sleep", 1.0))
 
 
+def exits_when_stopping(job: fairq.Job) -> None:
+    """Leave a mark, wait until the worker stops, then end the process with status 5:
+    a worker process that fails while stopping."""
+    Path(os.environ["FAIRQ_TEST_MARKS"], f"{job.event_id}.{os.getpid()}").touch()
+    deadline = time.monotonic() + 60  # only to stop a hang
+    while not job.stopping and time.monotonic() < deadline:
+        time.sleep(0.01)
+    os._exit(5)
+
+
 def relay(job: fairq.Job) -> None:
     """Deliver the event to the receiver's Inbox, which adds its delta to its flow's total once."""
     global _receiver
