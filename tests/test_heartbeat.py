@@ -199,7 +199,8 @@ def test_one_heartbeat_serves_every_thread_of_a_worker(make_queue, beats, monkey
     threading.Thread(target=drive, daemon=True).start()
     counts = driven(fairq.Worker(q, handler, concurrency=4), beats).run(until_idle=True)
     assert counts["acked"] == 4 and counts["lost"] == 0
-    assert len(extended_by) == 12 and len(set(extended_by)) == 1  # each beat extends all four, from one thread
+    # Each beat extended all four leases, all from one thread.
+    assert len(extended_by) == 12 and len(set(extended_by)) == 1
     assert q.stats().totals["expired"] == 0
 
 

@@ -71,7 +71,9 @@ def test_two_remote_workers_drain_a_backlog_each_event_claimed_and_acked_once(se
 
 def test_a_remote_worker_stopped_by_sigterm_settles_its_batch_over_http(served) -> None:
     url, db, marks = served
-    fairq.Client(url, token=TOKEN).enqueue_many([(f"e{i}", {"sleep": 0.8}, f"flow-{i}") for i in range(3)])
+    # Each handler runs until the stop: the rest of the batch never starts, however slow the machine.
+    fairq.Client(url, token=TOKEN).enqueue_many(
+        [(f"e{i}", {"until_stopping": True}, f"flow-{i}") for i in range(3)])
     results = SPAWN.Queue()
     worker = SPAWN.Process(target=remote_worker,
                            args=(url, str(marks), {"batch": 3, "lease_seconds": LEASE}, False, results))
@@ -87,7 +89,8 @@ def test_a_remote_worker_stopped_by_sigterm_settles_its_batch_over_http(served) 
     assert events[started.stem].state is fairq.State.ACKED  # the running job finished and was settled
     rest = [e for e in events.values() if e.event_id != started.stem]
     # Released, not retried: claimable again at once, with the attempt unspent.
-    assert {(e.state, e.reason, e.attempts, e.lifetime_attempts) for e in rest} == {(fairq.State.READY, None, 0, 1)}
+    assert {(e.state, e.reason, e.attempts, e.lifetime_attempts) for e in rest} == {
+        (fairq.State.READY, None, 0, 1)}
     assert all(e.next_at <= time.time() for e in rest)
     assert len(list(marks.iterdir())) == 1  # nothing else was started after the signal
 

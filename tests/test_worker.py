@@ -15,6 +15,7 @@ import pytest
 import fairq
 import work_handlers
 from relay import Receiver
+from test_work_cli import wait_for_marks
 
 HANG = 60  # seconds; only to stop a hung test
 
@@ -278,12 +279,6 @@ def test_processes_drain_a_backlog_with_one_effect_each(tmp_path, monkeypatch) -
     assert len(pids) >= 2 and str(os.getpid()) not in pids  # the work ran in other processes
 
 
-def wait_for_mark(folder: Path) -> None:
-    deadline = time.monotonic() + HANG
-    while not any(folder.iterdir()) and time.monotonic() < deadline:
-        time.sleep(0.01)
-
-
 def test_a_worker_process_that_fails_while_stopping_makes_run_raise(tmp_path, monkeypatch) -> None:
     marks = tmp_path / "marks"
     marks.mkdir()
@@ -292,7 +287,7 @@ def test_a_worker_process_that_fails_while_stopping_makes_run_raise(tmp_path, mo
         q.enqueue("e", {})
         worker = fairq.Worker(q, work_handlers.exits_when_stopping, processes=True)
         # SIGTERM once the handler runs (the parent's signal handler is in place before any child starts).
-        threading.Thread(target=lambda: (wait_for_mark(marks), os.kill(os.getpid(), signal.SIGTERM)),
+        threading.Thread(target=lambda: (wait_for_marks(marks, 1), os.kill(os.getpid(), signal.SIGTERM)),
                          daemon=True).start()
         with pytest.raises(fairq.FairqError, match="exited with status 5"):
             worker.run()
@@ -305,7 +300,7 @@ def test_stop_reaches_worker_processes(tmp_path, monkeypatch) -> None:
     with fairq.Queue(tmp_path / "queue.db") as q:
         q.enqueue_many([(f"e{i}", {"sleep": 0.3}) for i in range(3)])
         worker = fairq.Worker(q, work_handlers.slow, processes=True)
-        threading.Thread(target=lambda: (wait_for_mark(marks), worker.stop()), daemon=True).start()
+        threading.Thread(target=lambda: (wait_for_marks(marks, 1), worker.stop()), daemon=True).start()
         counts = worker.run(signals=False)
         assert (counts["claimed"], counts["acked"]) == (1, 1)
         assert q.stats().counts == {"ready": 2, "inflight": 0, "acked": 1, "quarantined": 0}
@@ -335,22 +330,6 @@ def test_an_idle_worker_backs_off_to_the_longest_pause_and_a_claim_resets_it(q: 
     assert worker.counts()["acked"] == 1
 
 
-def test_a_stop_lets_the_running_handler_finish_and_settles_it(q: fairq.Queue) -> None:
-    q.enqueue_many([(f"e{i}", {}) for i in range(3)])
-    started = threading.Event()
-
-    def handler(job: fairq.Job) -> None:
-        started.set()
-        time.sleep(0.3)
-        assert job.stopping
-
-    worker = fairq.Worker(q, handler, stop_timeout=10)
-    threading.Thread(target=lambda: (started.wait(HANG), worker.stop())).start()
-    counts = worker.run()
-    assert counts["acked"] == 1 and counts["claimed"] == 1 and counts["abandoned"] == 0
-    assert q.stats().counts == {"ready": 2, "inflight": 0, "acked": 1, "quarantined": 0}
-
-
 def stop_once_started(worker: fairq.Worker, started: threading.Event) -> None:
     """Call worker.stop() from another thread once `started` is set (a handler is running)."""
     threading.Thread(target=lambda: (started.wait(HANG), worker.stop()), daemon=True).start()
@@ -360,6 +339,24 @@ def wait_for_state(q: fairq.Queue, event_id: str, state: fairq.State) -> None:
     deadline = time.monotonic() + HANG
     while q.get(event_id).state is not state and time.monotonic() < deadline:
         time.sleep(0.01)
+
+
+def test_a_stop_lets_the_running_handler_finish_and_settles_it(q: fairq.Queue) -> None:
+    q.enqueue_many([(f"e{i}", {}) for i in range(3)])
+    started = threading.Event()
+
+    def handler(job: fairq.Job) -> None:
+        started.set()
+        deadline = time.monotonic() + HANG
+        while not job.stopping and time.monotonic() < deadline:  # running when the stop comes
+            time.sleep(0.01)
+        assert job.stopping
+
+    worker = fairq.Worker(q, handler, stop_timeout=HANG)
+    stop_once_started(worker, started)
+    counts = worker.run()
+    assert counts["acked"] == 1 and counts["claimed"] == 1 and counts["abandoned"] == 0
+    assert q.stats().counts == {"ready": 2, "inflight": 0, "acked": 1, "quarantined": 0}
 
 
 def test_a_handler_still_running_after_the_stop_timeout_is_abandoned_to_its_lease(q: fairq.Queue) -> None:

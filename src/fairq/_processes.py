@@ -67,7 +67,8 @@ def run_processes(worker: Worker, until_idle: bool, *, signals: bool) -> dict[st
                 signal.signal(signal.SIGINT, previous)
         while live := [c for c in children if c.exitcode is None]:
             failure = failure or _failure(children, stopping=deadline is not None)
-            if deadline is None and (received.signum is not None or worker._stop.is_set() or failure is not None):
+            asked = received.signum is not None or worker._stop.is_set()
+            if deadline is None and (asked or failure is not None):
                 for child in live:
                     os.kill(child.pid, signal.SIGTERM)
                 deadline = time.monotonic() + worker.stop_timeout + KILL_MARGIN

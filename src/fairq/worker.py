@@ -352,7 +352,8 @@ class Worker:
         return counts
 
     def _release_unstarted(self) -> None:
-        """Give back the jobs of abandoned batches that no handler started: ready at once, attempts unspent."""
+        """Give back the jobs of abandoned batches that no handler started:
+        ready at once, their attempts unspent."""
         unstarted = self._heartbeat.take_unstarted()
         if not unstarted:
             return
