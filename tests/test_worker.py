@@ -298,7 +298,7 @@ def test_stop_reaches_worker_processes(tmp_path, monkeypatch) -> None:
     marks.mkdir()
     monkeypatch.setenv("FAIRQ_TEST_MARKS", str(marks))
     with fairq.Queue(tmp_path / "queue.db") as q:
-        q.enqueue_many([(f"e{i}", {"sleep": 0.3}) for i in range(3)])
+        q.enqueue_many([(f"e{i}", {"until_stopping": True}) for i in range(3)])
         worker = fairq.Worker(q, work_handlers.slow, processes=True)
         threading.Thread(target=lambda: (wait_for_marks(marks, 1), worker.stop()), daemon=True).start()
         counts = worker.run(signals=False)

@@ -1,12 +1,13 @@
 """Run a Worker as child processes, each opening the queue file (or its server) again.
 
 The parent spawns the children (nothing is inherited by fork), passes the
-first stop signal on to them as SIGTERM and waits: each child gives its
-running handler the stop timeout to finish and settles it. A second signal
-SIGKILLs the children and exits at once. Children ignore SIGINT: a
-terminal's Ctrl-C reaches the whole process group, and the parent decides.
-Counts live in shared memory, so the parent's Worker.counts() adds up all
-of its children. A child that dies on its own with an error stops the rest.
+first stop signal (or Worker.stop()) on to them as SIGTERM and waits: each
+child gives its running handler the stop timeout to finish and settles it.
+A second signal SIGKILLs the children and exits at once. Children ignore
+SIGINT: a terminal's Ctrl-C reaches the whole process group, and the parent
+decides. Counts live in shared memory, so the parent's Worker.counts() adds
+up all of its children. A child that exits with an error, on its own or
+while stopping, stops the rest, and run() raises.
 """
 
 from __future__ import annotations

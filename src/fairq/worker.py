@@ -5,10 +5,13 @@ raising Retry(reason, delay=None) or Fail(reason) settles it as retry or
 fail; any other exception is a retry whose reason is the exception's type and
 message. The try/except wraps only the handler: whatever the queue itself
 raises (Busy, a database error) propagates out of step() and run() and is
-never turned into a retry. While handlers run, a heartbeat thread extends
-their leases; a lease it finds lost is reported to the handler (Job.lost) and
-its event is not settled. Concurrency is threads sharing one Queue, or
-processes (fairq._processes) each opening their own. The queue may also be a
+never turned into a retry; an error the heartbeat meets is raised only after
+the batch is settled (Busy and Unavailable there are tried again at the next
+beat). While handlers run, a heartbeat thread extends their leases; a lease
+it finds lost is reported to the handler (Job.lost) and its event is not
+settled. Claimed jobs a stop leaves unstarted are released (ready at once,
+attempts unspent). Concurrency is threads sharing one Queue, or processes
+(fairq._processes) each opening their own. The queue may also be a
 fairq.Client: the worker calls only verbs the Client serves alike
 (claim_many, settle_many, extend). No SQL, no policy here.
 """
@@ -40,7 +43,7 @@ log = logging.getLogger("fairq")
 COUNTS = ("claimed", "acked", "retried", "released", "quarantined", "lost", "abandoned")
 #: Heartbeat errors that are tried again at the next beat: the database stayed
 #: locked past the busy timeout, or the server did not answer.
-TRANSIENT = (Busy, Unavailable)
+_TRANSIENT = (Busy, Unavailable)
 _COUNT_FOR = {State.ACKED: "acked", State.READY: "retried", State.QUARANTINED: "quarantined"}
 #: A handler's decision: (outcome, reason, delay) for its settle.
 _Decision = tuple[Outcome, str | None, float | None]
@@ -149,17 +152,19 @@ class Worker:
     """Runs a handler on claimed events: step() does one round, run() loops.
 
     queue: a Queue, or a Client of a `fairq serve`. handler(job) returns
-    (ack) or raises Retry, Fail or anything else (retry). owner labels leases (default host:pid). concurrency: handler
-    threads sharing the queue, or with processes=True, processes each
-    opening the file again (the handler must then be importable by name;
-    process_init() runs first in each). batch > 1: each round claims up to
-    `batch` events with claim_many (at most one per flow) and settles them
-    with one settle_many. lease_seconds: each claim's lease (default the
-    queue's); a heartbeat extends it every third of it while the handler
-    runs. stop_timeout: seconds running handlers get to finish after a stop;
-    those still running then are abandoned and their leases expire.
-    idle_min, idle_max: an idle worker polls after idle_min seconds,
-    doubling up to idle_max.
+    (ack) or raises Retry, Fail or anything else (retry). owner labels
+    leases (default host:pid). concurrency: handler threads sharing the
+    queue, or with processes=True, processes each opening the file again
+    (the handler must then be importable by name and the queue's settings()
+    must pickle; process_init() runs first in each). batch > 1: each round
+    claims up to `batch` events with claim_many (at most one per flow) and
+    settles them with one settle_many. lease_seconds: each claim's lease
+    (default the queue's); a heartbeat extends it every third of it while
+    the handler runs. stop_timeout: seconds running handlers get to finish
+    after a stop; those still running then are abandoned and their leases
+    expire (the unstarted rest of their batches is released). idle_min,
+    idle_max: an idle worker polls after idle_min seconds, doubling up to
+    idle_max.
     """
 
     def __init__(
@@ -216,7 +221,11 @@ class Worker:
         """Claim up to `batch` events, run the handler on each, settle them.
 
         Returns what happened to each event, in claim order; [] when nothing
-        was claimable. Errors of the queue itself propagate.
+        was claimable. If the worker is stopping when a later job of the batch
+        would start, that job is released instead (ready at once, its attempt
+        unspent). Errors of the queue itself propagate; one met by the
+        heartbeat (other than Busy or Unavailable, which the next beat tries
+        again) is raised after the batch is settled.
         """
         leases = self.queue.claim_many(self.batch, owner=self.owner, lease_seconds=self.lease_seconds)
         if not leases:
@@ -280,10 +289,9 @@ class Worker:
                 out[i] = Handled(job.event_id, outcome, reason, None, job._lost)
             else:
                 items.append((job.lease, outcome, reason, delay))
-                slots.append(i)
+                slots.append((i, outcome, reason))
         results = self.queue.settle_many(items) if items else []
-        for i, result in zip(slots, results):
-            outcome, reason, _ = decisions[i]  # type: ignore[misc]
+        for (i, outcome, reason), result in zip(slots, results):
             if isinstance(result, LeaseLost):
                 out[i] = Handled(jobs[i].event_id, outcome, reason, None, result)
             else:
@@ -308,7 +316,8 @@ class Worker:
         SIGINT stops claiming and gives running handlers `stop_timeout` seconds to
         finish and be settled; a second one exits the process at once
         (status 128 + signal; its leases expire and others take over).
-        Raises the first error the queue raised in any thread or process.
+        Raises the first error the queue raised in any thread or process
+        (FairqError when a worker process exited with an error).
         """
         self._stop = threading.Event()  # this run's: stop() sets it, its threads and jobs watch it
         try:
@@ -457,7 +466,8 @@ class StopSignals:
         os._exit(128 + signum)
 
 
-_WAITING, _RUNNING, _DONE, _RELEASED = "waiting", "running", "done", "released"
+# A held job's phases (Job._phase); begin() answers _GONE for a job run() took back.
+_WAITING, _RUNNING, _DONE, _RELEASED, _GONE = "waiting", "running", "done", "released", "gone"
 #: The decision for a job the worker gives back unused.
 _RELEASE: _Decision = (Outcome.RELEASE, None, None)
 
@@ -470,6 +480,7 @@ class _Heartbeat:
     not yet settled) or released (the worker gives it back unused). begin()
     and take_unstarted() move a waiting job under one lock, so a job is
     either started by its thread or given back by run(), never both.
+    sleep(seconds) is how the thread waits between beats (tests drive it).
     """
 
     def __init__(self, queue: Queue | Client, lease_seconds: float,
@@ -493,7 +504,7 @@ class _Heartbeat:
         and it is not the first of its batch; "gone" if run() took it back."""
         with self._lock:
             if self._held.get(id(job)) is not job:
-                return "gone"
+                return _GONE
             job._phase = _RELEASED if job.stopping and not first else _RUNNING
             return job._phase
 
@@ -541,7 +552,7 @@ class _Heartbeat:
                     if self._holding(job):  # else it was settled meanwhile: nothing was lost
                         job._lose(exc)
                         log.warning("heartbeat.lost event_id=%s: %s", job.event_id, exc)
-                except TRANSIENT as exc:  # the lease still runs; the next beat tries again
+                except _TRANSIENT as exc:  # the lease still runs; the next beat tries again
                     log.warning("heartbeat.busy event_id=%s %s: %s", job.event_id, type(exc).__name__, exc)
                 except BaseException as exc:  # raised by the job's step() once its batch is settled
                     job._failure = exc
