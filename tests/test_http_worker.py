@@ -21,8 +21,9 @@ from test_work_cli import HANG, wait_for_marks
 
 SPAWN = multiprocessing.get_context("spawn")
 # Leases this short lapse unless the heartbeat extends them over HTTP: the
-# long handlers below sleep longer than one lease.
-LEASE = 0.9
+# long handlers below sleep longer than one lease. A beat every 0.5 s leaves
+# a stalled process 1 s before a lease lapses.
+LEASE = 1.5
 
 
 @pytest.fixture
@@ -47,7 +48,7 @@ def test_two_remote_workers_drain_a_backlog_each_event_claimed_and_acked_once(se
     ids = [f"e{i}" for i in range(40)]
     long = {"e3", "e17"}  # handlers that outlive their first lease
     fairq.Client(url, token=TOKEN).enqueue_many(
-        [(x, {"sleep": 1.2 if x in long else 0.0}, f"flow-{i % 8}") for i, x in enumerate(ids)])
+        [(x, {"sleep": 2.0 if x in long else 0.0}, f"flow-{i % 8}") for i, x in enumerate(ids)])
     results = SPAWN.Queue()
     options = {"batch": batch, "lease_seconds": LEASE}
     workers = [SPAWN.Process(target=remote_worker, args=(url, str(marks), options, True, results))

@@ -263,12 +263,16 @@ def test_until_idle_does_not_stop_while_a_settle_has_just_made_work_claimable(q:
 
 
 def test_processes_drain_a_backlog_with_one_effect_each(tmp_path, monkeypatch) -> None:
+    (tmp_path / "marks").mkdir()
     monkeypatch.setenv("FAIRQ_TEST_INBOX", str(tmp_path / "receiver.db"))
     monkeypatch.setenv("FAIRQ_TEST_LOG", str(tmp_path))
+    monkeypatch.setenv("FAIRQ_TEST_MARKS", str(tmp_path / "marks"))
     Receiver(tmp_path / "receiver.db").close()
     with fairq.Queue(tmp_path / "queue.db") as q:
         q.enqueue_many([(f"{flow}{i}", {"delta": i}, flow) for flow in "ABCD" for i in range(1, 26)])
-        counts = fairq.Worker(q, work_handlers.relay, concurrency=3, processes=True).run(until_idle=True)
+        # Each process's first event waits for a second process: one fast child cannot take it all.
+        counts = fairq.Worker(q, work_handlers.relay_in_company, concurrency=3, processes=True).run(
+            until_idle=True)
         assert q.stats().counts == {"ready": 0, "inflight": 0, "acked": 100, "quarantined": 0}
     assert counts["acked"] == 100 and counts["claimed"] == 100
     receiver = Receiver(tmp_path / "receiver.db")

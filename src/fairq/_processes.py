@@ -51,9 +51,7 @@ def run_processes(worker: Worker, until_idle: bool, *, signals: bool) -> dict[st
     main = threading.current_thread() is threading.main_thread()
 
     def kill_all() -> None:
-        for child in children:
-            if child.pid is not None and child.exitcode is None:
-                os.kill(child.pid, signal.SIGKILL)
+        _send(children, signal.SIGKILL)
 
     failure: FairqError | None = None
     deadline: float | None = None  # set when the children were told to stop
@@ -70,8 +68,7 @@ def run_processes(worker: Worker, until_idle: bool, *, signals: bool) -> dict[st
             failure = failure or _failure(children, stopping=deadline is not None)
             asked = received.signum is not None or worker._stop.is_set()
             if deadline is None and (asked or failure is not None):
-                for child in live:
-                    os.kill(child.pid, signal.SIGTERM)
+                _send(children, signal.SIGTERM)
                 deadline = time.monotonic() + worker.stop_timeout + KILL_MARGIN
             if deadline is not None and time.monotonic() > deadline:
                 kill_all()
@@ -85,6 +82,16 @@ def run_processes(worker: Worker, until_idle: bool, *, signals: bool) -> dict[st
     if failure is not None:
         raise failure
     return worker.counts()
+
+
+def _send(children: list[Any], signum: int) -> None:
+    """Send signum to the children still running (one may end meanwhile)."""
+    for child in children:
+        if child.pid is not None and child.exitcode is None:
+            try:
+                os.kill(child.pid, signum)
+            except ProcessLookupError:
+                pass
 
 
 def _failure(children: list[Any], *, stopping: bool) -> FairqError | None:
