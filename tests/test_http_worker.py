@@ -21,8 +21,9 @@ from test_work_cli import HANG, wait_for_marks
 
 SPAWN = multiprocessing.get_context("spawn")
 # Leases this short lapse unless the heartbeat extends them over HTTP: the
-# long handlers below sleep longer than one lease.
-LEASE = 0.9
+# long handlers below sleep longer than one lease. A beat every 0.5 s leaves
+# a stalled process 1 s before a lease lapses.
+LEASE = 1.5
 
 
 @pytest.fixture
@@ -47,7 +48,7 @@ def test_two_remote_workers_drain_a_backlog_each_event_claimed_and_acked_once(se
     ids = [f"e{i}" for i in range(40)]
     long = {"e3", "e17"}  # handlers that outlive their first lease
     fairq.Client(url, token=TOKEN).enqueue_many(
-        [(x, {"sleep": 1.2 if x in long else 0.0}, f"flow-{i % 8}") for i, x in enumerate(ids)])
+        [(x, {"sleep": 2.0 if x in long else 0.0}, f"flow-{i % 8}") for i, x in enumerate(ids)])
     results = SPAWN.Queue()
     options = {"batch": batch, "lease_seconds": LEASE}
     workers = [SPAWN.Process(target=remote_worker, args=(url, str(marks), options, True, results))
@@ -71,7 +72,9 @@ def test_two_remote_workers_drain_a_backlog_each_event_claimed_and_acked_once(se
 
 def test_a_remote_worker_stopped_by_sigterm_settles_its_batch_over_http(served) -> None:
     url, db, marks = served
-    fairq.Client(url, token=TOKEN).enqueue_many([(f"e{i}", {"sleep": 0.8}, f"flow-{i}") for i in range(3)])
+    # Each handler runs until the stop: the rest of the batch never starts, however slow the machine.
+    fairq.Client(url, token=TOKEN).enqueue_many(
+        [(f"e{i}", {"until_stopping": True}, f"flow-{i}") for i in range(3)])
     results = SPAWN.Queue()
     worker = SPAWN.Process(target=remote_worker,
                            args=(url, str(marks), {"batch": 3, "lease_seconds": LEASE}, False, results))
@@ -81,12 +84,15 @@ def test_a_remote_worker_stopped_by_sigterm_settles_its_batch_over_http(served) 
     counts = results.get(timeout=HANG)
     worker.join(timeout=HANG)
     assert worker.exitcode == 0
-    assert (counts["claimed"], counts["acked"], counts["retried"], counts["lost"]) == (3, 1, 2, 0)
+    assert (counts["claimed"], counts["acked"], counts["released"], counts["retried"], counts["lost"]) == (
+        3, 1, 2, 0, 0)
     events = {e.event_id: e for e in events_of(db)}
     assert events[started.stem].state is fairq.State.ACKED  # the running job finished and was settled
     rest = [e for e in events.values() if e.event_id != started.stem]
-    assert {(e.state, e.reason) for e in rest} == {(fairq.State.READY, "the worker stopped before handling it")}
-    assert all(e.next_at <= time.time() and e.attempts == 1 for e in rest)  # claimable again at once
+    # Released, not retried: claimable again at once, with the attempt unspent.
+    assert {(e.state, e.reason, e.attempts, e.lifetime_attempts) for e in rest} == {
+        (fairq.State.READY, None, 0, 1)}
+    assert all(e.next_at <= time.time() for e in rest)
     assert len(list(marks.iterdir())) == 1  # nothing else was started after the signal
 
 

@@ -2,7 +2,9 @@
 
 Handlers come from tests/work_handlers.py (the child runs with cwd=tests/).
 `slow` leaves a mark file when it starts, so a test signals only once a
-handler is really running. Timeouts only stop hangs.
+handler is really running; with body {"until_stopping": true} it runs until
+the worker is asked to stop, so what a stop leaves does not depend on how
+fast the machine is. Timeouts only stop hangs.
 """
 
 from __future__ import annotations
@@ -42,10 +44,21 @@ def wait_for_marks(marks: Path, n: int) -> list[Path]:
     return found
 
 
-def backlog(db: Path, n: int, sleep: float, flow: str | None = None) -> None:
+#: The body of an event whose `slow` handler runs until the worker is asked to stop.
+UNTIL_STOPPING = {"until_stopping": True}
+
+
+def backlog(db: Path, n: int, body: dict) -> None:
     with fairq.Queue(db) as q:
-        q.enqueue_many([(f"e{i}", {"sleep": sleep}, flow) if flow else (f"e{i}", {"sleep": sleep})
-                        for i in range(n)])
+        q.enqueue_many([(f"e{i}", body) for i in range(n)])
+
+
+def wait_for_line(path: Path, text: str) -> None:
+    """Wait until the file (a child's stderr) holds `text`."""
+    deadline = time.monotonic() + HANG
+    while text not in path.read_text():
+        assert time.monotonic() < deadline, f"no {text!r} in {path.read_text()!r}"
+        time.sleep(0.02)
 
 
 def counts(db: Path) -> dict[str, int]:
@@ -78,7 +91,7 @@ def test_the_example_handler_works_off_a_backlog_from_the_repository_root(tmp_pa
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
 def test_a_stop_signal_lets_the_running_handler_finish_and_exits_0(tmp_path, marks, signum) -> None:
     db = tmp_path / "q.db"
-    backlog(db, 3, sleep=0.8)
+    backlog(db, 3, UNTIL_STOPPING)
     proc = start(db, "work_handlers:slow", marks=marks)
     wait_for_marks(marks, 1)
     proc.send_signal(signum)
@@ -90,24 +103,25 @@ def test_a_stop_signal_lets_the_running_handler_finish_and_exits_0(tmp_path, mar
 
 
 def test_a_second_signal_exits_at_once_and_leaves_the_lease_to_expire(tmp_path, marks) -> None:
-    db = tmp_path / "q.db"
-    backlog(db, 1, sleep=30)
-    proc = start(db, "work_handlers:slow", marks=marks)
+    db, stderr = tmp_path / "q.db", tmp_path / "stderr"
+    backlog(db, 1, {"sleep": 30})
+    with stderr.open("w") as err_file:
+        proc = start(db, "work_handlers:slow", marks=marks, stderr=err_file)
     wait_for_marks(marks, 1)
     began = time.monotonic()
     proc.send_signal(signal.SIGTERM)
-    time.sleep(0.2)
+    wait_for_line(stderr, "worker.stopping signal=SIGTERM")  # the first was handled: two are never one
     proc.send_signal(signal.SIGTERM)
-    out, err = proc.communicate(timeout=HANG)
+    proc.communicate(timeout=HANG)
     assert proc.returncode == 128 + signal.SIGTERM
     assert time.monotonic() - began < 10
-    assert "second SIGTERM: exiting now" in err
+    assert "second SIGTERM: exiting now" in stderr.read_text()
     assert counts(db)["inflight"] == 1
 
 
 def test_handlers_still_running_after_the_stop_timeout_make_work_exit_1(tmp_path, marks) -> None:
     db = tmp_path / "q.db"
-    backlog(db, 1, sleep=30)
+    backlog(db, 1, {"sleep": 30})
     proc = start(db, "work_handlers:slow", "--stop-timeout", "0.3", marks=marks)
     wait_for_marks(marks, 1)
     proc.send_signal(signal.SIGTERM)
@@ -119,7 +133,7 @@ def test_handlers_still_running_after_the_stop_timeout_make_work_exit_1(tmp_path
 
 def test_worker_processes_stop_together_on_sigterm(tmp_path, marks) -> None:
     db = tmp_path / "q.db"
-    backlog(db, 4, sleep=0.8)
+    backlog(db, 4, UNTIL_STOPPING)
     proc = start(db, "work_handlers:slow", "--processes", "--concurrency", "2", marks=marks)
     started = wait_for_marks(marks, 2)
     proc.send_signal(signal.SIGTERM)
@@ -136,7 +150,7 @@ def test_worker_processes_stop_together_on_sigterm(tmp_path, marks) -> None:
 def test_ctrl_c_on_a_terminal_stops_worker_processes_gracefully(tmp_path, marks) -> None:
     # Ctrl-C reaches the whole process group; the children ignore it and the parent decides.
     db = tmp_path / "q.db"
-    backlog(db, 4, sleep=0.8)
+    backlog(db, 4, UNTIL_STOPPING)
     proc = start(db, "work_handlers:slow", "--processes", "--concurrency", "2", marks=marks,
                  start_new_session=True)
     wait_for_marks(marks, 2)
@@ -148,7 +162,7 @@ def test_ctrl_c_on_a_terminal_stops_worker_processes_gracefully(tmp_path, marks)
 
 def test_a_terminal_gets_a_progress_line(tmp_path) -> None:
     db = tmp_path / "q.db"
-    backlog(db, 60, sleep=0.03)
+    backlog(db, 60, {"sleep": 0.03})
     master, slave = pty.openpty()
     proc = start(db, "work_handlers:slow", "--until-idle", stderr=slave)
     os.close(slave)

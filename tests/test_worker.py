@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import sqlite3
 import threading
 import time
@@ -13,8 +14,8 @@ import pytest
 
 import fairq
 import work_handlers
-from fairq.worker import STOPPED_UNHANDLED
 from relay import Receiver
+from test_work_cli import wait_for_marks
 
 HANG = 60  # seconds; only to stop a hung test
 
@@ -156,13 +157,40 @@ def test_a_batch_is_one_claim_and_one_settle_transaction(q: fairq.Queue) -> None
     assert q.get("e1").next_at == pytest.approx(time.time() + 60, abs=5)
 
 
-def test_a_stop_during_a_batch_sends_the_unstarted_events_back_at_once(q: fairq.Queue) -> None:
-    q.enqueue_many([(f"e{i}", {}) for i in range(3)])
-    worker = fairq.Worker(q, lambda job: worker.stop(), batch=3)
+def test_a_stop_during_a_batch_releases_the_unstarted_events_without_spending_an_attempt(make_queue) -> None:
+    # On its last attempt a retry would quarantine the event and block its
+    # flow; a release gives it back ready, with its attempt unspent.
+    q = make_queue(max_attempts=1)
+    q.enqueue_many([("a1", {}, "A"), ("b1", {}, "B"), ("b2", {}, "B")])
+    ran = []
+    worker = fairq.Worker(q, lambda job: (ran.append(job.event_id), worker.stop()), batch=2)
     handled = worker.step()
-    assert [h.settled.state for h in handled] == ["acked", "ready", "ready"]
-    assert [h.reason for h in handled] == [None, STOPPED_UNHANDLED, STOPPED_UNHANDLED]
-    assert q.get("e1").next_at <= time.time()
+    assert ran == ["a1"]
+    assert [(h.event_id, h.outcome, h.settled.state) for h in handled] == [
+        ("a1", fairq.ACK, fairq.State.ACKED), ("b1", fairq.Outcome.RELEASE, fairq.State.READY)]
+    info = q.get("b1")
+    assert (info.state, info.attempts, info.reason) == (fairq.State.READY, 0, None)
+    assert info.next_at <= time.time()
+    assert q.audit("b1") == []
+    assert worker.counts()["released"] == 1 and worker.counts()["retried"] == 0
+    assert q.claim().event_id == "b1"  # ready at once, its flow not blocked
+
+
+def test_a_manual_step_after_run_returned_runs_the_whole_batch(q: fairq.Queue) -> None:
+    q.enqueue("first", {})
+    ran = []
+
+    def handler(job: fairq.Job) -> None:
+        ran.append(job.event_id)
+        if job.event_id == "first":
+            worker.stop()
+
+    worker = fairq.Worker(q, handler, batch=2)
+    worker.run(signals=False)
+    q.enqueue_many([("x", {}), ("y", {})])
+    handled = worker.step()
+    assert ran == ["first", "x", "y"]
+    assert [h.settled.state for h in handled] == [fairq.State.ACKED, fairq.State.ACKED]
 
 
 def test_threads_drain_a_backlog_once_each(q: fairq.Queue) -> None:
@@ -176,7 +204,8 @@ def test_threads_drain_a_backlog_once_each(q: fairq.Queue) -> None:
 
     counts = fairq.Worker(q, handler, concurrency=4).run(until_idle=True)
     assert Counter(seen) == Counter(f"e{i}" for i in range(210))
-    assert counts == {"claimed": 210, "acked": 210, "retried": 0, "quarantined": 0, "lost": 0, "abandoned": 0}
+    assert counts == {"claimed": 210, "acked": 210, "retried": 0, "released": 0, "quarantined": 0, "lost": 0,
+                      "abandoned": 0}
     assert q.stats().counts["acked"] == 210
 
 
@@ -199,13 +228,51 @@ def test_until_idle_waits_for_a_running_handler_whose_flow_has_more(q: fairq.Que
     assert q.stats().counts["acked"] == 3
 
 
+def test_until_idle_does_not_stop_while_a_settle_has_just_made_work_claimable(q: fairq.Queue) -> None:
+    # Scripted so the race happens every time: thread B finds nothing because
+    # A holds the flow's head; A acks A1 (A2 becomes the head) and ends its
+    # round; only then does B end its empty round. B must not call the worker
+    # idle: A2 is claimable.
+    q.enqueue_many([("A1", {}, "A"), ("A2", {}, "A")])
+    b_found_nothing, a_ended, b_ended = threading.Event(), threading.Event(), threading.Event()
+
+    def handler(job: fairq.Job) -> None:
+        if job.event_id == "A1":
+            b_found_nothing.wait(HANG)
+
+    worker = fairq.Worker(q, handler, concurrency=2)
+    end_round = worker._end_round
+
+    def scripted(handled, seen, idle_stop) -> None:
+        if handled and not a_ended.is_set():  # A, after acking A1
+            end_round(handled, seen, idle_stop)
+            a_ended.set()
+            b_ended.wait(HANG)
+        elif not handled and not b_ended.is_set():  # B, after its claim found nothing
+            b_found_nothing.set()
+            a_ended.wait(HANG)
+            end_round(handled, seen, idle_stop)
+            b_ended.set()
+        else:
+            end_round(handled, seen, idle_stop)
+
+    worker._end_round = scripted
+    counts = worker.run(until_idle=True)
+    assert q.get("A2").state is fairq.State.ACKED
+    assert counts["acked"] == 2
+
+
 def test_processes_drain_a_backlog_with_one_effect_each(tmp_path, monkeypatch) -> None:
+    (tmp_path / "marks").mkdir()
     monkeypatch.setenv("FAIRQ_TEST_INBOX", str(tmp_path / "receiver.db"))
     monkeypatch.setenv("FAIRQ_TEST_LOG", str(tmp_path))
+    monkeypatch.setenv("FAIRQ_TEST_MARKS", str(tmp_path / "marks"))
     Receiver(tmp_path / "receiver.db").close()
     with fairq.Queue(tmp_path / "queue.db") as q:
         q.enqueue_many([(f"{flow}{i}", {"delta": i}, flow) for flow in "ABCD" for i in range(1, 26)])
-        counts = fairq.Worker(q, work_handlers.relay, concurrency=3, processes=True).run(until_idle=True)
+        # Each process's first event waits for a second process: one fast child cannot take it all.
+        counts = fairq.Worker(q, work_handlers.relay_in_company, concurrency=3, processes=True).run(
+            until_idle=True)
         assert q.stats().counts == {"ready": 0, "inflight": 0, "acked": 100, "quarantined": 0}
     assert counts["acked"] == 100 and counts["claimed"] == 100
     receiver = Receiver(tmp_path / "receiver.db")
@@ -216,15 +283,66 @@ def test_processes_drain_a_backlog_with_one_effect_each(tmp_path, monkeypatch) -
     assert len(pids) >= 2 and str(os.getpid()) not in pids  # the work ran in other processes
 
 
-def test_an_idle_worker_backs_off_to_the_longest_pause(q: fairq.Queue) -> None:
+def test_a_worker_process_that_fails_while_stopping_makes_run_raise(tmp_path, monkeypatch) -> None:
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    monkeypatch.setenv("FAIRQ_TEST_MARKS", str(marks))
+    with fairq.Queue(tmp_path / "queue.db") as q:
+        q.enqueue("e", {})
+        worker = fairq.Worker(q, work_handlers.exits_when_stopping, processes=True)
+        # SIGTERM once the handler runs (the parent's signal handler is in place before any child starts).
+        threading.Thread(target=lambda: (wait_for_marks(marks, 1), os.kill(os.getpid(), signal.SIGTERM)),
+                         daemon=True).start()
+        with pytest.raises(fairq.FairqError, match="exited with status 5"):
+            worker.run()
+
+
+def test_stop_reaches_worker_processes(tmp_path, monkeypatch) -> None:
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    monkeypatch.setenv("FAIRQ_TEST_MARKS", str(marks))
+    with fairq.Queue(tmp_path / "queue.db") as q:
+        q.enqueue_many([(f"e{i}", {"until_stopping": True}) for i in range(3)])
+        worker = fairq.Worker(q, work_handlers.slow, processes=True)
+        threading.Thread(target=lambda: (wait_for_marks(marks, 1), worker.stop()), daemon=True).start()
+        counts = worker.run(signals=False)
+        assert (counts["claimed"], counts["acked"]) == (1, 1)
+        assert q.stats().counts == {"ready": 2, "inflight": 0, "acked": 1, "quarantined": 0}
+
+
+def test_processes_refuse_a_queue_whose_settings_cannot_be_sent(make_queue) -> None:
+    q = make_queue(clock=lambda: time.time())
+    with pytest.raises(fairq.InvalidInput) as info:
+        fairq.Worker(q, work_handlers.slow, processes=True)
+    assert info.value.field == "queue" and "clock=" in str(info.value)
+
+
+def test_an_idle_worker_backs_off_to_the_longest_pause_and_a_claim_resets_it(q: fairq.Queue) -> None:
     worker = fairq.Worker(q, ok, idle_min=0.01, idle_max=0.2)
-    claims: list[str] = []
-    q._store.db.conn.set_trace_callback(lambda sql: claims.append(sql) if sql == "BEGIN IMMEDIATE" else None)
-    threading.Timer(1.0, worker.stop).start()
+    pauses: list[float] = []
+
+    def pause(stop: threading.Event, seconds: float) -> None:  # recorded, not slept
+        pauses.append(seconds)
+        if len(pauses) == 4:
+            q.enqueue("work", {})  # the next round claims it: the pause starts again from idle_min
+        if len(pauses) == 11:
+            stop.set()
+
+    worker._pause = pause
     worker.run()
-    q._store.db.conn.set_trace_callback(None)
-    # 10, 20, 40, 80, 160, then 200 ms: about 9 claims in a second, not 100.
-    assert 5 <= len(claims) <= 15
+    assert pauses == [0.01, 0.02, 0.04, 0.08, 0.01, 0.02, 0.04, 0.08, 0.16, 0.2, 0.2]
+    assert worker.counts()["acked"] == 1
+
+
+def stop_once_started(worker: fairq.Worker, started: threading.Event) -> None:
+    """Call worker.stop() from another thread once `started` is set (a handler is running)."""
+    threading.Thread(target=lambda: (started.wait(HANG), worker.stop()), daemon=True).start()
+
+
+def wait_for_state(q: fairq.Queue, event_id: str, state: fairq.State) -> None:
+    deadline = time.monotonic() + HANG
+    while q.get(event_id).state is not state and time.monotonic() < deadline:
+        time.sleep(0.01)
 
 
 def test_a_stop_lets_the_running_handler_finish_and_settles_it(q: fairq.Queue) -> None:
@@ -233,11 +351,13 @@ def test_a_stop_lets_the_running_handler_finish_and_settles_it(q: fairq.Queue) -
 
     def handler(job: fairq.Job) -> None:
         started.set()
-        time.sleep(0.3)
+        deadline = time.monotonic() + HANG
+        while not job.stopping and time.monotonic() < deadline:  # running when the stop comes
+            time.sleep(0.01)
         assert job.stopping
 
-    worker = fairq.Worker(q, handler, stop_timeout=10)
-    threading.Thread(target=lambda: (started.wait(HANG), worker.stop())).start()
+    worker = fairq.Worker(q, handler, stop_timeout=HANG)
+    stop_once_started(worker, started)
     counts = worker.run()
     assert counts["acked"] == 1 and counts["claimed"] == 1 and counts["abandoned"] == 0
     assert q.stats().counts == {"ready": 2, "inflight": 0, "acked": 1, "quarantined": 0}
@@ -245,17 +365,38 @@ def test_a_stop_lets_the_running_handler_finish_and_settles_it(q: fairq.Queue) -
 
 def test_a_handler_still_running_after_the_stop_timeout_is_abandoned_to_its_lease(q: fairq.Queue) -> None:
     q.enqueue("slow", {})
-    release = threading.Event()
-    worker = fairq.Worker(q, lambda job: release.wait(HANG), stop_timeout=0.2)
-    threading.Timer(0.2, worker.stop).start()
+    started, release = threading.Event(), threading.Event()
+    worker = fairq.Worker(q, lambda job: (started.set(), release.wait(HANG)), stop_timeout=0.2)
+    stop_once_started(worker, started)
     counts = worker.run()
     assert counts["abandoned"] == 1 and counts["acked"] == 0
     assert q.get("slow").state is fairq.State.INFLIGHT
     release.set()  # the abandoned handler finishes later; its lease is still live, so it settles
-    deadline = time.monotonic() + HANG
-    while q.get("slow").state is not fairq.State.ACKED and time.monotonic() < deadline:
-        time.sleep(0.01)
+    wait_for_state(q, "slow", fairq.State.ACKED)
     assert q.get("slow").state is fairq.State.ACKED
+
+
+def test_the_unstarted_rest_of_an_abandoned_batch_is_released_when_run_returns(make_queue) -> None:
+    q = make_queue(max_attempts=1)
+    q.enqueue_many([("slow", {}), ("next", {})])
+    started, release = threading.Event(), threading.Event()
+    ran = []
+
+    def handler(job: fairq.Job) -> None:
+        ran.append(job.event_id)
+        started.set()
+        release.wait(HANG)
+
+    worker = fairq.Worker(q, handler, batch=2, stop_timeout=0.1)
+    stop_once_started(worker, started)
+    counts = worker.run()
+    assert (counts["abandoned"], counts["released"]) == (1, 1)
+    info = q.get("next")
+    assert (info.state, info.attempts) == (fairq.State.READY, 0)  # not left to its lease
+    release.set()  # the abandoned handler finishes; its thread settles it and leaves "next" alone
+    wait_for_state(q, "slow", fairq.State.ACKED)
+    assert q.get("slow").state is fairq.State.ACKED and ran == ["slow"]
+    assert worker.counts()["lost"] == 0 and q.get("next").state is fairq.State.READY
 
 
 def test_run_raises_the_first_queue_error_of_any_thread(q: fairq.Queue) -> None:

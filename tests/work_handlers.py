@@ -22,9 +22,40 @@ _receiver: Receiver | None = None
 
 
 def slow(job: fairq.Job) -> None:
-    """Leave a mark named event_id.pid, then sleep body["sleep"] seconds."""
+    """Leave a mark named event_id.pid, then sleep body["sleep"] seconds or,
+    with body["until_stopping"], until the worker is asked to stop."""
     Path(os.environ["FAIRQ_TEST_MARKS"], f"{job.event_id}.{os.getpid()}").touch()
-    time.sleep(job.body.get("sleep", 1.0))
+    if job.body.get("until_stopping"):
+        _wait_until_stopping(job)
+    else:
+        time.sleep(job.body.get("sleep", 1.0))
+
+
+def exits_when_stopping(job: fairq.Job) -> None:
+    """Leave a mark, wait until the worker stops, then end the process with status 5:
+    a worker process that fails while stopping."""
+    Path(os.environ["FAIRQ_TEST_MARKS"], f"{job.event_id}.{os.getpid()}").touch()
+    _wait_until_stopping(job)
+    os._exit(5)
+
+
+def _wait_until_stopping(job: fairq.Job) -> None:
+    deadline = time.monotonic() + 60  # only to stop a hang
+    while not job.stopping and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
+def relay_in_company(job: fairq.Job) -> None:
+    """relay(), but a process's first event waits until a second process has
+    one too (marks in FAIRQ_TEST_MARKS), so the work is surely shared."""
+    marks = Path(os.environ["FAIRQ_TEST_MARKS"])
+    mine = marks / str(os.getpid())
+    if not mine.exists():
+        mine.touch()
+        deadline = time.monotonic() + 60  # only to stop a hang
+        while len(list(marks.iterdir())) < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+    relay(job)
 
 
 def relay(job: fairq.Job) -> None:

@@ -1,12 +1,13 @@
 """Run a Worker as child processes, each opening the queue file (or its server) again.
 
 The parent spawns the children (nothing is inherited by fork), passes the
-first stop signal on to them as SIGTERM and waits: each child gives its
-running handler the stop timeout to finish and settles it. A second signal
-SIGKILLs the children and exits at once. Children ignore SIGINT: a
-terminal's Ctrl-C reaches the whole process group, and the parent decides.
-Counts live in shared memory, so the parent's Worker.counts() adds up all
-of its children. A child that dies on its own with an error stops the rest.
+first stop signal (or Worker.stop()) on to them as SIGTERM and waits: each
+child gives its running handler the stop timeout to finish and settles it.
+A second signal SIGKILLs the children and exits at once. Children ignore
+SIGINT: a terminal's Ctrl-C reaches the whole process group, and the parent
+decides. Counts live in shared memory, so the parent's Worker.counts() adds
+up all of its children. A child that exits with an error, on its own or
+while stopping, stops the rest, and run() raises.
 """
 
 from __future__ import annotations
@@ -48,44 +49,61 @@ def run_processes(worker: Worker, until_idle: bool, *, signals: bool) -> dict[st
     children = [CTX.Process(target=_child, args=args, name=f"fairq-worker-{i}")
                 for i in range(worker.concurrency)]
     main = threading.current_thread() is threading.main_thread()
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN) if main else None  # inherited by the children
-    try:
-        for child in children:
-            child.start()
-    finally:
-        if previous is not None:
-            signal.signal(signal.SIGINT, previous)
 
     def kill_all() -> None:
-        for child in children:
-            if child.pid is not None and child.exitcode is None:
-                os.kill(child.pid, signal.SIGKILL)
+        _send(children, signal.SIGKILL)
 
     failure: FairqError | None = None
-    deadline: float | None = None
+    deadline: float | None = None  # set when the children were told to stop
+    killed: list[Any] = []  # children SIGKILLed at the deadline: counted as abandoned, not as failed
     with StopSignals((signal.SIGTERM, signal.SIGINT) if signals else (), on_second=kill_all) as received:
+        previous = signal.signal(signal.SIGINT, signal.SIG_IGN) if main else None  # inherited by the children
+        try:
+            for child in children:
+                child.start()
+        finally:
+            if previous is not None:
+                signal.signal(signal.SIGINT, previous)
         while live := [c for c in children if c.exitcode is None]:
-            crashed = [c for c in children if c.exitcode not in (None, 0, EXIT_ABANDONED)]
-            if deadline is None and crashed:
-                failure = FairqError(f"worker process {crashed[0].pid} exited with status "
-                                     f"{crashed[0].exitcode}; its error is above")
-            if deadline is None and (received.signum is not None or failure is not None):
-                for child in live:
-                    os.kill(child.pid, signal.SIGTERM)
+            failure = failure or _failure(children, stopping=deadline is not None)
+            asked = received.signum is not None or worker._stop.is_set()
+            if deadline is None and (asked or failure is not None):
+                _send(children, signal.SIGTERM)
                 deadline = time.monotonic() + worker.stop_timeout + KILL_MARGIN
             if deadline is not None and time.monotonic() > deadline:
                 kill_all()
+                killed = live
                 worker._tally.add("abandoned", len(live))
                 break
             multiprocessing.connection.wait([c.sentinel for c in live], timeout=0.05)
     for child in children:
         child.join()
-    crashed = [c for c in children if c.exitcode not in (0, EXIT_ABANDONED)]
-    if failure is None and deadline is None and crashed:
-        failure = FairqError(f"worker process {crashed[0].pid} exited with status {crashed[0].exitcode}")
+    failure = failure or _failure([c for c in children if c not in killed], stopping=deadline is not None)
     if failure is not None:
         raise failure
     return worker.counts()
+
+
+def _send(children: list[Any], signum: int) -> None:
+    """Send signum to the children still running (one may end meanwhile)."""
+    for child in children:
+        if child.pid is not None and child.exitcode is None:
+            try:
+                os.kill(child.pid, signum)
+            except ProcessLookupError:
+                pass
+
+
+def _failure(children: list[Any], *, stopping: bool) -> FairqError | None:
+    """The error to raise for the first of these children whose exit status
+    says it failed; None if none did. A child stopped by the parent's SIGTERM
+    before it installed its own handler (it had claimed nothing) did not fail."""
+    ok = (0, EXIT_ABANDONED, -signal.SIGTERM) if stopping else (0, EXIT_ABANDONED)
+    for child in children:
+        if child.exitcode is not None and child.exitcode not in ok:
+            return FairqError(f"worker process {child.pid} exited with status {child.exitcode}; "
+                              "its error, if any, is above")
+    return None
 
 
 def reopener(queue: Queue | Client) -> Callable[[], Queue | Client]:
@@ -104,5 +122,5 @@ def _child(reopen: Callable[[], Queue | Client], handler: Callable[..., Any], op
         worker._tally = _Tally(parent=_Tally(shared))
         with StopSignals((signal.SIGTERM,)) as received:
             worker._run_threads(until_idle, received)
-        abandoned = worker._heartbeat.held()
+        abandoned = worker._heartbeat.running()
     sys.exit(EXIT_ABANDONED if abandoned else 0)
