@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import bisect
 import hashlib
+import json
 import math
 from dataclasses import dataclass
 
@@ -26,6 +27,7 @@ __all__ = [
     "from_ms",
     "CLAIM_LAG_BOUNDS_MS",
     "lag_bucket",
+    "lag_counts",
     "lag_quantile",
 ]
 
@@ -50,6 +52,13 @@ CLAIM_LAG_BOUNDS_MS = (5, 10, 25, 50, 100, 250, 500, 1_000, 2_500, 5_000, 10_000
 def lag_bucket(lag_ms: int) -> int:
     """The histogram bucket a claim lag falls in (len(bounds) for the unbounded one)."""
     return bisect.bisect_left(CLAIM_LAG_BOUNDS_MS, lag_ms)
+
+
+def lag_counts(stored: str) -> list[int]:
+    """The histogram's bucket counts from their stored JSON, one per bucket
+    (a file written with fewer buckets gets zeros for the new ones)."""
+    counts = json.loads(stored)
+    return counts + [0] * (len(CLAIM_LAG_BOUNDS_MS) + 1 - len(counts))
 
 
 def lag_quantile(counts: list[int], q: float) -> float | None:
@@ -157,11 +166,8 @@ def decide(
     delay: float | None,
     backoff: Backoff,
 ) -> Decision:
-    """The state after a fenced settle. attempts counts claims in this round."""
-    if outcome is Outcome.ACK:
-        return Decision(State.ACKED, None, None)
-    if outcome is Outcome.RELEASE:
-        return Decision(State.READY, now_ms, None)
+    """The state after a fenced retry or fail (an ack or a release has only one
+    answer and is settled without asking). attempts counts claims in this round."""
     if outcome is Outcome.FAIL:
         return Decision(State.QUARANTINED, None, "fail")
     if attempts >= max_attempts:

@@ -207,8 +207,7 @@ class QueueTxn:
     def _claim_lag(self, lag_ms: int) -> None:
         """Add an event's first-claim lag to the histogram."""
         if self._lags is None:
-            stored = json.loads(self._load_clock().claim_lag)
-            self._lags = stored + [0] * (len(policy.CLAIM_LAG_BOUNDS_MS) + 1 - len(stored))
+            self._lags = policy.lag_counts(self._load_clock().claim_lag)
         self._lags[policy.lag_bucket(lag_ms)] += 1
         self._dirty = True
 

@@ -110,8 +110,7 @@ class QueueReads:
         totals["purged"], tombstones = conn.execute(
             "SELECT purged_total, tombstones_n FROM retention WHERE id = 1"
         ).fetchone()
-        lags = json.loads(row[11])
-        lags += [0] * (len(policy.CLAIM_LAG_BOUNDS_MS) + 1 - len(lags))
+        lags = policy.lag_counts(row[11])
         # Every flow with unacked events has exactly one head, in one of the
         # three partial indexes: stats reads heads, never the events behind them.
         heads = conn.execute(
