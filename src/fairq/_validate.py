@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, TypeVar
 
 from ._json import canonical
 from .errors import InvalidInput
 from .types import Outcome
+
+T = TypeVar("T")
 
 MAX_ID_CHARS = 255
 MAX_REASON_CHARS = 4096
@@ -96,6 +99,22 @@ def count(value: Any, field: str, *, low: int, high: int) -> int:
 
 
 _OUTCOMES = {o.value: o for o in Outcome}
+
+
+def each(items: Iterable[Any], parse: Callable[[Any], T], *, limit: int) -> list[T]:
+    """parse(item) for every item of a batch, at most `limit` of them; a
+    refusal names its item ("items[3].body")."""
+    if isinstance(items, (str, bytes, Mapping)):
+        raise InvalidInput("items", "must be an iterable of items, not a single value")
+    out = []
+    for i, item in enumerate(items):
+        if i == limit:
+            raise InvalidInput("items", f"at most {limit} per call")
+        try:
+            out.append(parse(item))
+        except InvalidInput as exc:
+            raise exc.within(f"items[{i}]") from None
+    return out
 
 
 def outcome(value: Any, field: str = "outcome") -> Outcome:

@@ -49,8 +49,9 @@ class InvalidInput(FairqError, ValueError):
         super().__init__(f"{_at(line)}{field}: {problem}")
 
     def within(self, container: str) -> InvalidInput:
-        """The same refusal, its field named inside `container` (e.g. "items[3]")."""
-        return InvalidInput(f"{container}.{self.field}", self.problem)
+        """The same refusal, its field named inside `container` (e.g. "items[3]");
+        a refusal of the whole item (field "") becomes the container's own."""
+        return InvalidInput(f"{container}.{self.field}" if self.field else container, self.problem)
 
 
 class UnknownSchedule(InvalidInput):

@@ -39,10 +39,6 @@ _ITEM_KEYS = frozenset({"event_id", "body", "flow", "delay"})
 Effect = Callable[[sqlite3.Connection], Any]
 
 
-class _NotAnItem(Exception):
-    """An enqueue_many item that is neither a 2- or 3-tuple nor a mapping."""
-
-
 class Queue:
     """A durable, fair, fenced work queue in one SQLite file.
 
@@ -137,19 +133,7 @@ class Queue:
         identical content collapses to one event; any conflict refuses all.
         conn: as for enqueue, the application's open transaction to join.
         """
-        if isinstance(items, (str, bytes, Mapping)):
-            raise InvalidInput("items", "must be an iterable of tuples or dicts")
-        batch = []
-        for i, item in enumerate(items):
-            try:
-                batch.append(self._batch_item(item))
-            except _NotAnItem:
-                raise InvalidInput(f"items[{i}]", "must be (event_id, body), (event_id, body, flow) "
-                                   "or a dict") from None
-            except InvalidInput as exc:
-                raise exc.within(f"items[{i}]") from None
-        if len(batch) > MAX_BATCH:
-            raise InvalidInput("items", f"at most {MAX_BATCH} per call, got {len(batch)}")
+        batch = v.each(items, self._batch_item, limit=MAX_BATCH)
         requested = self._requested(now)
         if not batch:
             return []
@@ -201,7 +185,7 @@ class Queue:
             if "event_id" not in item or "body" not in item:
                 raise InvalidInput("event_id" if "event_id" not in item else "body", "is required")
             return self._new_event(item["event_id"], item["body"], item.get("flow"), item.get("delay", 0.0))
-        raise _NotAnItem
+        raise InvalidInput("", "must be (event_id, body), (event_id, body, flow) or a dict")
 
     def _new_event(self, event_id: Any, body: Any, flow: Any, delay: Any) -> NewEvent:
         return NewEvent(
@@ -299,15 +283,7 @@ class Queue:
         reason, delay). A lost lease is returned in its slot as the
         StaleLease / LeaseExpired it would have raised; the others are settled.
         """
-        batch = []
-        for i, item in enumerate(items):
-            lease, outcome, reason, delay = _settle_parts(item, i)
-            try:
-                batch.append(self._settle_item(lease, outcome, reason, delay))
-            except InvalidInput as exc:
-                raise exc.within(f"items[{i}]") from None
-        if len(batch) > MAX_BATCH:
-            raise InvalidInput("items", f"at most {MAX_BATCH} per call, got {len(batch)}")
+        batch = v.each(items, lambda item: self._settle_item(*settle_parts(item)), limit=MAX_BATCH)
         requested = self._requested(now)
         if not batch:
             return []
@@ -525,10 +501,10 @@ def _lease_key(lease: Any, field: str) -> tuple[str, int]:
     return event_id, generation
 
 
-def _settle_parts(item: Any, i: int) -> tuple[Any, Any, Any, Any]:
-    """(lease, outcome, reason, delay) of settle_many's items[i]; absent parts are None."""
+def settle_parts(item: Any) -> tuple[Any, Any, Any, Any]:
+    """(lease, outcome, reason, delay) of one settle_many item; absent parts are None."""
     if not isinstance(item, tuple) or len(item) not in (2, 3, 4):
-        raise InvalidInput(f"items[{i}]", "must be (lease, outcome), (lease, outcome, reason) "
+        raise InvalidInput("", "must be (lease, outcome), (lease, outcome, reason) "
                            "or (lease, outcome, reason, delay)")
     return item + (None,) * (4 - len(item))
 

@@ -27,7 +27,7 @@ from urllib.parse import quote, urlencode, urlsplit
 
 from .. import _validate as v
 from ..errors import InvalidInput, LeaseLost, RemoteError, Unavailable
-from ..queue import Queue, _lease_key, _settle_parts
+from ..queue import MAX_BATCH, Queue, _lease_key, settle_parts
 from ..types import AuditEntry, Enqueued, EventInfo, Lease, Misfire, Outcome, Schedule, Settled, State, Stats
 from .wire import check_json, error_from_json, from_json
 
@@ -139,13 +139,7 @@ class Client:
     def settle_many(self, items: Iterable[Any], *, now: None = None) -> list[Settled | LeaseLost]:
         """Queue.settle_many on the server: a lost lease comes back in its slot."""
         _server_side(now=now)
-        batch = []
-        for i, item in enumerate(items):
-            lease, outcome, reason, delay = _settle_parts(item, i)
-            try:
-                batch.append({"lease": _wire_lease(lease), "outcome": outcome, "reason": reason, "delay": delay})
-            except InvalidInput as exc:
-                raise exc.within(f"items[{i}]") from None
+        batch = v.each(items, _wire_settle_item, limit=MAX_BATCH)
         if not batch:
             return []
         data = self._post("/v1/settle_many", items=batch)
@@ -267,6 +261,11 @@ def _server_side(*, now: Any = None, effect: Any = None, conn: Any = None) -> No
         raise InvalidInput("effect", "cannot be sent to a server: no code runs inside a remote transaction")
     if conn is not None:
         raise InvalidInput("conn", "cannot be sent to a server: a remote enqueue cannot join a local transaction")
+
+
+def _wire_settle_item(item: Any) -> dict[str, Any]:
+    lease, outcome, reason, delay = settle_parts(item)
+    return {"lease": _wire_lease(lease), "outcome": outcome, "reason": reason, "delay": delay}
 
 
 def _wire_lease(lease: Any) -> dict[str, Any]:
