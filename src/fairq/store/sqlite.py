@@ -49,20 +49,23 @@ def check_json_functions(conn: sqlite3.Connection) -> None:
         raise SchemaError(f"fairq needs SQLite's JSON functions (json_each); this SQLite has none: {exc}") from exc
 
 
-def _is_not_a_database(exc: BaseException) -> bool:
+def _primary_code(exc: BaseException) -> int | None:
+    """The primary SQLite result code of an sqlite3 error. Python 3.10 does not
+    carry it, so there it is told from the message SQLite gives."""
     code = getattr(exc, "sqlite_errorcode", None)
     if code is not None:
-        return (code & 0xFF) == _SQLITE_NOTADB
-    return "not a database" in str(exc)
+        return code & 0xFF
+    text = str(exc)
+    if "database is locked" in text or "database table is locked" in text:
+        return _SQLITE_BUSY
+    if "not a database" in text:
+        return _SQLITE_NOTADB
+    return None
 
 
 def is_busy(exc: BaseException) -> bool:
     """Does this sqlite3 error mean a lock wait ran out?"""
-    code = getattr(exc, "sqlite_errorcode", None)
-    if code is not None:
-        return (code & 0xFF) in (_SQLITE_BUSY, _SQLITE_LOCKED)
-    text = str(exc)
-    return "database is locked" in text or "database table is locked" in text
+    return _primary_code(exc) in (_SQLITE_BUSY, _SQLITE_LOCKED)
 
 
 def raise_busy_as_busy(exc: BaseException) -> None:
@@ -124,7 +127,7 @@ def _same_file(a: str, b: str) -> bool:
         return False
 
 
-def _enable_wal(conn: sqlite3.Connection, timeout: float) -> str:
+def _enable_wal(conn: sqlite3.Connection, timeout: float) -> None:
     """Switch the file to WAL, waiting out other connections doing the same.
 
     Changing the journal mode needs an exclusive lock, and SQLite answers
@@ -135,7 +138,8 @@ def _enable_wal(conn: sqlite3.Connection, timeout: float) -> str:
     pause = 0.001
     while True:
         try:
-            return str(conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]).lower()
+            conn.execute("PRAGMA journal_mode = WAL").fetchone()
+            return
         except sqlite3.OperationalError as exc:
             if not is_busy(exc) or time.monotonic() >= deadline:
                 raise
@@ -304,21 +308,16 @@ class Database:
             with translate_busy():
                 if inspect is not None:
                     inspect(self.conn)
-                mode = _enable_wal(self.conn, busy_timeout)
+                _enable_wal(self.conn, busy_timeout)
                 self.conn.execute(SYNCHRONOUS[synchronous])
                 self.conn.execute("PRAGMA foreign_keys = ON")
+                check_json_functions(self.conn)
+                self.file = main_file(self.conn)
         except sqlite3.DatabaseError as exc:
             self.conn.close()
-            if _is_not_a_database(exc):
+            if _primary_code(exc) == _SQLITE_NOTADB:
                 raise SchemaError(f"{path!s} is not an SQLite database: {exc}") from exc
             raise SchemaError(f"cannot open {path!s}: {exc}") from exc
-        except BaseException:
-            self.conn.close()
-            raise
-        self.journal_mode = mode
-        try:
-            check_json_functions(self.conn)
-            self.file = main_file(self.conn)
         except BaseException:
             self.conn.close()
             raise
