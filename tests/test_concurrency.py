@@ -30,6 +30,24 @@ def run_processes(target, args_for, n: int) -> list:
     return out
 
 
+def run_threads(work, n: int) -> list[BaseException]:
+    """Run work() in n threads at once; the errors they raised."""
+    errors: list[BaseException] = []
+
+    def guarded() -> None:
+        try:
+            work()
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=guarded) for _ in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=HANG)
+    return errors
+
+
 def test_eight_processes_racing_claim_only_the_heads(tmp_path) -> None:
     path = str(tmp_path / "queue.db")
     with fairq.Queue(path) as q:
@@ -77,23 +95,14 @@ def test_processes_opening_a_fresh_file_at_once_all_succeed(tmp_path) -> None:
 def test_threads_sharing_one_queue_drain_without_duplicates(q: fairq.Queue) -> None:
     q.enqueue_many([(f"e{i}", {"i": i}, f"f{i % 7}") for i in range(300)], now=0)
     seen: list[str] = []
-    errors: list[BaseException] = []
 
     def work() -> None:
-        try:
-            while (lease := q.claim(lease_seconds=600)) is not None or q.stats().counts["ready"]:
-                if lease is not None:
-                    seen.append(lease.event_id)
-                    q.ack(lease)
-        except BaseException as exc:
-            errors.append(exc)
+        while (lease := q.claim(lease_seconds=600)) is not None or q.stats().counts["ready"]:
+            if lease is not None:
+                seen.append(lease.event_id)
+                q.ack(lease)
 
-    threads = [threading.Thread(target=work) for _ in range(6)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=HANG)
-    assert errors == []
+    assert run_threads(work, 6) == []
     assert sorted(seen) == sorted(f"e{i}" for i in range(300))
     assert q.stats().counts["acked"] == 300
 
@@ -102,27 +111,18 @@ def test_threads_with_a_queue_each_drain_without_duplicates(db_path) -> None:
     with fairq.Queue(db_path) as q:
         q.enqueue_many([(f"e{i}", {}, f"f{i % 5}") for i in range(200)])
     seen: list[str] = []
-    errors: list[BaseException] = []
 
     def work() -> None:
-        try:
-            with fairq.Queue(db_path, lease_seconds=600, busy_timeout=30) as mine:
+        with fairq.Queue(db_path, lease_seconds=600, busy_timeout=30) as mine:
+            idle = 0
+            while idle < 3:
+                lease = mine.claim()
+                if lease is None:
+                    idle += 1
+                    continue
                 idle = 0
-                while idle < 3:
-                    lease = mine.claim()
-                    if lease is None:
-                        idle += 1
-                        continue
-                    idle = 0
-                    seen.append(lease.event_id)
-                    mine.ack(lease)
-        except BaseException as exc:
-            errors.append(exc)
+                seen.append(lease.event_id)
+                mine.ack(lease)
 
-    threads = [threading.Thread(target=work) for _ in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=HANG)
-    assert errors == []
+    assert run_threads(work, 4) == []
     assert Counter(seen) == Counter(f"e{i}" for i in range(200))

@@ -15,6 +15,17 @@ def inbox(tmp_path):
         yield ib
 
 
+@pytest.fixture
+def effects_db(tmp_path):
+    """A receiver's database with the application's own effects table."""
+    path = tmp_path / "receiver.db"
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE effects (n INTEGER)")
+    conn.commit()
+    conn.close()
+    return path
+
+
 def test_a_new_event_next_in_its_flow_is_accepted_and_its_effect_runs(inbox: fairq.Inbox) -> None:
     calls = []
     r = inbox.receive("e1", "F", 1, {"x": 1}, apply=lambda conn: calls.append(conn))
@@ -59,12 +70,8 @@ def test_unordered_deliveries_skip_the_sequence_check(inbox: fairq.Inbox) -> Non
     assert inbox.receive("a", None, 1, {}) is fairq.Receipt.DUPLICATE
 
 
-def test_a_failing_effect_writes_no_receipt_and_propagates(tmp_path) -> None:
-    path = tmp_path / "receiver.db"
-    conn = sqlite3.connect(path)
-    conn.execute("CREATE TABLE effects (n INTEGER)")
-    conn.commit()
-    conn.close()
+def test_a_failing_effect_writes_no_receipt_and_propagates(effects_db) -> None:
+    path = effects_db
     with fairq.Inbox(path) as inbox:
         def boom(c: sqlite3.Connection) -> None:
             c.execute("INSERT INTO effects VALUES (1)")
@@ -123,12 +130,8 @@ def test_bad_deliveries_are_refused_with_the_field_named(inbox, args, field) -> 
 
 
 @pytest.mark.parametrize("ending", ["COMMIT", "ROLLBACK"])
-def test_an_apply_that_ends_the_transaction_writes_no_receipt(tmp_path, ending: str) -> None:
-    path = tmp_path / "receiver.db"
-    conn = sqlite3.connect(path)
-    conn.execute("CREATE TABLE effects (n INTEGER)")
-    conn.commit()
-    conn.close()
+def test_an_apply_that_ends_the_transaction_writes_no_receipt(effects_db, ending: str) -> None:
+    path = effects_db
     with fairq.Inbox(path) as inbox:
         def apply(c: sqlite3.Connection) -> None:
             c.execute("INSERT INTO effects VALUES (1)")

@@ -429,8 +429,9 @@ class Worker:
 
     def counts(self) -> dict[str, int]:
         """What this worker did so far: events claimed, acked, retried,
-        quarantined, lost (not settled: the lease was gone) and abandoned
-        (still running when the stop timeout ended)."""
+        released (given back unstarted), quarantined, lost (not settled: the
+        lease was gone) and abandoned (still running when the stop timeout
+        ended); the keys are COUNTS."""
         return self._tally.snapshot()
 
 
