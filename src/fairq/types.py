@@ -28,6 +28,7 @@ __all__ = [
     "Schedule",
     "Blocked",
     "Purged",
+    "UndecodableBody",
 ]
 
 
@@ -102,8 +103,22 @@ class Settled:
 
 
 @dataclass(frozen=True)
+class UndecodableBody:
+    """Stands in for a stored body this process cannot decode, in EventInfo.body
+    (get, events) or Lease.body: e.g. an integer of more digits than Python's
+    int-digit limit allows, written by a fairq that did not refuse it. A claim
+    that reaches such an event quarantines it (reason "undecodable_body")
+    instead of leasing it. `text` is the stored JSON text, `problem` why it
+    did not decode."""
+
+    text: str
+    problem: str
+
+
+@dataclass(frozen=True)
 class EventInfo:
-    """Everything stored about one event."""
+    """Everything stored about one event (`body` is an UndecodableBody if this
+    process cannot decode the stored text)."""
 
     event_id: str
     flow: str | None

@@ -32,9 +32,9 @@ from .. import policy
 from .._json import canonical
 from ..errors import Conflict, LeaseExpired, RedriveRefused, StaleLease
 from ..policy import Backoff, from_ms
-from ..types import Enqueued, Lease, Outcome, Settled, State
+from ..types import Enqueued, Lease, Outcome, Settled, State, UndecodableBody
 from .migrate import ensure_schema, refuse_foreign
-from .reads import TOTALS, QueueReads
+from .reads import TOTALS, QueueReads, body_value
 from .retention import body_hash
 from .sqlite import Database, JoinedTransaction, Transaction
 
@@ -383,10 +383,15 @@ class QueueTxn:
             claimed = []
             for (rowid, event_id, name, weight, seq, body, pass_, state, generation,
                  attempts, lifetime, old_lease_until, old_owner, due_ms, first_claim_ms) in rows:
+                if state != "ready":
+                    self._happened("expired")
+                value = body_value(body)
+                if isinstance(value, UndecodableBody):
+                    self._quarantine_undecodable(rowid, event_id, state, generation, value, now_ms)
+                    continue
                 if state == "ready":
                     from_ready += 1
                 else:
-                    self._happened("expired")
                     if attempts >= max_attempts:
                         self._quarantine_spent_lease(rowid, event_id, generation, attempts, lifetime,
                                                      old_lease_until, old_owner, now_ms, max_attempts)
@@ -405,7 +410,7 @@ class QueueTxn:
                 clock.turn += 1
                 claimed.append({"id": rowid, "pass": new_pass, "turn": clock.turn,
                                 "lease_until_ms": lease_until, "owner": owner, "now_ms": now_ms})
-                leases.append(Lease(event_id, name, seq, json.loads(body), generation + 1,
+                leases.append(Lease(event_id, name, seq, value, generation + 1,
                                     attempts + 1, lifetime + 1, owner, lease_until_s))
             # The claimed head becomes inflight with a new generation, its
             # attempt counted durably before any work starts, and waits in the
@@ -438,6 +443,16 @@ class QueueTxn:
         self._audit(event_id, "quarantine", reason, old_owner, generation, now_ms,
                     {"cause": "attempts_exhausted", "attempts": attempts,
                      "lifetime_attempts": lifetime, "lease_until": from_ms(lease_until_ms)})
+
+    def _quarantine_undecodable(self, rowid: int, event_id: str, state: str, generation: int,
+                                body: UndecodableBody, now_ms: int) -> None:
+        """A head whose stored body cannot be decoded here stops, instead of
+        stalling every claim that reaches it; a redrive gives it a new round."""
+        self._quarantine([{"id": rowid, "reason": f"undecodable_body: {body.problem}"}])
+        self._count(state, "quarantined")
+        self._happened("quarantined")
+        self._audit(event_id, "quarantine", "undecodable_body", None, generation, now_ms,
+                    {"cause": "undecodable_body", "problem": body.problem})
 
     def _quarantine(self, rows: list[dict[str, Any]]) -> None:
         # A quarantined head keeps its rotation place and keeps blocking its
@@ -565,7 +580,7 @@ class QueueTxn:
             "lease_until_ms",
             {"id": row.id, "lease_until_ms": now_ms + lease_ms},
         ).fetchone()
-        return Lease(event_id, self._flow_name(row.flow_id), got[0], json.loads(got[1]), *got[2:6],
+        return Lease(event_id, self._flow_name(row.flow_id), got[0], body_value(got[1]), *got[2:6],
                      got[6] / 1000)
 
     def _flow_name(self, flow_id: int | None) -> str | None:
