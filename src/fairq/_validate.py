@@ -106,9 +106,9 @@ def count(value: Any, field: str, *, low: int, high: int) -> int:
 _OUTCOMES = {o.value: o for o in Outcome}
 
 
-def each(items: Iterable[Any], parse: Callable[[Any], T], *, limit: int) -> list[T]:
-    """parse(item) for every item of a batch, at most `limit` of them; a
-    refusal names its item ("items[3].body")."""
+def each(items: Iterable[Any], parse: Callable[[Any], T], *, limit: int | None = None) -> list[T]:
+    """parse(item) for every item of a batch (at most `limit` of them, if
+    given: the HTTP edge's cap); a refusal names its item ("items[3].body")."""
     if isinstance(items, (str, bytes, Mapping)):
         raise InvalidInput("items", "must be an iterable of items, not a single value")
     out = []

@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from . import _crash, ingest
+from ._ids import new_event_id
 from . import _validate as v
 from .errors import Conflict, InvalidInput, LeaseLost
 from .policy import MAX_WEIGHT, Backoff, to_ms
@@ -31,7 +32,11 @@ __all__ = ["Queue"]
 
 log = logging.getLogger("fairq")
 
+#: The most items one HTTP call, worker step or purge chunk takes. In-process
+#: batches (enqueue_many, claim_many, settle_many) have no cap.
 MAX_BATCH = 10_000
+#: claim_many's n can be anything up to this (a claim is bounded by the heads due).
+_MAX_CLAIM = 2**62
 #: Seconds a purged event's id is remembered after its ack (see Queue.purge).
 DEDUP_WINDOW = 30 * 86_400.0
 _ITEM_KEYS = frozenset({"event_id", "body", "flow", "delay"})
@@ -107,18 +112,21 @@ class Queue:
     # -- enqueue -----------------------------------------------------------------
 
     def enqueue(
-        self, event_id: str, body: Any, *, flow: str | None = None, delay: float = 0.0,
+        self, event_id: str | None, body: Any, *, flow: str | None = None, delay: float = 0.0,
         now: float | None = None, conn: sqlite3.Connection | None = None,
     ) -> Enqueued:
         """Add an event at the end of its flow (flow=None: a flow of its own).
 
         Enqueuing an id again with the same flow and body returns
         created=False; with a different flow or body it raises Conflict.
+        event_id=None: fairq makes a new unique, time-ordered id (a UUIDv7
+        string, returned in Enqueued.event_id); such an enqueue is not
+        idempotent -- calling it again adds another event.
         conn: the application's own connection to this file, inside a
         transaction it has begun; the event is written in that transaction
         and commits (or rolls back) with it -- fairq never commits it.
         """
-        item = self._new_event(event_id, body, flow, delay)
+        item = self._new_event(new_event_id() if event_id is None else event_id, body, flow, delay)
         requested = self._requested(now)
         with self._store.transaction("enqueue", conn) as tx:
             return tx.enqueue_many([item], tx.now(*requested))[0]
@@ -133,7 +141,7 @@ class Queue:
         identical content collapses to one event; any conflict refuses all.
         conn: as for enqueue, the application's open transaction to join.
         """
-        batch = v.each(items, self._batch_item, limit=MAX_BATCH)
+        batch = v.each(items, self._batch_item)
         requested = self._requested(now)
         if not batch:
             return []
@@ -210,7 +218,7 @@ class Queue:
         lease_seconds: float | None = None,
     ) -> list[Lease]:
         """Lease up to n heads in one transaction: at most one per flow, in fair order."""
-        n = v.count(n, "n", low=1, high=MAX_BATCH)
+        n = v.count(n, "n", low=1, high=_MAX_CLAIM)
         owner = v.optional_identifier(owner, "owner")
         lease_ms = to_ms(self._lease_seconds(lease_seconds))
         requested = self._requested(now)
@@ -283,7 +291,7 @@ class Queue:
         reason, delay). A lost lease is returned in its slot as the
         StaleLease / LeaseExpired it would have raised; the others are settled.
         """
-        batch = v.each(items, lambda item: self._settle_item(*settle_parts(item)), limit=MAX_BATCH)
+        batch = v.each(items, lambda item: self._settle_item(*settle_parts(item)))
         requested = self._requested(now)
         if not batch:
             return []

@@ -697,8 +697,13 @@ def _check_repeat(item: NewEvent, stored_flow: str | None, stored_body: str | by
     if stored_flow != item.flow:
         raise Conflict(
             item.event_id, "flow",
-            f"event {item.event_id!r} is already stored in flow {stored_flow!r}, not {item.flow!r}",
+            f"event {item.event_id!r} is already stored {_in_flow(stored_flow)}, not {_in_flow(item.flow)}",
         )
     body = body_hash(item.body) if isinstance(stored_body, bytes) else item.body
     if stored_body != body:
         raise Conflict(item.event_id, "body")
+
+
+def _in_flow(flow: str | None) -> str:
+    """Where an event is, for messages: "in flow 'A'" or "in a flow of its own"."""
+    return "in a flow of its own" if flow is None else f"in flow {flow!r}"
