@@ -22,6 +22,7 @@ tests/conftest.py recounts the rest after every test):
 from __future__ import annotations
 
 import json
+import logging
 import sqlite3
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -40,6 +41,13 @@ from .sqlite import Database, JoinedTransaction, Transaction
 
 
 T = TypeVar("T")
+
+log = logging.getLogger("fairq")
+
+# A system clock reading clamped by more than this is worth a warning (once
+# per stored clock value in a process): the stored clock was set ahead.
+_AHEAD_WARNING_MS = round(policy.DEFAULT_MAX_CLOCK_SKEW * 1000)
+_ahead_warned: list[int | None] = [None]
 
 
 class NewEvent(NamedTuple):
@@ -174,10 +182,26 @@ class QueueTxn:
         before the stored clock, clamps a wall clock that stepped back."""
         clock = self._load_clock()
         now_ms = policy.effective_now(requested_ms, clock.now_ms, explicit=explicit)
+        if now_ms - requested_ms > _AHEAD_WARNING_MS and _ahead_warned[0] != now_ms:
+            _ahead_warned[0] = now_ms
+            log.warning("the queue's stored clock (%s) is %.0f s ahead of the system clock, which "
+                        "it waits for: leases and backoffs stand still until then. If a time was "
+                        "mistaken, run `fairq clock reset --reason ...` (Queue.reset_clock)",
+                        now_ms / 1000, (now_ms - requested_ms) / 1000)
         if now_ms > clock.now_ms:
             clock.now_ms = now_ms
             self._dirty = True
         return now_ms
+
+    def stored_now(self) -> int:
+        """The stored clock (ms) as this transaction found it, or as it set it."""
+        return self._load_clock().now_ms
+
+    def rewind(self, to_ms: int) -> None:
+        """Set the stored clock back to to_ms: only a clock reset does (store.clock)."""
+        clock = self._load_clock()
+        clock.now_ms = to_ms
+        self._dirty = True
 
     def _next_turn(self) -> int:
         clock = self._load_clock()
@@ -396,7 +420,7 @@ class QueueTxn:
                         self._quarantine_spent_lease(rowid, event_id, generation, attempts, lifetime,
                                                      old_lease_until, old_owner, now_ms, max_attempts)
                         continue
-                    self._audit(event_id, "expired", "lease expired before the holder settled",
+                    self.record(event_id, "expired", "lease expired before the holder settled",
                                 old_owner, generation, now_ms,
                                 {"lease_until": from_ms(old_lease_until), "attempts": attempts})
                 if first_claim_ms is None:
@@ -440,7 +464,7 @@ class QueueTxn:
         self._quarantine([{"id": rowid, "reason": reason}])
         self._count("inflight", "quarantined")
         self._happened("quarantined")
-        self._audit(event_id, "quarantine", reason, old_owner, generation, now_ms,
+        self.record(event_id, "quarantine", reason, old_owner, generation, now_ms,
                     {"cause": "attempts_exhausted", "attempts": attempts,
                      "lifetime_attempts": lifetime, "lease_until": from_ms(lease_until_ms)})
 
@@ -451,7 +475,7 @@ class QueueTxn:
         self._quarantine([{"id": rowid, "reason": f"undecodable_body: {body.problem}"}])
         self._count(state, "quarantined")
         self._happened("quarantined")
-        self._audit(event_id, "quarantine", "undecodable_body", None, generation, now_ms,
+        self.record(event_id, "quarantine", "undecodable_body", None, generation, now_ms,
                     {"cause": "undecodable_body", "problem": body.problem})
 
     def _quarantine(self, rows: list[dict[str, Any]]) -> None:
@@ -637,8 +661,9 @@ class QueueTxn:
 
     # -- audit -----------------------------------------------------------------
 
-    def _audit(self, event_id: str, action: str, reason: str | None, actor: str | None,
+    def record(self, event_id: str, action: str, reason: str | None, actor: str | None,
                generation: int | None, now_ms: int, detail: dict[str, Any]) -> None:
+        """Append one audit row."""
         self._append_audit([_audit_row(event_id, action, reason, actor, generation, now_ms, detail)])
 
     def append_misfires(self, misfires: Sequence[tuple[str, str, dict[str, Any]]], now_ms: int) -> None:
