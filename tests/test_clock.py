@@ -196,3 +196,18 @@ def test_a_reset_of_a_clock_that_is_not_ahead_changes_nothing(make_queue, db_pat
     with pytest.raises(fairq.InvalidInput) as info:
         q.reset_clock(reason=" ")
     assert info.value.field == "reason"
+
+
+def test_a_schedule_ticked_at_a_jumped_time_restarts_from_now_after_a_reset(make_queue) -> None:
+    wall = [1000.0]
+    q = make_queue(clock=lambda: wall[0])
+    q.schedules.add("report", every=60, start=960, misfire="coalesce")
+    wall[0] += 86_400
+    q.tick()
+    wall[0] = 1001.0
+    q.reset_clock(reason="clock jumped")
+    assert q.schedules.get("report").next_slot > wall[0] + 3600  # slots were decided far ahead
+    q.schedules.remove("report")
+    q.schedules.add("report", every=60, misfire="coalesce")
+    assert q.schedules.get("report").next_slot == 1001.0
+    assert [e.event_id for e in q.tick()] == ["report@1970-01-01T00:16:41Z"]
