@@ -34,7 +34,7 @@ def snapshot(path) -> list:
 ENQUEUE_CASES = [
     ({"event_id": ""}, "event_id"),
     ({"event_id": 17}, "event_id"),
-    ({"event_id": None}, "event_id"),
+    ({"event_id": b"bytes"}, "event_id"),  # None is allowed: fairq makes an id
     ({"event_id": "x" * 256}, "event_id"),
     ({"event_id": "tab\there"}, "event_id"),
     ({"event_id": "nul\x00"}, "event_id"),

@@ -120,3 +120,29 @@ def test_an_effect_can_go_with_a_retry_or_a_fail(shop: fairq.Queue, db_path) -> 
     shop.retry(lease, "partial", effect=insert_effect(lease), now=1)
     assert effects(db_path) == [("E0001", 10000)]
     assert shop.get("E0001").state is fairq.State.READY
+
+
+def _rows_as_dicts(cursor: sqlite3.Cursor, row: tuple) -> dict:
+    return {column[0]: value for column, value in zip(cursor.description, row)}
+
+
+@pytest.mark.parametrize("factory", [
+    pytest.param(("row_factory", _rows_as_dicts), id="row_factory"),
+    pytest.param(("text_factory", bytes), id="text_factory"),
+])
+def test_an_effect_that_changes_the_connections_factories_does_not_break_the_queue(
+        shop: fairq.Queue, db_path, factory) -> None:
+    name, value = factory
+    lease = shop.claim(now=0)
+
+    def effect(conn: sqlite3.Connection) -> None:
+        insert_effect(lease)(conn)
+        setattr(conn, name, value)
+
+    assert shop.ack(lease, effect=effect, now=1).state is fairq.State.ACKED
+    assert effects(db_path) == [("E0001", 10000)]
+    # The same Queue goes on working: its connection has fairq's factories back.
+    shop.enqueue("E0002", {"amount": 5}, now=2)
+    again = shop.claim(now=2)
+    assert again.event_id == "E0002" and again.body == {"amount": 5}
+    assert shop.ack(again, now=3).state is fairq.State.ACKED

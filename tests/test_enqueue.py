@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import sqlite3
 
 import pytest
@@ -82,3 +83,29 @@ def test_a_delay_makes_the_event_claimable_later(q: fairq.Queue) -> None:
     q.enqueue("x", {}, delay=2.5, now=1)
     assert q.claim(now=3.49) is None
     assert q.claim(now=3.5).event_id == "x"
+
+
+UUID7 = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$")
+
+
+def test_an_enqueue_without_an_id_gets_a_new_unique_time_ordered_one(q: fairq.Queue) -> None:
+    made = [q.enqueue(None, {"same": "body"}, now=0) for _ in range(300)]
+    ids = [e.event_id for e in made]
+    assert all(UUID7.match(i) for i in ids), ids[:3]
+    assert len(set(ids)) == 300 and sorted(ids) == ids
+    # Not idempotent: each call added its own event.
+    assert all(e.created for e in made)
+    assert q.stats(now=0).counts["ready"] == 300
+    assert q.get(ids[0]).body == {"same": "body"}
+
+
+def test_a_conflict_over_a_flow_of_its_own_says_so_in_words(q: fairq.Queue) -> None:
+    q.enqueue("a", {}, now=0)
+    q.enqueue("b", {}, flow="F", now=0)
+    with pytest.raises(fairq.Conflict) as own:
+        q.enqueue("a", {}, flow="F", now=0)
+    assert str(own.value) == "event 'a' is already stored in a flow of its own, not in flow 'F'"
+    with pytest.raises(fairq.Conflict) as named:
+        q.enqueue("b", {}, now=0)
+    assert str(named.value) == "event 'b' is already stored in flow 'F', not in a flow of its own"
+    assert "None" not in str(own.value) + str(named.value)

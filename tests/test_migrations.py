@@ -1,9 +1,9 @@
 """The user_version ladder: a file made by an older fairq upgrades to exactly the
 schema a fresh file gets, and keeps its events.
 
-tests/fixtures/schema_v1.sql is queue.sql as it was at user_version 1, and
-schema_v2.sql as it was at 2 (files made by earlier builds of fairq carry
-those versions); they never change. Each later version adds a fixture of its
+tests/fixtures/schema_v1.sql is queue.sql as it was at user_version 1,
+schema_v2.sql as it was at 2 and schema_v3.sql at 3 (files made by earlier
+builds of fairq carry those versions); they never change. Each later version adds a fixture of its
 own.
 """
 
@@ -70,7 +70,7 @@ def test_a_version_1_file_migrates_to_exactly_the_fresh_schema(tmp_path) -> None
     fairq.Queue(fresh).close()
     migrated = schema(old)
     assert migrated == schema(fresh)
-    assert migrated["user_version"] == migrate.LATEST == 3
+    assert migrated["user_version"] == migrate.LATEST == 4
     assert "schedule" in [name for _, name, _, _ in migrated["objects"]]
 
 
@@ -110,6 +110,7 @@ def test_every_step_names_the_tables_it_creates() -> None:
         created = re.findall(r"CREATE TABLE (\w+)", text)
         assert tuple(created) == migrate.STEP_TABLES[step]
         assert set(created) <= set(migrate.OWN_TABLES)
+        assert set(migrate.REBUILT_TABLES.get(step, ())) <= set(created)
 
 
 def test_a_version_2_file_migrates_to_exactly_the_fresh_schema_and_can_purge(tmp_path) -> None:
@@ -126,5 +127,28 @@ def test_a_version_2_file_migrates_to_exactly_the_fresh_schema_and_can_purge(tmp
         q.ack(q.claim(now=0), now=0)
         assert q.purge(acked_before=1, now=1).events == 1
         assert not q.enqueue("x", {"v": 1}, flow="F", now=2).created
+    fairq.Queue(fresh).close()
+    assert schema(old) == schema(fresh)
+
+
+def test_a_version_3_file_keeps_its_audit_rows_and_can_record_a_clock_reset(tmp_path) -> None:
+    old, fresh = tmp_path / "old.db", tmp_path / "fresh.db"
+    conn = sqlite3.connect(old)
+    conn.executescript((FIXTURES / "schema_v3.sql").read_text(encoding="utf-8"))
+    conn.executescript("""
+        INSERT INTO audit (id, event_id, action, reason, actor, generation, at_ms, detail)
+        VALUES (7, 'e1', 'retry', 'flaky', 'w1', 1, 500, '{"attempts":1}'),
+               (9, 'e1', 'redrive', 'fixed', 'ops', 3, 900, '{}');
+        UPDATE clock SET now_ms = 5000000;
+    """)
+    conn.execute(f"PRAGMA application_id = {migrate.APPLICATION_ID:d}")
+    conn.execute("PRAGMA user_version = 3")
+    conn.commit()
+    conn.close()
+    with fairq.Queue(old, clock=lambda: 1000.0) as q:
+        assert [(a.action, a.reason, a.at, a.detail) for a in q.audit("e1")] == [
+            ("retry", "flaky", 0.5, {"attempts": 1}), ("redrive", "fixed", 0.9, {})]
+        q.reset_clock(reason="clock jumped", actor="ops")
+        assert [a.action for a in q.audit()] == ["retry", "redrive", "clock_reset"]
     fairq.Queue(fresh).close()
     assert schema(old) == schema(fresh)

@@ -20,6 +20,11 @@ T = TypeVar("T")
 MAX_ID_CHARS = 255
 MAX_REASON_CHARS = 4096
 MAX_DEPTH = 100
+#: The most decimal digits an integer in a body may have: Python's default
+#: int-digit limit, so every process can read back every stored body, whatever
+#: limit the enqueuing process runs with.
+MAX_INT_DIGITS = 4300
+_INT_BOUND = 10**MAX_INT_DIGITS  # the smallest magnitude with one digit too many
 DEFAULT_MAX_BODY_BYTES = 256 * 1024
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
@@ -101,9 +106,9 @@ def count(value: Any, field: str, *, low: int, high: int) -> int:
 _OUTCOMES = {o.value: o for o in Outcome}
 
 
-def each(items: Iterable[Any], parse: Callable[[Any], T], *, limit: int) -> list[T]:
-    """parse(item) for every item of a batch, at most `limit` of them; a
-    refusal names its item ("items[3].body")."""
+def each(items: Iterable[Any], parse: Callable[[Any], T], *, limit: int | None = None) -> list[T]:
+    """parse(item) for every item of a batch (at most `limit` of them, if
+    given: the HTTP edge's cap); a refusal names its item ("items[3].body")."""
     if isinstance(items, (str, bytes, Mapping)):
         raise InvalidInput("items", "must be an iterable of items, not a single value")
     out = []
@@ -129,8 +134,9 @@ def body(value: Any, field: str = "body", *, max_bytes: int = DEFAULT_MAX_BODY_B
     """The canonical JSON text of a body: sorted keys, compact, UTF-8.
 
     Refuses anything that would not come back from JSON as it went in: NaN and
-    infinities, non-str keys, tuples, sets, bytes and other non-JSON types.
-    int and float stay distinct (1 and 1.0 are different bodies).
+    infinities, integers of more than MAX_INT_DIGITS digits, non-str keys,
+    tuples, sets, bytes and other non-JSON types. int and float stay distinct
+    (1 and 1.0 are different bodies).
     """
     if not _plain_json(value, 0):
         _check_json(value, field)  # raises naming the exact place, or accepts (e.g. a str subclass)
@@ -148,8 +154,10 @@ def _plain_json(value: Any, depth: int) -> bool:
     error message; that is too slow to run on every body of a batch.
     """
     kind = type(value)
-    if kind is str or kind is int or kind is bool or value is None:
+    if kind is str or kind is bool or value is None:
         return True
+    if kind is int:
+        return -_INT_BOUND < value < _INT_BOUND
     if kind is float:
         return math.isfinite(value)
     if depth >= MAX_DEPTH:
@@ -171,7 +179,11 @@ def _check_json(root: Any, field: str) -> None:
     stack: list[tuple[Any, str, int]] = [(root, field, 0)]
     while stack:
         value, path, depth = stack.pop()
-        if value is None or isinstance(value, (str, bool, int)):
+        if value is None or isinstance(value, (str, bool)):
+            continue
+        if isinstance(value, int):
+            if not -_INT_BOUND < value < _INT_BOUND:
+                raise InvalidInput(path, f"is an integer of more than {MAX_INT_DIGITS} digits")
             continue
         if isinstance(value, float):
             if not math.isfinite(value):

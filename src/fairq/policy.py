@@ -20,6 +20,7 @@ __all__ = [
     "Decision",
     "decide",
     "effective_now",
+    "DEFAULT_MAX_CLOCK_SKEW",
     "stride",
     "STRIDE_UNIT",
     "MAX_WEIGHT",
@@ -83,6 +84,14 @@ def to_ms(seconds: float) -> int:
 def from_ms(ms: int | None) -> float | None:
     """Stored integer milliseconds -> queue-clock seconds."""
     return None if ms is None else ms / 1000
+
+
+#: How far ahead of the system clock an explicit `now` may be, by default:
+#: five minutes, the usual bound for hosts kept in step by NTP (Kerberos uses
+#: the same). Larger than any correction NTP makes by slewing or a routine
+#: step, far smaller than a day: a mistaken time (a wall clock a day ahead, a
+#: typo in --now) is refused instead of freezing every lease and backoff.
+DEFAULT_MAX_CLOCK_SKEW = 300.0
 
 
 def effective_now(requested_ms: int, stored_ms: int, *, explicit: bool) -> int:

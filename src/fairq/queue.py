@@ -16,22 +16,28 @@ import shlex
 import sqlite3
 import time
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import Any, Literal
 
 from . import _crash, ingest
+from ._ids import new_event_id
 from . import _validate as v
 from .errors import Conflict, InvalidInput, LeaseLost
-from .policy import MAX_WEIGHT, Backoff, to_ms
+from .policy import DEFAULT_MAX_CLOCK_SKEW, MAX_WEIGHT, Backoff, to_ms
 from .schedules import Schedules, expand_due
+from .store.clock import ClockTxn
 from .store.retention import RetentionTxn
 from .store.queue import NewEvent, QueueStore, SettleItem
-from .types import AuditEntry, Blocked, Enqueued, EventInfo, Lease, Outcome, Purged, Settled, State, Stats
+from .types import AuditEntry, Blocked, ClockReset, Enqueued, EventInfo, Lease, Outcome, Purged, Settled, State, Stats
 
 __all__ = ["Queue"]
 
 log = logging.getLogger("fairq")
 
+#: The most items one HTTP call, worker step or purge chunk takes. In-process
+#: batches (enqueue_many, claim_many, settle_many) have no cap.
 MAX_BATCH = 10_000
+#: claim_many's n can be anything up to this (a claim is bounded by the heads due).
+_MAX_CLAIM = 2**62
 #: Seconds a purged event's id is remembered after its ack (see Queue.purge).
 DEDUP_WINDOW = 30 * 86_400.0
 _ITEM_KEYS = frozenset({"event_id", "body", "flow", "delay"})
@@ -49,7 +55,12 @@ class Queue:
     may lose the last commits on power loss (never on a process crash).
     busy_timeout: seconds to wait for another writer before raising Busy.
     max_body_bytes: the largest canonical JSON body accepted. clock: the
-    wall clock used when a call gets no explicit `now`.
+    wall clock used when a call gets no explicit `now` (default: the system
+    clock; give a model clock for tests and simulations). max_clock_skew:
+    how many seconds ahead of that clock an explicit `now` may be; a later
+    one is refused (InvalidInput), since the stored clock never goes back by
+    itself. "auto" (default): 300 s on the system clock, no bound on a model
+    clock; None: no bound.
 
     A Queue may be shared by threads: calls take turns on one connection.
     Many processes may open the same file.
@@ -66,6 +77,7 @@ class Queue:
         busy_timeout: float = 10.0,
         max_body_bytes: int = v.DEFAULT_MAX_BODY_BYTES,
         clock: Callable[[], float] = time.time,
+        max_clock_skew: float | None | Literal["auto"] = "auto",
     ) -> None:
         self.lease_seconds = v.seconds(lease_seconds, "lease_seconds", positive=True)
         self.max_attempts = v.count(max_attempts, "max_attempts", low=1, high=1_000_000)
@@ -75,6 +87,9 @@ class Queue:
         self.max_body_bytes = v.count(max_body_bytes, "max_body_bytes", low=2, high=1 << 30)
         v.seconds(busy_timeout, "busy_timeout")
         self._clock = clock
+        if max_clock_skew == "auto":
+            max_clock_skew = DEFAULT_MAX_CLOCK_SKEW if clock is time.time else None
+        self.max_clock_skew = v.optional_seconds(max_clock_skew, "max_clock_skew")
         self._open_args = {"synchronous": synchronous, "busy_timeout": busy_timeout}
         self._store = QueueStore(path, synchronous=synchronous, busy_timeout=busy_timeout)
         self.path = path
@@ -96,29 +111,39 @@ class Queue:
         ``fairq.Queue(q.path, **q.settings())`` (e.g. in a worker process)."""
         return {"lease_seconds": self.lease_seconds, "max_attempts": self.max_attempts,
                 "backoff": self.backoff, "max_body_bytes": self.max_body_bytes, "clock": self._clock,
-                **self._open_args}
+                "max_clock_skew": self.max_clock_skew, **self._open_args}
 
-    def _requested(self, now: float | None) -> tuple[int, bool]:
-        """(milliseconds, explicit?) for a call's `now` argument."""
+    def _requested(self, now: float | None, field: str = "now") -> tuple[int, bool]:
+        """(milliseconds, explicit?) for a call's `now` argument; an explicit
+        time more than max_clock_skew ahead of the clock is refused."""
         if now is None:
             return to_ms(self._clock()), False
-        return to_ms(v.seconds(now, "now")), True
+        at = v.seconds(now, field)
+        if self.max_clock_skew is not None:
+            reading = self._clock()
+            if at > reading + self.max_clock_skew:
+                raise InvalidInput(field, f"{at!r} is {at - reading:.3f} s ahead of the clock ({reading!r}); "
+                                          f"at most max_clock_skew={self.max_clock_skew:g} s is accepted")
+        return to_ms(at), True
 
     # -- enqueue -----------------------------------------------------------------
 
     def enqueue(
-        self, event_id: str, body: Any, *, flow: str | None = None, delay: float = 0.0,
+        self, event_id: str | None, body: Any, *, flow: str | None = None, delay: float = 0.0,
         now: float | None = None, conn: sqlite3.Connection | None = None,
     ) -> Enqueued:
         """Add an event at the end of its flow (flow=None: a flow of its own).
 
         Enqueuing an id again with the same flow and body returns
         created=False; with a different flow or body it raises Conflict.
+        event_id=None: fairq makes a new unique, time-ordered id (a UUIDv7
+        string, returned in Enqueued.event_id); such an enqueue is not
+        idempotent -- calling it again adds another event.
         conn: the application's own connection to this file, inside a
         transaction it has begun; the event is written in that transaction
         and commits (or rolls back) with it -- fairq never commits it.
         """
-        item = self._new_event(event_id, body, flow, delay)
+        item = self._new_event(new_event_id() if event_id is None else event_id, body, flow, delay)
         requested = self._requested(now)
         with self._store.transaction("enqueue", conn) as tx:
             return tx.enqueue_many([item], tx.now(*requested))[0]
@@ -133,7 +158,7 @@ class Queue:
         identical content collapses to one event; any conflict refuses all.
         conn: as for enqueue, the application's open transaction to join.
         """
-        batch = v.each(items, self._batch_item, limit=MAX_BATCH)
+        batch = v.each(items, self._batch_item)
         requested = self._requested(now)
         if not batch:
             return []
@@ -210,7 +235,7 @@ class Queue:
         lease_seconds: float | None = None,
     ) -> list[Lease]:
         """Lease up to n heads in one transaction: at most one per flow, in fair order."""
-        n = v.count(n, "n", low=1, high=MAX_BATCH)
+        n = v.count(n, "n", low=1, high=_MAX_CLAIM)
         owner = v.optional_identifier(owner, "owner")
         lease_ms = to_ms(self._lease_seconds(lease_seconds))
         requested = self._requested(now)
@@ -283,7 +308,7 @@ class Queue:
         reason, delay). A lost lease is returned in its slot as the
         StaleLease / LeaseExpired it would have raised; the others are settled.
         """
-        batch = v.each(items, lambda item: self._settle_item(*settle_parts(item)), limit=MAX_BATCH)
+        batch = v.each(items, lambda item: self._settle_item(*settle_parts(item)))
         requested = self._requested(now)
         if not batch:
             return []
@@ -342,6 +367,26 @@ class Queue:
                                     actor=actor, now_ms=now_ms)
         log.info("redrive %s -> generation %d by %s: %s", event_id, generation, actor, reason)
         return generation
+
+    def reset_clock(self, *, reason: str, actor: str | None = None, to: float | None = None) -> ClockReset:
+        """Move the stored clock back to the clock's reading now (or to `to`),
+        after a call at a mistaken future time; audited (action "clock_reset").
+
+        Every lease end and ready time (delay, backoff) beyond the new clock
+        moves back by as much as the clock does, never before it, so nothing
+        waits for the real clock to catch up. A holder whose lease now ends
+        earlier is still fenced by its generation. Returns what moved; when
+        the stored clock is not ahead, nothing changes and no row is written.
+        """
+        reason = v.reason(reason, "reason", required=True)
+        actor = v.optional_identifier(actor, "actor")
+        to_ms_ = self._requested(None)[0] if to is None else self._requested(to, "to")[0]
+        with self._store.transaction("reset_clock") as tx:
+            done = ClockTxn(tx).reset(to_ms_, reason=reason, actor=actor)
+        if done.after < done.before:
+            log.warning("clock reset from %s to %s by %s: %d leases and %d ready times moved back (%s)",
+                        done.before, done.after, actor, done.leases, done.waits, reason)
+        return done
 
     # -- configuration ---------------------------------------------------------------
 

@@ -28,6 +28,8 @@ __all__ = [
     "Schedule",
     "Blocked",
     "Purged",
+    "UndecodableBody",
+    "ClockReset",
 ]
 
 
@@ -102,8 +104,35 @@ class Settled:
 
 
 @dataclass(frozen=True)
+class ClockReset:
+    """What Queue.reset_clock did: the stored clock moved from `before` back to
+    `after` (equal when it was not ahead: nothing changed). `leases` lease ends
+    and `waits` ready times (next_at: delays, backoffs) that lay beyond
+    `after` moved back by as much as the clock did, never before `after`."""
+
+    before: float
+    after: float
+    leases: int
+    waits: int
+
+
+@dataclass(frozen=True)
+class UndecodableBody:
+    """Stands in for a stored body this process cannot decode, in EventInfo.body
+    (get, events) or Lease.body: e.g. an integer of more digits than Python's
+    int-digit limit allows, written by a fairq that did not refuse it. A claim
+    that reaches such an event quarantines it (reason "undecodable_body")
+    instead of leasing it. `text` is the stored JSON text, `problem` why it
+    did not decode."""
+
+    text: str
+    problem: str
+
+
+@dataclass(frozen=True)
 class EventInfo:
-    """Everything stored about one event."""
+    """Everything stored about one event (`body` is an UndecodableBody if this
+    process cannot decode the stored text)."""
 
     event_id: str
     flow: str | None
@@ -125,7 +154,8 @@ class EventInfo:
 
 @dataclass(frozen=True)
 class AuditEntry:
-    """One appended decision about an event: retry, quarantine, expired, redrive, misfire.
+    """One appended decision about an event: retry, quarantine, expired, redrive, misfire;
+    or about the whole queue: clock_reset (event_id "").
 
     `detail` holds what else explains it, e.g. the quarantine reason a redrive
     replaced (`detail["replaced_reason"]`) and the attempt counts at the time.

@@ -18,7 +18,7 @@ from typing import Any
 
 from ..errors import InvalidInput, UnknownSchedule
 from ..metrics import CONTENT_TYPE, exposition
-from ..queue import Queue
+from ..queue import MAX_BATCH, Queue
 from ..types import Settled
 from .wire import lease_ref, queue_error_json, to_json
 
@@ -93,6 +93,8 @@ def _int(text: str, name: str) -> int:
 def _array(value: Any, name: str) -> list[Any]:
     if not isinstance(value, list):
         raise InvalidInput(name, "must be an array")
+    if len(value) > MAX_BATCH:  # the cap of one HTTP call; in-process batches have none
+        raise InvalidInput(name, f"at most {MAX_BATCH} per call")
     return value
 
 
@@ -162,7 +164,10 @@ def claim(q: Queue, req: Request) -> Reply:
 
 @route("POST", "/v1/claim_many")
 def claim_many(q: Queue, req: Request) -> Reply:
-    leases = q.claim_many(**req.fields("n", optional=("owner", "lease_seconds")))
+    args = req.fields("n", optional=("owner", "lease_seconds"))
+    if isinstance(args["n"], int) and args["n"] > MAX_BATCH:
+        raise InvalidInput("n", f"must be between 1 and {MAX_BATCH}, got {args['n']}")
+    leases = q.claim_many(**args)
     return (200, {"leases": to_json(leases)}) if leases else (204, None)
 
 

@@ -20,15 +20,20 @@ APPLICATION_ID = 0x66710001
 
 #: MIGRATIONS[v] upgrades a database from version v - 1 to version v.
 #: Version 1 is the first released schema; its steps start at 2.
-MIGRATIONS: dict[int, str] = {2: "migrations/0002_schedules.sql", 3: "migrations/0003_retention.sql"}
-LATEST = 3
+MIGRATIONS: dict[int, str] = {2: "migrations/0002_schedules.sql", 3: "migrations/0003_retention.sql",
+                              4: "migrations/0004_clock_reset.sql"}
+LATEST = 4
 
 #: Tables fairq owns in its file; a foreign table of the same name is refused.
 OWN_TABLES = ("clock", "flow", "event", "audit", "schedule", "tombstone", "retention")
 
 #: The tables each step creates: an application's own table of the same name
 #: in the file refuses the upgrade before anything changes.
-STEP_TABLES: dict[int, tuple[str, ...]] = {2: ("schedule",), 3: ("tombstone", "retention")}
+STEP_TABLES: dict[int, tuple[str, ...]] = {2: ("schedule",), 3: ("tombstone", "retention"), 4: ("audit",)}
+
+#: Tables a step creates again with their rows (fairq's own since an earlier
+#: version, so they are not clashes).
+REBUILT_TABLES: dict[int, tuple[str, ...]] = {4: ("audit",)}
 
 
 def refuse_foreign(conn: sqlite3.Connection, path: object) -> None:
@@ -63,7 +68,8 @@ def ensure_schema(db: Database) -> int:
             conn.execute(f"PRAGMA application_id = {APPLICATION_ID:d}")
         else:
             steps = range(version + 1, LATEST + 1)
-            _refuse_clashes(conn, db.path, [t for step in steps for t in STEP_TABLES.get(step, ())])
+            _refuse_clashes(conn, db.path, [t for step in steps for t in STEP_TABLES.get(step, ())
+                                            if t not in REBUILT_TABLES.get(step, ())])
             for step in steps:
                 db.run_script(conn, read_script(MIGRATIONS[step]))
         conn.execute(f"PRAGMA user_version = {LATEST:d}")

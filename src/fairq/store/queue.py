@@ -22,6 +22,7 @@ tests/conftest.py recounts the rest after every test):
 from __future__ import annotations
 
 import json
+import logging
 import sqlite3
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -32,14 +33,21 @@ from .. import policy
 from .._json import canonical
 from ..errors import Conflict, LeaseExpired, RedriveRefused, StaleLease
 from ..policy import Backoff, from_ms
-from ..types import Enqueued, Lease, Outcome, Settled, State
+from ..types import Enqueued, Lease, Outcome, Settled, State, UndecodableBody
 from .migrate import ensure_schema, refuse_foreign
-from .reads import TOTALS, QueueReads
+from .reads import TOTALS, QueueReads, body_value
 from .retention import body_hash
 from .sqlite import Database, JoinedTransaction, Transaction
 
 
 T = TypeVar("T")
+
+log = logging.getLogger("fairq")
+
+# A system clock reading clamped by more than this is worth a warning (once
+# per stored clock value in a process): the stored clock was set ahead.
+_AHEAD_WARNING_MS = round(policy.DEFAULT_MAX_CLOCK_SKEW * 1000)
+_ahead_warned: list[int | None] = [None]
 
 
 class NewEvent(NamedTuple):
@@ -174,10 +182,26 @@ class QueueTxn:
         before the stored clock, clamps a wall clock that stepped back."""
         clock = self._load_clock()
         now_ms = policy.effective_now(requested_ms, clock.now_ms, explicit=explicit)
+        if now_ms - requested_ms > _AHEAD_WARNING_MS and _ahead_warned[0] != now_ms:
+            _ahead_warned[0] = now_ms
+            log.warning("the queue's stored clock (%s) is %.0f s ahead of the system clock, which "
+                        "it waits for: leases and backoffs stand still until then. If a time was "
+                        "mistaken, run `fairq clock reset --reason ...` (Queue.reset_clock)",
+                        now_ms / 1000, (now_ms - requested_ms) / 1000)
         if now_ms > clock.now_ms:
             clock.now_ms = now_ms
             self._dirty = True
         return now_ms
+
+    def stored_now(self) -> int:
+        """The stored clock (ms) as this transaction found it, or as it set it."""
+        return self._load_clock().now_ms
+
+    def rewind(self, to_ms: int) -> None:
+        """Set the stored clock back to to_ms: only a clock reset does (store.clock)."""
+        clock = self._load_clock()
+        clock.now_ms = to_ms
+        self._dirty = True
 
     def _next_turn(self) -> int:
         clock = self._load_clock()
@@ -383,15 +407,20 @@ class QueueTxn:
             claimed = []
             for (rowid, event_id, name, weight, seq, body, pass_, state, generation,
                  attempts, lifetime, old_lease_until, old_owner, due_ms, first_claim_ms) in rows:
+                if state != "ready":
+                    self._happened("expired")
+                value = body_value(body)
+                if isinstance(value, UndecodableBody):
+                    self._quarantine_undecodable(rowid, event_id, state, generation, value, now_ms)
+                    continue
                 if state == "ready":
                     from_ready += 1
                 else:
-                    self._happened("expired")
                     if attempts >= max_attempts:
                         self._quarantine_spent_lease(rowid, event_id, generation, attempts, lifetime,
                                                      old_lease_until, old_owner, now_ms, max_attempts)
                         continue
-                    self._audit(event_id, "expired", "lease expired before the holder settled",
+                    self.record(event_id, "expired", "lease expired before the holder settled",
                                 old_owner, generation, now_ms,
                                 {"lease_until": from_ms(old_lease_until), "attempts": attempts})
                 if first_claim_ms is None:
@@ -405,7 +434,7 @@ class QueueTxn:
                 clock.turn += 1
                 claimed.append({"id": rowid, "pass": new_pass, "turn": clock.turn,
                                 "lease_until_ms": lease_until, "owner": owner, "now_ms": now_ms})
-                leases.append(Lease(event_id, name, seq, json.loads(body), generation + 1,
+                leases.append(Lease(event_id, name, seq, value, generation + 1,
                                     attempts + 1, lifetime + 1, owner, lease_until_s))
             # The claimed head becomes inflight with a new generation, its
             # attempt counted durably before any work starts, and waits in the
@@ -435,9 +464,19 @@ class QueueTxn:
         self._quarantine([{"id": rowid, "reason": reason}])
         self._count("inflight", "quarantined")
         self._happened("quarantined")
-        self._audit(event_id, "quarantine", reason, old_owner, generation, now_ms,
+        self.record(event_id, "quarantine", reason, old_owner, generation, now_ms,
                     {"cause": "attempts_exhausted", "attempts": attempts,
                      "lifetime_attempts": lifetime, "lease_until": from_ms(lease_until_ms)})
+
+    def _quarantine_undecodable(self, rowid: int, event_id: str, state: str, generation: int,
+                                body: UndecodableBody, now_ms: int) -> None:
+        """A head whose stored body cannot be decoded here stops, instead of
+        stalling every claim that reaches it; a redrive gives it a new round."""
+        self._quarantine([{"id": rowid, "reason": f"undecodable_body: {body.problem}"}])
+        self._count(state, "quarantined")
+        self._happened("quarantined")
+        self.record(event_id, "quarantine", "undecodable_body", None, generation, now_ms,
+                    {"cause": "undecodable_body", "problem": body.problem})
 
     def _quarantine(self, rows: list[dict[str, Any]]) -> None:
         # A quarantined head keeps its rotation place and keeps blocking its
@@ -565,7 +604,7 @@ class QueueTxn:
             "lease_until_ms",
             {"id": row.id, "lease_until_ms": now_ms + lease_ms},
         ).fetchone()
-        return Lease(event_id, self._flow_name(row.flow_id), got[0], json.loads(got[1]), *got[2:6],
+        return Lease(event_id, self._flow_name(row.flow_id), got[0], body_value(got[1]), *got[2:6],
                      got[6] / 1000)
 
     def _flow_name(self, flow_id: int | None) -> str | None:
@@ -622,8 +661,9 @@ class QueueTxn:
 
     # -- audit -----------------------------------------------------------------
 
-    def _audit(self, event_id: str, action: str, reason: str | None, actor: str | None,
+    def record(self, event_id: str, action: str, reason: str | None, actor: str | None,
                generation: int | None, now_ms: int, detail: dict[str, Any]) -> None:
+        """Append one audit row."""
         self._append_audit([_audit_row(event_id, action, reason, actor, generation, now_ms, detail)])
 
     def append_misfires(self, misfires: Sequence[tuple[str, str, dict[str, Any]]], now_ms: int) -> None:
@@ -682,8 +722,13 @@ def _check_repeat(item: NewEvent, stored_flow: str | None, stored_body: str | by
     if stored_flow != item.flow:
         raise Conflict(
             item.event_id, "flow",
-            f"event {item.event_id!r} is already stored in flow {stored_flow!r}, not {item.flow!r}",
+            f"event {item.event_id!r} is already stored {_in_flow(stored_flow)}, not {_in_flow(item.flow)}",
         )
     body = body_hash(item.body) if isinstance(stored_body, bytes) else item.body
     if stored_body != body:
         raise Conflict(item.event_id, "body")
+
+
+def _in_flow(flow: str | None) -> str:
+    """Where an event is, for messages: "in flow 'A'" or "in a flow of its own"."""
+    return "in a flow of its own" if flow is None else f"in flow {flow!r}"

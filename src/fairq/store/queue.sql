@@ -12,7 +12,7 @@
 -- end, with the transitions it made, so stats never counts rows.
 CREATE TABLE clock (
     id                 INTEGER PRIMARY KEY CHECK (id = 1),
-    now_ms             INTEGER NOT NULL,               -- highest time any write has used; never goes back
+    now_ms             INTEGER NOT NULL,               -- highest time any write has used; goes back only by reset_clock
     vtime              INTEGER NOT NULL CHECK (vtime >= 0),     -- rotation position of the latest claim
     tail               INTEGER NOT NULL CHECK (tail >= vtime),  -- highest position handed out; flows join here
     turn               INTEGER NOT NULL CHECK (turn >= 0),      -- orders equal positions: first come, first served
@@ -95,12 +95,13 @@ CREATE INDEX event_rotation ON event (pass, turn) WHERE runnable = 1;
 CREATE INDEX event_quarantined ON event (id) WHERE state = 'quarantined';
 
 -- Decisions that explain an event's history: retries, quarantines, expired
--- leases, redrives, misfired schedule slots. Rows are only ever appended.
+-- leases, redrives, misfired schedule slots; and clock resets, which concern
+-- the whole queue. Rows are only ever appended.
 CREATE TABLE audit (
     id          INTEGER PRIMARY KEY,
-    event_id    TEXT NOT NULL,          -- not a foreign key: a misfired slot has no event
+    event_id    TEXT NOT NULL,          -- not a foreign key: a misfired slot has no event; '' for a clock reset
     action      TEXT NOT NULL CHECK (action = 'retry' OR action = 'quarantine' OR action = 'expired'
-                                     OR action = 'redrive' OR action = 'misfire'),
+                                     OR action = 'redrive' OR action = 'misfire' OR action = 'clock_reset'),
     reason      TEXT,
     actor       TEXT,                   -- who decided (redrive), or the lease owner
     generation  INTEGER,                -- the event's generation after the decision

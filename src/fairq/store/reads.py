@@ -17,7 +17,7 @@ from typing import Any
 
 from .. import policy
 from ..policy import from_ms
-from ..types import AuditEntry, EventInfo, State, Stats
+from ..types import AuditEntry, EventInfo, State, Stats, UndecodableBody
 
 #: The clock row's totals columns, in order (fairq.types.Stats.totals keys).
 TOTALS = ("enqueued", "claimed", "expired", "acked", "retried", "quarantined", "redriven")
@@ -161,8 +161,20 @@ _SELECT_EVENT = (
 
 def event_info(row: Sequence[Any]) -> EventInfo:
     return EventInfo(
-        event_id=row[0], flow=row[1], seq=row[2], body=json.loads(row[3]), state=State(row[4]),
+        event_id=row[0], flow=row[1], seq=row[2], body=body_value(row[3]), state=State(row[4]),
         generation=row[5], attempts=row[6], lifetime_attempts=row[7], next_at=from_ms(row[8]),
         lease_until=from_ms(row[9]), owner=row[10], reason=row[11], created_at=row[12] / 1000,
         due_at=row[13] / 1000, first_claimed_at=from_ms(row[14]), settled_at=from_ms(row[15]),
     )
+
+
+def body_value(text: str) -> Any:
+    """A stored body's value, or an UndecodableBody saying why this process
+    cannot decode it (never a raw ValueError: a file written by an older
+    fairq, or by a process without Python's int-digit limit, may hold one)."""
+    try:
+        return json.loads(text)
+    except RecursionError:
+        return UndecodableBody(text, "it is nested too deeply")
+    except ValueError as exc:  # malformed text, or an integer past the int-digit limit
+        return UndecodableBody(text, str(exc).split(";")[0])

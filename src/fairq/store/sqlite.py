@@ -202,6 +202,20 @@ class Transaction:
             raise_busy_as_busy(exc)
 
 
+@contextlib.contextmanager
+def default_factories(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+    """Run a block with the connection's row and text factories at the defaults
+    fairq's SQL reads rows with, and put back the ones found there after it,
+    whatever the block did to them (an application's connection joined for
+    the outbox, or an effect or apply that set its own on fairq's)."""
+    saved = (conn.row_factory, conn.text_factory)
+    conn.row_factory, conn.text_factory = None, str
+    try:
+        yield conn
+    finally:
+        conn.row_factory, conn.text_factory = saved
+
+
 class OwnConnection(sqlite3.Connection):
     """The class of fairq's own connections, so they can be told from an application's."""
 
@@ -227,13 +241,13 @@ class JoinedTransaction:
         self._db = db
         self._conn = conn
         self.before_commit = before_commit
-        self._factories: tuple[Any, Any] | None = None
+        self._factories: contextlib.AbstractContextManager[sqlite3.Connection] | None = None
 
     def __enter__(self) -> sqlite3.Connection:
         conn = self._conn
         self._db.check_joinable(conn)
-        self._factories = (conn.row_factory, conn.text_factory)
-        conn.row_factory, conn.text_factory = None, str
+        self._factories = default_factories(conn)
+        self._factories.__enter__()
         try:
             self._db.check_same_file(conn)
             # Nested in the application's transaction: releasing it commits nothing.
@@ -272,7 +286,7 @@ class JoinedTransaction:
 
     def _restore(self) -> None:
         if self._factories is not None:
-            self._conn.row_factory, self._conn.text_factory = self._factories
+            self._factories.__exit__(None, None, None)
             self._factories = None
 
 
@@ -387,7 +401,8 @@ class Database:
         fairq writes anything more.
         """
         conn.execute("SAVEPOINT fairq_callback")
-        result = fn(conn)
+        with default_factories(conn):  # what the callback sets on the connection stays with it
+            result = fn(conn)
         try:
             # Still inside: the callback's writes join this call's transaction.
             conn.execute("RELEASE fairq_callback")
