@@ -13,7 +13,6 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 import pytest
 
 import fairq
-from fairq.http import server as server_module
 from fairq.http.routes import ROUTES
 from fairq.http.server import Server
 from http_support import TOKEN, raw, running
@@ -58,7 +57,7 @@ def test_tokens_are_compared_in_constant_time(server, monkeypatch) -> None:
         return real(a, b)
 
     real = hmac.compare_digest
-    monkeypatch.setattr(server_module.hmac, "compare_digest", spy)
+    monkeypatch.setattr(hmac, "compare_digest", spy)
     assert raw(server, "GET", "/v1/stats", token="short").status == 401
     assert raw(server, "GET", "/v1/stats").status == 200
     assert compared == [(32, 32), (32, 32)]  # digests: the token's length does not show either

@@ -54,6 +54,7 @@ STATUS = {
     "unknown_event": 404,
     "unknown_schedule": 404,
     "method_not_allowed": 405,
+    "request_timeout": 408,
     "conflict": 409,
     "stale_lease": 409,
     "lease_expired": 409,
