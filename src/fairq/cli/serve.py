@@ -29,7 +29,7 @@ from ..queue import Queue
 from ._common import EXIT_OK, database_path
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("serve", help="serve the queue over HTTP to remote workers (bearer token required)")
     p.add_argument("--host", default=DEFAULT_HOST, help=f"address to listen on (default {DEFAULT_HOST})")
     p.add_argument("--port", type=port_number, default=DEFAULT_PORT,
@@ -70,7 +70,7 @@ def serve(args: argparse.Namespace) -> int:
     path = database_path(args)
     with Queue(path) as queue:
         try:
-            server = Server(queue, **settings)  # type: ignore[arg-type]
+            server = Server(queue, **settings)
         except OSError as exc:
             raise FairqError(f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}") from exc
         # Leaving this block closes the server first, which waits for every

@@ -180,7 +180,7 @@ class Client:
         _server_side(now=now)
         data = self._post("/v1/redrive", event_id=event_id, expected_generation=expected_generation,
                           reason=reason, actor=actor)
-        return data["generation"]
+        return int(data["generation"])
 
     def set_weight(self, flow: str, weight: int) -> None:
         """Queue.set_weight on the server."""

@@ -79,7 +79,7 @@ class DeadlineReader(io.RawIOBase):
         return n
 
 
-def read_head(rfile: io.BufferedReader) -> tuple[bytes, bytes] | None:
+def read_head(rfile: io.BufferedIOBase) -> tuple[bytes, bytes] | None:
     """The request line and the header block (ending with its empty line);
     None if the connection ends before a whole head arrived."""
     line = rfile.readline(MAX_HEAD_BYTES + 1)
@@ -87,7 +87,7 @@ def read_head(rfile: io.BufferedReader) -> tuple[bytes, bytes] | None:
         raise HeadRefused(414, f"the request line is over {MAX_HEAD_BYTES} bytes")
     if not line.endswith(b"\n"):
         return None
-    size, lines = len(line), []
+    size, lines = len(line), list[bytes]()
     while True:
         header = rfile.readline(MAX_HEAD_BYTES + 1 - size)
         size += len(header)

@@ -119,7 +119,7 @@ class Server(ThreadingHTTPServer):
     @property
     def url(self) -> str:
         """The base URL the server listens on, e.g. http://127.0.0.1:8765."""
-        host, port = self.server_address[:2]
+        host, port = str(self.server_address[0]), self.server_address[1]
         return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
 
     @property
