@@ -119,3 +119,26 @@ def test_serve_takes_its_head_timeout_from_the_command_line(tmp_path) -> None:
     finally:
         proc.terminate()
         proc.communicate(timeout=HANG)
+
+
+def test_as_many_trickling_connections_as_fairq_serve_has_threads_do_not_lock_out_a_token_holder(tmp_path) -> None:
+    """The reported case: 64 connections (the default cap) each holding a half-sent head."""
+    proc, url = start_serve(tmp_path / "q.db", "--port", "0", env={"FAIRQ_TOKEN": TOKEN})
+    host, port = url.removeprefix("http://").split(":")
+    held = []
+    try:
+        for _ in range(64 + 8):
+            sock = socket.create_connection((host, int(port)), timeout=HANG)
+            sock.sendall(b"G")  # and then nothing, for as long as the server lets it
+            held.append(sock)
+        client = fairq.Client(url, token=TOKEN, timeout=3)
+        started = time.monotonic()
+        for i in range(3):
+            assert client.enqueue(f"e{i}", i).created
+        assert time.monotonic() - started < 3  # well inside the 5 s head timeout the trickle enjoys
+        assert client.stats().counts["ready"] == 3
+    finally:
+        for sock in held:
+            sock.close()
+        proc.terminate()
+        proc.communicate(timeout=HANG)

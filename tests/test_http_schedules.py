@@ -113,7 +113,7 @@ def test_a_ticking_server_turns_a_slot_into_its_instance_once_the_slot_is_due(ma
         ticks = server.ticker.ticks
         assert eventually(lambda: server.ticker.ticks >= ticks + 3)
         assert len(queue.events()) == 1  # the slot was decided once
-    assert not server.ticker._thread.is_alive()  # stopped with the server
+    assert not server.ticker.running  # stopped with the server
 
 
 def test_fairq_serve_ticks_schedules_unless_told_not_to(tmp_path) -> None:

@@ -99,7 +99,7 @@ class Handler(BaseHTTPRequestHandler):
             return  # the client closed, or the connection was closed to make room
         self.raw_requestline, header_block = head
         self._expects_continue = False
-        self.rfile, socket_file = io.BufferedReader(io.BytesIO(header_block)), self.rfile
+        self.rfile, socket_file = io.BytesIO(header_block), self.rfile  # what parse_request reads
         try:
             parsed = self.parse_request()
         finally:

@@ -40,6 +40,11 @@ class Ticker:
     def start(self) -> None:
         self._thread.start()
 
+    @property
+    def running(self) -> bool:
+        """Is the ticking thread alive?"""
+        return self._thread.is_alive()
+
     def stop(self) -> None:
         """Stop ticking; returns once a tick under way has finished."""
         self._stopped.set()
