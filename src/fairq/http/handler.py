@@ -220,8 +220,7 @@ class Handler(BaseHTTPRequestHandler):
         self._reader.start(self.server.body_timeout)
         try:
             raw = self.rfile.read(length)
-        except TimeoutError:
-            self._body_read = False
+        except TimeoutError:  # the connection is closed after the answer: its body was not read
             raise Refusal("request_timeout", f"the request body did not arrive within "
                           f"{self.server.body_timeout:g} s") from None
         except OSError as exc:
