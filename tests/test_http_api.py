@@ -348,7 +348,7 @@ def test_now_effect_and_conn_cannot_cross_the_wire(client, tmp_path) -> None:
 
 # Queue methods the server does not offer; docs/http.md ("What a Client does
 # not do") says why for each.
-NOT_SERVED = {"ingest", "why_blocked", "purge", "reset_clock"}
+NOT_SERVED = {"ingest", "purge", "reset_clock"}
 
 
 def shape(fn):

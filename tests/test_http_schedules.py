@@ -4,11 +4,12 @@ returning the same Schedule values and raising the same errors as q.schedules.""
 from __future__ import annotations
 
 import math
+import time
 
 import pytest
 
 import fairq
-from http_support import raw
+from http_support import TOKEN, eventually, raw, running, start_serve
 from http_support import client, clock, server  # noqa: F401  (fixtures)
 
 
@@ -98,3 +99,38 @@ def test_tick_over_the_wire_creates_each_due_instance_once(server, client, make_
         client.tick(now=clock.now)
     assert caught.value.field == "now"
     assert len(make_queue().events()) == 5
+
+
+def test_a_ticking_server_turns_a_slot_into_its_instance_once_the_slot_is_due(make_queue, clock) -> None:
+    queue = make_queue(clock=clock)
+    schedule = queue.schedules.add("report", every=60, start=clock.now + 60)
+    with running(queue, tick_seconds=0.02) as server:
+        assert eventually(lambda: server.ticker.ticks >= 3)
+        assert queue.events() == []  # not due yet
+        clock.advance(60)
+        assert eventually(lambda: queue.events())
+        assert [e.event_id for e in queue.events()] == [schedule.instance_id(clock.now)]
+        ticks = server.ticker.ticks
+        assert eventually(lambda: server.ticker.ticks >= ticks + 3)
+        assert len(queue.events()) == 1  # the slot was decided once
+    assert not server.ticker.running  # stopped with the server
+
+
+def test_fairq_serve_ticks_schedules_unless_told_not_to(tmp_path) -> None:
+    ticking, url = start_serve(tmp_path / "a.db", "--port", "0", env={"FAIRQ_TOKEN": TOKEN})
+    quiet, quiet_url = start_serve(tmp_path / "b.db", "--port", "0", "--no-tick", env={"FAIRQ_TOKEN": TOKEN})
+    try:
+        due_now = time.time() - 1
+        for address in (url, quiet_url):
+            fairq.Client(address, token=TOKEN).schedules.add("report", every=3600, start=due_now)
+        client = fairq.Client(url, token=TOKEN)
+        found = eventually(lambda: client.events(), seconds=30)  # within about a second
+        assert [e.flow for e in found] == ["report"]
+        time.sleep(2.5)  # two beats of a ticking server
+        assert fairq.Client(quiet_url, token=TOKEN).events() == []
+    finally:
+        said = {}
+        for name, proc in (("ticking", ticking), ("quiet", quiet)):
+            proc.terminate()
+            said[name] = proc.communicate(timeout=30)[1]  # the timeout only stops a hang
+    assert "not ticking schedules (--no-tick)" in said["quiet"] and "not ticking" not in said["ticking"]

@@ -13,7 +13,6 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 import pytest
 
 import fairq
-from fairq.http import server as server_module
 from fairq.http.routes import ROUTES
 from fairq.http.server import Server
 from http_support import TOKEN, raw, running
@@ -58,7 +57,7 @@ def test_tokens_are_compared_in_constant_time(server, monkeypatch) -> None:
         return real(a, b)
 
     real = hmac.compare_digest
-    monkeypatch.setattr(server_module.hmac, "compare_digest", spy)
+    monkeypatch.setattr(hmac, "compare_digest", spy)
     assert raw(server, "GET", "/v1/stats", token="short").status == 401
     assert raw(server, "GET", "/v1/stats").status == 200
     assert compared == [(32, 32), (32, 32)]  # digests: the token's length does not show either
@@ -235,3 +234,75 @@ def test_the_client_refuses_a_url_that_is_not_http() -> None:
         with pytest.raises(fairq.InvalidInput) as caught:
             fairq.Client(url)
         assert caught.value.field == "url"
+
+
+def exchange(server: Server, request: bytes) -> str:
+    """Send raw bytes on a new connection; everything answered until the server closes it."""
+    with socket.create_connection(server.server_address[:2], timeout=10) as sock:  # the timeout only stops a hang
+        sock.sendall(request)
+        return b"".join(iter(lambda: sock.recv(65536), b"")).decode()
+
+
+ENQUEUE_HEAD = (b"POST /v1/enqueue HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + TOKEN.encode()
+                + b"\r\nContent-Type: application/json\r\n")
+ENQUEUE_BODY = b'{"event_id": "a", "body": 1}'
+
+
+@pytest.mark.parametrize("lengths", [(28, 28), (28, 0), (0, 28)])
+def test_two_content_lengths_are_refused_even_when_equal(server, make_queue, lengths) -> None:
+    framing = b"".join(b"Content-Length: %d\r\n" % n for n in lengths)
+    answer = exchange(server, ENQUEUE_HEAD + framing + b"Connection: keep-alive\r\n\r\n" + ENQUEUE_BODY)
+    assert answer.startswith("HTTP/1.1 400") and '"bad_request"' in answer and "Content-Length" in answer
+    assert "Connection: close" in answer and answer.count("HTTP/1.1") == 1  # the body is not taken as a request
+    assert make_queue().events() == []
+
+
+def test_transfer_encoding_is_refused_saying_what_to_send(server, make_queue) -> None:
+    chunked = b"Transfer-Encoding: chunked\r\n\r\n1c\r\n" + ENQUEUE_BODY + b"\r\n0\r\n\r\n"
+    answer = exchange(server, ENQUEUE_HEAD + chunked)
+    assert answer.startswith("HTTP/1.1 411") and "send Content-Length" in answer
+    answer = exchange(server, ENQUEUE_HEAD + b"Content-Length: 28\r\n" + chunked)
+    assert answer.startswith("HTTP/1.1 400") and '"bad_request"' in answer and "Connection: close" in answer
+    answer = exchange(server, b"GET /v1/stats HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n")
+    assert answer.startswith("HTTP/1.1 411")
+    assert make_queue().events() == []
+
+
+def test_expect_100_continue_is_answered_only_after_the_token_is_checked(server, make_queue) -> None:
+    expect = b"Content-Length: 28\r\nExpect: 100-continue\r\n\r\n"
+    wrong = ENQUEUE_HEAD.replace(TOKEN.encode(), b"wrong")
+    with socket.create_connection(server.server_address[:2], timeout=10) as sock:
+        sock.sendall(wrong + expect)  # and waits for 100 Continue before sending the body
+        answer = b"".join(iter(lambda: sock.recv(65536), b"")).decode()
+    assert answer.startswith("HTTP/1.1 401") and "100 Continue" not in answer
+    with socket.create_connection(server.server_address[:2], timeout=10) as sock:
+        sock.sendall(ENQUEUE_HEAD + expect)
+        assert sock.recv(65536) == b"HTTP/1.1 100 Continue\r\n\r\n"
+        sock.sendall(ENQUEUE_BODY)
+        assert sock.recv(65536).startswith(b"HTTP/1.1 201")
+    assert [e.event_id for e in make_queue().events()] == ["a"]
+
+
+@pytest.mark.parametrize("line", [b"NoColonHere", b" folded: line", b"Bad Name: x", b": empty name"])
+def test_a_malformed_header_line_is_400(server, make_queue, line) -> None:
+    answer = exchange(server, ENQUEUE_HEAD + line + b"\r\nContent-Length: 28\r\n\r\n" + ENQUEUE_BODY)
+    assert answer.startswith("HTTP/1.1 400") and '"bad_request"' in answer and "header" in answer
+    assert make_queue().events() == []
+
+
+def test_the_server_header_is_exactly_fairq(server) -> None:
+    assert raw(server, "GET", "/healthz").headers["Server"] == "fairq"
+
+
+@pytest.mark.parametrize("content_type", ["application/json; charset*=utf-8''utf-8", "application/json; charset",
+                                          "application/json; boundary=x", "application/jsonx",
+                                          "application/json; charset=utf-8; charset=latin-1"])
+def test_an_unusual_json_content_type_is_415_saying_what_to_send(server, content_type) -> None:
+    answer = raw(server, "POST", "/v1/claim", b"{}", headers={"Content-Type": content_type})
+    assert (answer.status, answer.json["error"]) == (415, "unsupported_media_type"), content_type
+    assert "send Content-Type: application/json" in answer.json["message"]
+
+
+def test_a_missing_length_is_411_saying_what_to_send(server) -> None:
+    answer = raw(server, "POST", "/v1/claim", b"{}", skip_length=True)
+    assert answer.status == 411 and "send Content-Length" in answer.json["message"]

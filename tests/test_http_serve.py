@@ -135,3 +135,20 @@ def test_a_server_killed_mid_run_restarts_on_its_port_with_nothing_lost(tmp_path
     with fairq.Queue(db) as q:
         assert q.stats().counts == {"ready": 0, "inflight": 0, "acked": len(ids), "quarantined": 0}
         assert sorted(e.event_id for e in q.events(state="acked", limit=1000)) == sorted(ids)
+
+
+@pytest.mark.parametrize("args", [("--port", "99999"), ("--port", "-1"), ("--port", "http")])
+def test_serve_refuses_a_bad_port_as_a_usage_error_without_creating_the_database(tmp_path, args) -> None:
+    command, env = serve_command(tmp_path / "x.db", *args, env={"FAIRQ_TOKEN": TOKEN})
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=60)  # timeout: hangs only
+    assert done.returncode == 2 and "argument --port" in done.stderr and "Traceback" not in done.stderr
+    assert not (tmp_path / "x.db").exists()
+
+
+@pytest.mark.parametrize("args", [("--host", "0.0.0.0", "--no-auth"), ("--max-connections", "0"),
+                                  ("--head-timeout", "0"), ("--drain-seconds", "-1")])
+def test_a_refused_serve_creates_no_database(tmp_path, args) -> None:
+    command, env = serve_command(tmp_path / "x.db", "--port", "0", *args, env={"FAIRQ_TOKEN": TOKEN})
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=60)  # timeout: hangs only
+    assert done.returncode == 1 and done.stderr.startswith("fairq: ") and "Traceback" not in done.stderr
+    assert not (tmp_path / "x.db").exists()

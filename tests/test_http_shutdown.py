@@ -106,25 +106,39 @@ def test_a_stalled_request_holds_up_shutdown_only_for_the_drain_bound(make_queue
     assert queue.events() == []
 
 
-def test_connections_over_the_cap_wait_for_a_free_thread(make_queue) -> None:
+def test_connections_over_the_cap_wait_while_every_thread_answers_a_request(make_queue) -> None:
     with running(make_queue(), max_connections=2) as server:
-        held = [kept_alive(server) for _ in range(2)]
+        held = [socket.create_connection(server.server_address[:2], timeout=HANG) for _ in range(2)]
+        for conn in held:
+            conn.sendall(STALLED)  # authorised, mid-body: answering a request, never closed to make room
+        assert eventually(lambda: server.in_flight == 2)
         waiting = socket.create_connection(server.server_address[:2], timeout=0.5)
         waiting.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
         with pytest.raises(TimeoutError):
             waiting.recv(65536)  # no thread is free for it: it waits
-        assert server.connections == 2
-        held.pop().close()  # frees a thread
+        assert server.connections == 2 and server.evictions == 0
+        held.pop().close()  # ends that request: its thread is free
         waiting.settimeout(HANG)
         assert waiting.recv(65536).startswith(b"HTTP/1.1 200")
         for conn in held + [waiting]:
             conn.close()
 
 
+def test_an_idle_keep_alive_connection_is_closed_to_make_room_for_a_new_one(make_queue) -> None:
+    with running(make_queue(), max_connections=2) as server:
+        idle = [kept_alive(server) for _ in range(2)]
+        answer = raw(server, "GET", "/v1/stats")  # a third connection, over the cap
+        assert answer.status == 200 and server.evictions == 1
+        assert idle[0].sock.recv(1) == b""  # the one idle longest was closed
+        for conn in idle:
+            conn.close()
+
+
 def test_the_connection_cap_and_drain_bound_are_checked(make_queue) -> None:
     queue = make_queue()
     for kw, field in [({"max_connections": 0}, "max_connections"), ({"max_connections": 1.5}, "max_connections"),
-                      ({"drain_seconds": -1}, "drain_seconds")]:
+                      ({"drain_seconds": -1}, "drain_seconds"), ({"head_timeout": 0}, "head_timeout"),
+                      ({"body_timeout": -1}, "body_timeout")]:
         with pytest.raises(fairq.InvalidInput) as caught:
             Server(queue, token=TOKEN, port=0, **kw)
         assert caught.value.field == field

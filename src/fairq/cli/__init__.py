@@ -2,7 +2,8 @@
 
 Each area's subcommands live in their own module with a ``register(sub)``
 function; this module only assembles them and maps errors to exit codes.
-Database: --db, else $FAIRQ_DB, else ./fairq.db. Exit status: 0 success,
+Database: --db, else $FAIRQ_DB, else ./fairq.db; or a `fairq serve` at --url
+(else $FAIRQ_URL) for the commands in _common.REMOTE_COMMANDS. Exit status: 0 success,
 1 refused input or operation (the message on stderr says why), 2 usage.
 """
 
@@ -15,7 +16,7 @@ from collections.abc import Sequence
 from .. import __version__
 from ..errors import FairqError
 from . import clock, demo, ingest, inspect, ops, schedules, serve, work
-from ._common import EXIT_REFUSED
+from ._common import EXIT_REFUSED, target_problem
 
 # Every module that adds subcommands; the order is the order of `fairq --help`.
 COMMAND_MODULES = (ingest, inspect, ops, clock, demo, schedules, serve, work)
@@ -27,6 +28,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"fairq {__version__}")
     parser.add_argument("--db", help="database file (default: $FAIRQ_DB, else ./fairq.db)")
+    parser.add_argument("--url", help="a `fairq serve` to work on instead of a file (default: $FAIRQ_URL; "
+                        "token from $FAIRQ_TOKEN)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     for module in COMMAND_MODULES:
@@ -38,6 +41,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
+        problem = target_problem(args)
+        if problem is not None:
+            parser.error(problem)
     except SystemExit as exc:  # argparse exits 2 on usage errors, 0 on --help
         return int(exc.code or 0)
     try:

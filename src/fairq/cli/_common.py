@@ -1,4 +1,4 @@
-"""What every subcommand shares: the database path, exit codes, output helpers."""
+"""What every subcommand shares: the database path or server URL, exit codes, output helpers."""
 
 from __future__ import annotations
 
@@ -11,12 +11,51 @@ from typing import Any
 
 from ..errors import FairqError
 from .._json import to_json
+from ..http.client import Client
 from ..queue import Queue
 from ..types import AuditEntry, EventInfo, Stats
 
 EXIT_OK = 0
 EXIT_REFUSED = 1
 EXIT_USAGE = 2  # argparse's own exit status for usage errors
+
+
+#: Commands that run against a server given by --url or $FAIRQ_URL (through open_target).
+REMOTE_COMMANDS = frozenset({"status", "events", "show", "explain", "redrive", "set-weight", "metrics", "work"})
+
+
+def server_url(args: argparse.Namespace) -> str | None:
+    """--url, else $FAIRQ_URL unless --db is given; None: the commands work on a local file."""
+    if getattr(args, "url", None):
+        return str(args.url)
+    if args.db:
+        return None
+    return os.environ.get("FAIRQ_URL") or None
+
+
+def target_problem(args: argparse.Namespace) -> str | None:
+    """Why the chosen target cannot serve this command (a usage error), or None."""
+    if getattr(args, "url", None) and args.db:
+        return "give --url (a server) or --db (a file), not both"
+    url = server_url(args)
+    if url is None or args.command in REMOTE_COMMANDS:
+        return None
+    if args.command == "serve" and not getattr(args, "url", None):
+        return None  # a server reads its own file; $FAIRQ_URL is for its clients
+    return (f"fairq {args.command} does not run against a server ({url}); run it on the server's host "
+            f"with --db, or unset FAIRQ_URL. Against a server: {', '.join(sorted(REMOTE_COMMANDS))}")
+
+
+def open_target(args: argparse.Namespace, **settings: Any) -> Queue | Client:
+    """The queue a command works on: a Client for the server at --url or $FAIRQ_URL
+    (token from $FAIRQ_TOKEN, so it never shows in a process listing), else the
+    existing local file (opened with Queue `settings`). Of the settings a Client
+    takes only lease_seconds; the rest are the server's own."""
+    url = server_url(args)
+    if url is None:
+        return open_existing(args, **settings)
+    lease = {"lease_seconds": settings["lease_seconds"]} if "lease_seconds" in settings else {}
+    return Client(url, token=os.environ.get("FAIRQ_TOKEN") or None, **lease)
 
 
 def database_path(args: argparse.Namespace) -> str:

@@ -1,4 +1,8 @@
-"""`fairq serve`: the queue over HTTP (fairq.http.server) until SIGINT or SIGTERM."""
+"""`fairq serve`: the queue over HTTP (fairq.http.server) until SIGINT or SIGTERM.
+
+Every argument is checked before the database is opened, so a refused start
+creates no file.
+"""
 
 from __future__ import annotations
 
@@ -10,40 +14,63 @@ import threading
 
 from ..errors import FairqError
 from ..http.server import (
+    DEFAULT_BODY_TIMEOUT,
     DEFAULT_DRAIN_SECONDS,
+    DEFAULT_HEAD_TIMEOUT,
     DEFAULT_HOST,
     DEFAULT_MAX_CONNECTIONS,
     DEFAULT_MAX_REQUEST_BYTES,
     DEFAULT_PORT,
+    DEFAULT_TICK_SECONDS,
     Server,
+    check_settings,
 )
 from ..queue import Queue
 from ._common import EXIT_OK, database_path
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("serve", help="serve the queue over HTTP to remote workers (bearer token required)")
     p.add_argument("--host", default=DEFAULT_HOST, help=f"address to listen on (default {DEFAULT_HOST})")
-    p.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT}; 0 picks a free one)")
+    p.add_argument("--port", type=port_number, default=DEFAULT_PORT,
+                   help=f"port (default {DEFAULT_PORT}; 0 picks a free one)")
     p.add_argument("--token-file", metavar="PATH", help="file holding the bearer token (default: $FAIRQ_TOKEN)")
     p.add_argument("--no-auth", action="store_true", help="serve without a token (loopback addresses only)")
     p.add_argument("--max-request-bytes", type=int, default=DEFAULT_MAX_REQUEST_BYTES, metavar="BYTES",
                    help=f"largest HTTP request body accepted (default {DEFAULT_MAX_REQUEST_BYTES})")
     p.add_argument("--max-connections", type=int, default=DEFAULT_MAX_CONNECTIONS, metavar="N",
-                   help=f"connections served at once; more wait to be accepted (default {DEFAULT_MAX_CONNECTIONS})")
+                   help="connections served at once; one waiting for its request head is closed to make "
+                        f"room for a new one (default {DEFAULT_MAX_CONNECTIONS})")
+    p.add_argument("--head-timeout", type=float, default=DEFAULT_HEAD_TIMEOUT, metavar="S",
+                   help="seconds a connection has to send a request's line and headers, also between "
+                        f"requests (default {DEFAULT_HEAD_TIMEOUT:g})")
+    p.add_argument("--body-timeout", type=float, default=DEFAULT_BODY_TIMEOUT, metavar="S",
+                   help=f"seconds a request has to send its body (default {DEFAULT_BODY_TIMEOUT:g})")
+    p.add_argument("--no-tick", action="store_true",
+                   help=f"do not tick schedules (by default the server ticks every {DEFAULT_TICK_SECONDS:g} s)")
     p.add_argument("--drain-seconds", type=float, default=DEFAULT_DRAIN_SECONDS, metavar="S",
                    help=f"on SIGINT/SIGTERM, how long requests in flight may finish (default {DEFAULT_DRAIN_SECONDS:g})")
     p.set_defaults(func=serve)
 
 
+def port_number(text: str) -> int:
+    """A TCP port, 0 to 65535 (0: any free one); an argument error otherwise."""
+    if not (text.isascii() and text.isdigit()) or int(text) > 65535:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number (0 to 65535)")
+    return int(text)
+
+
 def serve(args: argparse.Namespace) -> int:
     token = None if args.no_auth else _token(args)
+    settings = dict(token=token, host=args.host, port=args.port, max_request_bytes=args.max_request_bytes,
+                    max_connections=args.max_connections, drain_seconds=args.drain_seconds,
+                    head_timeout=args.head_timeout, body_timeout=args.body_timeout,
+                    tick_seconds=None if args.no_tick else DEFAULT_TICK_SECONDS)
+    check_settings(**settings)  # before the database is opened: a refusal creates nothing
     path = database_path(args)
     with Queue(path) as queue:
         try:
-            server = Server(queue, token=token, host=args.host, port=args.port,
-                            max_request_bytes=args.max_request_bytes, max_connections=args.max_connections,
-                            drain_seconds=args.drain_seconds)
+            server = Server(queue, **settings)
         except OSError as exc:
             raise FairqError(f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}") from exc
         # Leaving this block closes the server first, which waits for every
@@ -54,6 +81,8 @@ def serve(args: argparse.Namespace) -> int:
                 signal.signal(signum, lambda *_: threading.Thread(target=server.shutdown).start())
             if token is None:
                 print("fairq: authentication is off (--no-auth)", file=sys.stderr)
+            if args.no_tick:
+                print("fairq: not ticking schedules (--no-tick)", file=sys.stderr)
             print(f"fairq: serving {path} at {server.url}", flush=True)
             server.serve_forever()
             print("fairq: stopping: finishing the requests in flight", file=sys.stderr, flush=True)

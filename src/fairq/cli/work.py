@@ -23,7 +23,7 @@ from typing import IO, Any
 
 from ..errors import FairqError
 from ..worker import COUNTS, Worker
-from ._common import EXIT_OK, EXIT_REFUSED, open_existing
+from ._common import EXIT_OK, EXIT_REFUSED, open_target
 
 #: What the progress line shows, per second.
 RATES = ("claimed", "acked", "retried", "quarantined")
@@ -52,7 +52,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def work(args: argparse.Namespace) -> int:
     handler = load_handler(args.handler)
     configure_logging(args.log_level)
-    with open_existing(args, lease_seconds=args.lease_seconds, max_attempts=args.max_attempts) as q:
+    with open_target(args, lease_seconds=args.lease_seconds, max_attempts=args.max_attempts) as q:
         worker = Worker(q, handler, owner=args.owner, concurrency=args.concurrency, batch=args.batch,
                         processes=args.processes, stop_timeout=args.stop_timeout,
                         process_init=functools.partial(configure_logging, args.log_level))

@@ -17,8 +17,11 @@ StaleLease).
 
 from __future__ import annotations
 
+import dataclasses
 import http.client
 import json
+import os
+import shlex
 import urllib.error
 import urllib.request
 from collections.abc import Iterable, Mapping
@@ -28,7 +31,19 @@ from urllib.parse import quote, urlencode, urlsplit
 from .. import _validate as v
 from ..errors import InvalidInput, LeaseLost, RemoteError, Unavailable
 from ..queue import MAX_BATCH, Queue, _lease_key, settle_parts
-from ..types import AuditEntry, Enqueued, EventInfo, Lease, Misfire, Outcome, Schedule, Settled, State, Stats
+from ..types import (
+    AuditEntry,
+    Blocked,
+    Enqueued,
+    EventInfo,
+    Lease,
+    Misfire,
+    Outcome,
+    Schedule,
+    Settled,
+    State,
+    Stats,
+)
 from .wire import check_json, error_from_json, from_json
 
 __all__ = ["Client"]
@@ -42,9 +57,9 @@ class _NoRedirect(urllib.request.HTTPRedirectHandler):
 
 
 class Client:
-    """A Queue served over HTTP by `fairq serve` at `url`.
+    """A Queue served over HTTP by `fairq serve` at `url` (default: $FAIRQ_URL).
 
-    token: the server's bearer token. timeout: seconds to wait for each
+    token: the server's bearer token (default: $FAIRQ_TOKEN). timeout: seconds to wait for each
     answer. lease_seconds: the lease a claim or extend asks for when the
     call gives none, as Queue(lease_seconds=) does (the server's own default
     applies only to requests without one). Safe to share between threads;
@@ -55,8 +70,14 @@ class Client:
     equivalent (a wrong token, an internal error) raises RemoteError.
     """
 
-    def __init__(self, url: str, *, token: str | None = None, timeout: float = 30.0,
+    def __init__(self, url: str | None = None, *, token: str | None = None, timeout: float = 30.0,
                  lease_seconds: float = 30.0) -> None:
+        if url is None:
+            url = os.environ.get("FAIRQ_URL") or None
+            if url is None:
+                raise InvalidInput("url", "is required: pass fairq.Client(url) or set FAIRQ_URL")
+        if token is None:
+            token = os.environ.get("FAIRQ_TOKEN", "").strip() or None
         split = urlsplit(url) if isinstance(url, str) else None
         if split is None or split.scheme not in ("http", "https") or not split.hostname:
             raise InvalidInput("url", f"must be an http:// or https:// URL, got {url!r}")
@@ -159,7 +180,7 @@ class Client:
         _server_side(now=now)
         data = self._post("/v1/redrive", event_id=event_id, expected_generation=expected_generation,
                           reason=reason, actor=actor)
-        return data["generation"]
+        return int(data["generation"])
 
     def set_weight(self, flow: str, weight: int) -> None:
         """Queue.set_weight on the server."""
@@ -182,6 +203,16 @@ class Client:
         """Queue.audit on the server."""
         data = self._call("GET", "/v1/audit", _query(text={"event_id": event_id}, ints={"limit": limit}))
         return [from_json(AuditEntry, a) for a in data["audit"]]
+
+    def why_blocked(self, flow: str, *, now: None = None) -> Blocked:
+        """Queue.why_blocked on the server; the redrive command it holds runs from here."""
+        _server_side(now=now)
+        blocked = from_json(Blocked, self._call("GET", "/v1/flows/" + _segment(flow, "flow") + "/why_blocked"))
+        if blocked.redrive is None:
+            return blocked
+        return dataclasses.replace(blocked, redrive=(
+            f"fairq --url {shlex.quote(self.url)} redrive {shlex.quote(blocked.event_id or '')} "
+            f"--expected-generation {blocked.generation} --reason '<why it is safe to run again>'"))
 
     def stats(self, *, now: None = None, top: int = 10) -> Stats:
         """Queue.stats on the server, taken at the server's clock."""
@@ -232,6 +263,9 @@ class Client:
             refusal = _error_body(exc)
             if absent is not None and isinstance(refusal, dict) and refusal.get("error") == absent:
                 return None
+            if exc.code == 401 and self._token is None:
+                raise RemoteError(401, "unauthorized", f"fairq at {self.url} wants a token: set FAIRQ_TOKEN, "
+                                  "or pass fairq.Client(url, token=...)") from None
             raise error_from_json(exc.code, refusal) from None
         except (OSError, http.client.HTTPException) as exc:
             raise Unavailable(self.url, f"no answer from fairq at {self.url} ({_reason(exc)}); "

@@ -219,6 +219,11 @@ def get(q: Queue, req: Request) -> Reply:
     return 200, to_json(info)
 
 
+@route("GET", "/v1/flows/{flow}/why_blocked")
+def why_blocked(q: Queue, req: Request) -> Reply:
+    return 200, to_json(q.why_blocked(req.path["flow"]))
+
+
 @route("GET", "/v1/events")
 def events(q: Queue, req: Request) -> Reply:
     return 200, {"events": to_json(q.events(**req.params(text=("state", "flow"), ints=("limit",))))}

@@ -1,18 +1,24 @@
 """The HTTP edge of `fairq serve`: tokens, limits, routing, JSON in and out.
 
-It checks, in this order: the bearer token (every route but /healthz), the
-route and method, the body's framing (a Content-Length, no chunking, at most
-`max_request_bytes`, checked before reading), its content type (JSON) and
-that it parses as one JSON object. Then it makes exactly one Queue call
-through the endpoint (fairq.http.routes) and answers with its JSON form
-(fairq.http.wire), or with the Text the endpoint gives (GET /metrics).
-Every refusal is a JSON body with a machine code; an unexpected error
-answers only "internal error" and logs the traceback to the "fairq"
-logger. Threads share one Queue, whose calls take turns on one connection,
-so each request is one transaction.
+It reads each request head under a deadline and checks its lines
+(fairq.http.framing), then, in this order: the body's framing (at most one
+Content-Length, no Transfer-Encoding), the bearer token (every route but
+/healthz), the route and method, the body's size (at most
+`max_request_bytes`, checked before reading), its content type (JSON), and
+that it arrives within its deadline and parses as one JSON object. Then it
+makes exactly one Queue call through the endpoint (fairq.http.routes) and
+answers with its JSON form (fairq.http.wire), or with the Text the endpoint
+gives (GET /metrics). Every refusal is a JSON body with a machine code; an
+unexpected error answers only "internal error" and logs the traceback to
+the "fairq" logger. Threads share one Queue, whose calls take turns on one
+connection, so each request is one transaction.
 
-Each connection has its own thread, at most `max_connections` at once; a
-connection over the cap waits to be accepted until a thread is free.
+Each connection has its own thread, at most `max_connections` at once. A
+connection waiting for a request head (new, or idle between requests) has
+not shown a token: when every thread is taken, the one that has waited
+longest is closed to make room for a new connection, so clients that
+trickle their heads cannot lock out those with a token. Only when every
+thread is answering a request does a new connection wait to be accepted.
 `server_close()` (after `shutdown()`) lets the requests in flight finish and
 returns only when every connection thread has ended, so the Queue can be
 closed after it without pulling the connection from under a call.
@@ -20,53 +26,37 @@ closed after it without pulling the connection from under a call.
 
 from __future__ import annotations
 
-import hashlib
-import hmac
-import ipaddress
 import logging
 import socket
 import threading
 import time
-from http import HTTPStatus
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from typing import Any
-from urllib.parse import parse_qs, unquote, urlsplit
 
 from .. import _validate as v
-from .._json import StrictJSONError, canonical, loads_strict
-from ..errors import FairqError, InvalidInput
+from ..errors import InvalidInput
 from ..queue import Queue
-from .routes import ROUTES, Refusal, Request, Route, Text
-from .wire import STATUS, error_code, error_json, queue_error_json
+from .handler import Handler, digest_of, is_loopback
+from .ticker import DEFAULT_TICK_SECONDS, Ticker
 
-__all__ = ["Server", "is_loopback", "DEFAULT_HOST", "DEFAULT_PORT", "DEFAULT_MAX_REQUEST_BYTES",
-           "DEFAULT_MAX_CONNECTIONS", "DEFAULT_DRAIN_SECONDS"]
+__all__ = ["Server", "is_loopback", "check_settings", "DEFAULT_TICK_SECONDS", "DEFAULT_HOST", "DEFAULT_PORT", "DEFAULT_MAX_REQUEST_BYTES",
+           "DEFAULT_MAX_CONNECTIONS", "DEFAULT_DRAIN_SECONDS", "DEFAULT_HEAD_TIMEOUT",
+           "DEFAULT_BODY_TIMEOUT"]
 
 log = logging.getLogger("fairq")
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8765
 DEFAULT_MAX_REQUEST_BYTES = 1 << 20
-#: Connections served at once, each on its own thread; more wait to be accepted.
+#: Connections served at once, each on its own thread.
 DEFAULT_MAX_CONNECTIONS = 64
 #: Seconds a stopping server waits for requests in flight (under `docker stop`'s 10 s).
 DEFAULT_DRAIN_SECONDS = 5.0
-#: A client that sends nothing for this long loses its connection (and thread).
-SOCKET_TIMEOUT = 30.0
-_MAX_QUERY_FIELDS = 20
-_BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
-# What http.server itself refuses (bad request line, oversize headers, unknown method).
-_PROTOCOL_ERRORS = {414: "too_large", 431: "too_large", 501: "not_implemented"}
-
-
-def is_loopback(host: str) -> bool:
-    """Is `host` "localhost" or a loopback address literal (127.0.0.0/8, ::1)?"""
-    if host.lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
+#: Seconds a connection has to deliver a request's line and headers, from when it
+#: is accepted or its previous answer was sent (so also an idle keep-alive's limit).
+DEFAULT_HEAD_TIMEOUT = 5.0
+#: Seconds a request has to deliver its body, once its head is accepted.
+DEFAULT_BODY_TIMEOUT = 30.0
 
 
 class Server(ThreadingHTTPServer):
@@ -77,12 +67,17 @@ class Server(ThreadingHTTPServer):
     then only requests addressed to a loopback name are served, against DNS
     rebinding). max_request_bytes: the largest request body. port=0 picks a
     free port; `url` says which. max_connections: connections served at
-    once, each on its own thread; one over the cap waits in the listen queue
-    until a thread is free (an idle keep-alive connection keeps its thread
-    for up to 30 s). drain_seconds: after `shutdown()`, how long
+    once, each on its own thread; when all are taken, the one that has waited
+    longest for a request head is closed to make room, and only when every
+    one is answering a request does a new connection wait in the listen
+    queue. head_timeout: seconds a connection has to deliver a request's
+    line and headers, from being accepted or answered (else 408, or closed
+    if it sent nothing); body_timeout: seconds for the body, after the head
+    (else 408). drain_seconds: after `shutdown()`, how long
     `server_close()` lets requests in flight finish before it drops their
     connections; a request whose Queue call has begun is always finished
-    and answered.
+    and answered. tick_seconds: tick the queue's schedules this often while
+    serving (None, the default here: do not; `fairq serve` ticks every 1 s).
     """
 
     daemon_threads = True  # tracked in self._open instead; server_close waits for them
@@ -91,31 +86,40 @@ class Server(ThreadingHTTPServer):
     def __init__(self, queue: Queue, *, token: str | None, host: str = DEFAULT_HOST,
                  port: int = DEFAULT_PORT, max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
                  max_connections: int = DEFAULT_MAX_CONNECTIONS,
-                 drain_seconds: float = DEFAULT_DRAIN_SECONDS) -> None:
-        if token is None and not is_loopback(host):
-            raise InvalidInput("token", f"is required to listen on {host!r}; "
-                               "only a loopback address may be served without one")
-        if token is not None and (not token or not all("!" <= ch <= "~" for ch in token)):
-            raise InvalidInput("token", "must be non-empty printable ASCII without spaces")
+                 drain_seconds: float = DEFAULT_DRAIN_SECONDS, head_timeout: float = DEFAULT_HEAD_TIMEOUT,
+                 body_timeout: float = DEFAULT_BODY_TIMEOUT, tick_seconds: float | None = None) -> None:
+        check_settings(token=token, host=host, port=port, max_request_bytes=max_request_bytes,
+                       max_connections=max_connections, drain_seconds=drain_seconds, head_timeout=head_timeout,
+                       body_timeout=body_timeout, tick_seconds=tick_seconds)
         self.queue = queue
-        self.max_request_bytes = v.count(max_request_bytes, "max_request_bytes", low=64, high=1 << 30)
-        self.max_connections = v.count(max_connections, "max_connections", low=1, high=10_000)
-        self.drain_seconds = v.seconds(drain_seconds, "drain_seconds")
-        self.token_digest = None if token is None else _digest(token.encode("ascii"))
-        # Connections with a thread; those of them answering a request, each
-        # mapped to whether its Queue call has begun. `_changed` is notified
-        # whenever either shrinks or the server stops.
+        self.max_request_bytes = max_request_bytes
+        self.max_connections = max_connections
+        self.drain_seconds = drain_seconds
+        self.head_timeout = head_timeout
+        self.body_timeout = body_timeout
+        self.token_digest = None if token is None else digest_of(token.encode("ascii"))
+        #: The schedule ticker (None: this server does not tick); runs while serve_forever() does.
+        self.ticker = None if tick_seconds is None else Ticker(queue, tick_seconds)
+        # Connections with a thread; those of them waiting for a request head,
+        # longest-waiting first; those answering a request, each mapped to
+        # whether its Queue call has begun; those closed to make room whose
+        # thread has not ended yet. `_changed` is notified whenever any of
+        # them shrinks or the server stops.
         self._open: set[socket.socket] = set()
+        self._waiting: dict[socket.socket, None] = {}
         self._busy: dict[socket.socket, bool] = {}
+        self._evicted: set[socket.socket] = set()
+        #: Connections closed to make room since the server started.
+        self.evictions = 0
         self._changed = threading.Condition()
         self._stopping = False
         self.address_family = socket.AF_INET6 if ":" in host else socket.AF_INET
-        super().__init__((host.strip("[]"), port), _Handler)
+        super().__init__((host.strip("[]"), port), Handler)
 
     @property
     def url(self) -> str:
         """The base URL the server listens on, e.g. http://127.0.0.1:8765."""
-        host, port = self.server_address[:2]
+        host, port = str(self.server_address[0]), self.server_address[1]
         return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
 
     @property
@@ -128,15 +132,33 @@ class Server(ThreadingHTTPServer):
         """Requests being answered now."""
         return len(self._busy)
 
+    def serve_forever(self, poll_interval: float = 0.5) -> None:
+        """Answer requests, and tick schedules if asked to, until shutdown()."""
+        if self.ticker is not None:
+            self.ticker.start()
+        try:
+            super().serve_forever(poll_interval)
+        finally:
+            if self.ticker is not None:
+                self.ticker.stop()
+
     def process_request(self, request: Any, client_address: Any) -> None:
-        """Serve the connection on a new thread once fewer than max_connections are open."""
+        """Serve the connection on a new thread once fewer than max_connections are open,
+        closing the one that has waited longest for a request head to make room."""
         with self._changed:
             while len(self._open) >= self.max_connections and not self._stopping:
+                if self._waiting and not self._evicted:
+                    oldest = next(iter(self._waiting))
+                    del self._waiting[oldest]
+                    self._evicted.add(oldest)
+                    self.evictions += 1
+                    _hang_up(oldest, socket.SHUT_RDWR)  # its thread reads the end and finishes
                 self._changed.wait()
             if self._stopping:
                 self.shutdown_request(request)
                 return
             self._open.add(request)
+            self._waiting[request] = None
         super().process_request(request, client_address)
 
     def process_request_thread(self, request: Any, client_address: Any) -> None:
@@ -146,14 +168,18 @@ class Server(ThreadingHTTPServer):
         finally:
             with self._changed:
                 self._open.discard(request)
+                self._waiting.pop(request, None)
                 self._busy.pop(request, None)
+                self._evicted.discard(request)
                 self._changed.notify_all()
 
     def _begin_request(self, connection: socket.socket) -> bool:
-        """Mark the connection as answering a request; False once the server is stopping."""
+        """Mark the connection as answering a request, no longer to be closed to make
+        room; False if it was closed for that already or the server is stopping."""
         with self._changed:
-            if self._stopping:
+            if self._stopping or connection not in self._waiting:
                 return False
+            del self._waiting[connection]
             self._busy[connection] = False
             return True
 
@@ -163,9 +189,10 @@ class Server(ThreadingHTTPServer):
             self._busy[connection] = True
 
     def _end_request(self, connection: socket.socket) -> None:
-        """The request on this connection is answered."""
+        """The request on this connection is answered: it waits for its next head, last in line."""
         with self._changed:
-            self._busy.pop(connection, None)
+            if self._busy.pop(connection, None) is not None:
+                self._waiting[connection] = None
             self._changed.notify_all()
 
     def shutdown(self) -> None:
@@ -198,6 +225,28 @@ class Server(ThreadingHTTPServer):
         log.debug("connection from %s ended with an error", client_address, exc_info=True)
 
 
+def check_settings(*, token: str | None, host: str, port: int, max_request_bytes: int, max_connections: int,
+                   drain_seconds: float, head_timeout: float, body_timeout: float,
+                   tick_seconds: float | None) -> None:
+    """Refuse, naming the field, what Server would refuse, before anything is opened."""
+    if not isinstance(host, str) or not host:
+        raise InvalidInput("host", "must be a host name or an address")
+    if token is None and not is_loopback(host):
+        raise InvalidInput("token", f"is required to listen on {host!r}; "
+                           "only a loopback address may be served without one")
+    if token is not None and (not isinstance(token, str) or not token
+                              or not all("!" <= ch <= "~" for ch in token)):
+        raise InvalidInput("token", "must be non-empty printable ASCII without spaces")
+    v.count(port, "port", low=0, high=65535)
+    v.count(max_request_bytes, "max_request_bytes", low=64, high=1 << 30)
+    v.count(max_connections, "max_connections", low=1, high=10_000)
+    v.seconds(drain_seconds, "drain_seconds")
+    v.seconds(head_timeout, "head_timeout", positive=True)
+    v.seconds(body_timeout, "body_timeout", positive=True)
+    if tick_seconds is not None:
+        v.seconds(tick_seconds, "tick_seconds", positive=True)
+
+
 def _hang_up(connection: socket.socket, how: int) -> None:
     """Shut the connection down so a thread blocked on it wakes; it may be gone already."""
     try:
@@ -205,182 +254,4 @@ def _hang_up(connection: socket.socket, how: int) -> None:
     except OSError:
         pass
 
-
-def _digest(token: bytes) -> bytes:
-    # Comparing fixed-length digests keeps the comparison's time independent of
-    # both the content and the length of the token.
-    return hashlib.sha256(token).digest()
-
-
-class _Dropped(Exception):
-    """The client stopped sending mid-request; there is no one to answer."""
-
-
-class _Handler(BaseHTTPRequestHandler):
-    server: Server
-    protocol_version = "HTTP/1.1"
-    server_version = "fairq"
-    sys_version = ""
-    timeout = SOCKET_TIMEOUT
-    # Headers and body leave in two writes; without TCP_NODELAY a keep-alive
-    # client's delayed ACK stalls the second one for tens of milliseconds.
-    disable_nagle_algorithm = True
-
-    def do_GET(self) -> None:
-        if not self.server._begin_request(self.connection):
-            self.close_connection = True  # stopping: dropped unanswered, before anything was done
-            return
-        try:
-            self._handle()
-        finally:
-            self.server._end_request(self.connection)
-
-    do_POST = do_PUT = do_PATCH = do_DELETE = do_GET
-
-    def _handle(self) -> None:
-        self._body_read = False
-        headers: dict[str, str] = {}
-        try:
-            status, payload = self._answer()
-        except _Dropped:
-            self.close_connection = True
-            return
-        except Refusal as r:
-            status, payload = STATUS[r.code], error_json(r.code, r.message, field=r.field)
-            headers = r.headers
-        except FairqError as exc:
-            code = error_code(exc)
-            if code is None:
-                status, payload = self._internal_error()
-            else:
-                status, payload = STATUS[code], queue_error_json(exc)
-                if code == "busy":
-                    headers = {"Retry-After": "1"}
-        except Exception:
-            status, payload = self._internal_error()
-        if not self._body_read and ("Transfer-Encoding" in self.headers
-                                    or self.headers.get("Content-Length", "0") != "0"):
-            self.close_connection = True  # the unread body would be taken for the next request
-        if self.server._stopping:
-            self.close_connection = True  # no next request on this connection
-        self._send(status, payload, headers)
-
-    def _internal_error(self) -> tuple[int, Any]:
-        log.exception("internal error answering %s %s", self.command, urlsplit(self.path).path)
-        return 500, error_json("internal", "internal error")
-
-    def _answer(self) -> tuple[int, Any]:
-        target = urlsplit(self.path)
-        segments = target.path.split("/")[1:] if target.path.startswith("/") else []
-        matches = [(r, captured) for r in ROUTES if (captured := r.match(segments)) is not None]
-        if not any(r.public for r, _ in matches):
-            self._authenticate()
-        if not matches:
-            raise Refusal("not_found", f"no endpoint {target.path}")
-        chosen = next(((r, c) for r, c in matches if r.method == self.command), None)
-        if chosen is None:
-            allowed = ", ".join(sorted({r.method for r, _ in matches}))
-            raise Refusal("method_not_allowed", f"{target.path} answers {allowed}", headers={"Allow": allowed})
-        route, captured = chosen
-        request = Request(path=_decode_path(captured), query=_parse_query(target.query), body=self._body(route))
-        self.server._calling(self.connection)
-        return route.endpoint(self.server.queue, request)
-
-    def _authenticate(self) -> None:
-        digest = self.server.token_digest
-        if digest is None:
-            host = self.headers.get("Host")
-            if host is not None and not is_loopback(_hostname(host)):
-                raise Refusal("forbidden", "without a token, only requests to a loopback host are served")
-            return
-        challenge = {"WWW-Authenticate": 'Bearer realm="fairq"'}
-        scheme, _, token = self.headers.get("Authorization", "").partition(" ")
-        if scheme.lower() != "bearer" or not token.strip():
-            raise Refusal("unauthorized", "an Authorization: Bearer token is required", headers=challenge)
-        if not hmac.compare_digest(_digest(token.strip().encode("latin-1")), digest):
-            raise Refusal("unauthorized", "the token is not accepted", headers=challenge)
-
-    def _body(self, route: Route) -> dict[str, Any]:
-        chunked = "Transfer-Encoding" in self.headers
-        length = self.headers.get("Content-Length")
-        if route.method not in _BODY_METHODS:
-            if chunked or length not in (None, "0"):
-                raise Refusal("invalid_input", f"a {route.method} request takes no body", field="request")
-            return {}
-        if chunked or length is None:
-            raise Refusal("length_required", "send the body with a Content-Length (chunked bodies are refused)")
-        if not (length.isascii() and length.isdigit()):
-            raise Refusal("invalid_input", f"Content-Length {length!r} is not a number", field="Content-Length")
-        size = int(length)
-        limit = self.server.max_request_bytes
-        if size > limit:
-            raise Refusal("too_large", f"the request body is {size} bytes, over the limit of {limit}")
-        if self.headers.get_content_type() != "application/json" or \
-                self.headers.get_param("charset", "utf-8").lower() not in ("utf-8", "utf8"):
-            raise Refusal("unsupported_media_type", "the body must be Content-Type: application/json (UTF-8)")
-        try:
-            raw = self.rfile.read(size)
-        except OSError as exc:
-            raise _Dropped from exc
-        if len(raw) < size:
-            raise _Dropped
-        self._body_read = True
-        try:
-            data = loads_strict(raw.decode("utf-8"))
-        except (StrictJSONError, UnicodeDecodeError) as exc:
-            raise Refusal("invalid_json", f"the body is not valid JSON: {exc}") from None
-        if not isinstance(data, dict):
-            raise Refusal("invalid_json", "the body must be a JSON object")
-        return data
-
-    def _send(self, status: int, payload: Any, headers: dict[str, str]) -> None:
-        content_type = "application/json"
-        if isinstance(payload, Text):
-            body, content_type = payload.text.encode("utf-8"), payload.content_type
-        else:
-            body = b"" if payload is None else canonical(payload).encode("utf-8")
-        self.send_response(status)
-        if status != 204:
-            self.send_header("Content-Type", content_type)
-            self.send_header("Content-Length", str(len(body)))
-        self.send_header("Cache-Control", "no-store")
-        for name, value in headers.items():
-            self.send_header(name, value)
-        if self.close_connection:
-            self.send_header("Connection", "close")
-        self.end_headers()
-        if body:
-            self.wfile.write(body)
-
-    def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
-        """http.server's own refusals (bad request line, huge headers), as JSON."""
-        self.close_connection = True
-        self._send(code, error_json(_PROTOCOL_ERRORS.get(code, "bad_request"),
-                                    message or HTTPStatus(code).phrase), {})
-
-    def log_message(self, format: str, *args: Any) -> None:
-        log.debug("http %s %s", self.address_string(), format % args)
-
-
-def _hostname(host_header: str) -> str:
-    """The name in a Host header ("[::1]:8765" -> "::1"); "" if it does not parse."""
-    try:
-        return urlsplit("//" + host_header).hostname or ""
-    except ValueError:
-        return ""
-
-
-def _decode_path(captured: dict[str, str]) -> dict[str, str]:
-    try:
-        return {name: unquote(raw, errors="strict") for name, raw in captured.items()}
-    except UnicodeDecodeError:
-        raise InvalidInput(next(iter(captured)), "is not percent-encoded UTF-8") from None
-
-
-def _parse_query(query: str) -> dict[str, list[str]]:
-    try:
-        return parse_qs(query, keep_blank_values=True, errors="strict", max_num_fields=_MAX_QUERY_FIELDS)
-    except (ValueError, UnicodeDecodeError):
-        raise InvalidInput("query", f"is not a valid query string of at most {_MAX_QUERY_FIELDS} "
-                           "percent-encoded UTF-8 fields") from None
 

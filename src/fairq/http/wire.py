@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Callable
 from typing import Any, NamedTuple, TypeVar
 
 from .. import _validate as v
@@ -54,6 +55,7 @@ STATUS = {
     "unknown_event": 404,
     "unknown_schedule": 404,
     "method_not_allowed": 405,
+    "request_timeout": 408,
     "conflict": 409,
     "stale_lease": 409,
     "lease_expired": 409,
@@ -92,7 +94,7 @@ def _number(value: Any) -> float | None:
 
 # Fields whose JSON form is not already the Python value, by field name (each
 # name means one thing across the value types).
-_DECODE = {
+_DECODE: dict[str, Callable[[Any], Any]] = {
     "state": State,
     "misfire": Misfire,
     "claim_lag_median": _number,
@@ -186,16 +188,19 @@ def error_from_json(status: int, data: Any) -> FairqError:
         return RemoteError(status, "http_error", f"HTTP {status} without a fairq error body")
     code = data["error"]
     message = str(data.get("message") or code)
-    event_id = data.get("event_id")
+    # As the server sent them: a refusal about an event carries both.
+    event_id: Any = data.get("event_id")
+    generation: Any = data.get("generation")
+    field: Any = data.get("field")
     if code == "unknown_schedule":
         return UnknownSchedule(str(data.get("field") or "name"), message)
     if code in _INPUT_REFUSALS:
         return InvalidInput(str(data.get("field") or "request"), message)
     if code in ("stale_lease", "lease_expired"):
         cls = StaleLease if code == "stale_lease" else LeaseExpired
-        return cls(event_id, data.get("generation"), message)
+        return cls(event_id, generation, message)
     if code == "conflict":
-        return Conflict(event_id, data.get("field"), message)
+        return Conflict(event_id, field, message)
     if code == "redrive_refused":
         return RedriveRefused(event_id, message)
     if code == "busy":

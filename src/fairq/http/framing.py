@@ -1,0 +1,138 @@
+"""Reading a request off the socket under deadlines, and judging its framing.
+
+A client gets a fixed time to deliver a request's line and headers, and
+another for its body, however slowly it trickles them: the socket's own
+timeout bounds only one read, so `DeadlineReader` sets it, before each
+read, to what is left of the deadline. `read_head` reads the line and the
+header lines itself, before http.server parses them, and refuses what
+that parser would let through: a header line without a colon (the parser
+would take it and every line after it as body), a folded (indented) line,
+and a head over MAX_HEAD_BYTES or MAX_HEADERS lines. `body_length` judges
+the body's framing from the parsed headers: at most one Content-Length,
+digits only, and no Transfer-Encoding, so no two readers of the same bytes
+(a proxy and this server) can disagree where the request ends.
+`is_json_type` accepts exactly `application/json`, optionally with a
+UTF-8 charset. No routes and no tokens here (fairq.http.server).
+"""
+
+from __future__ import annotations
+
+import io
+import re
+import socket
+import time
+from email.message import Message
+from typing import Any
+
+from .routes import Refusal
+
+__all__ = ["DeadlineReader", "HeadRefused", "read_head", "body_length", "is_json_type", "MAX_HEAD_BYTES",
+           "MAX_HEADERS"]
+
+#: The request line and headers together, in bytes.
+MAX_HEAD_BYTES = 65536
+#: Header lines in one request.
+MAX_HEADERS = 100
+# A header name is an RFC 9110 token.
+_NAME = re.compile(rb"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
+# application/json, optionally ; charset=utf-8 (quoted or not, any case), nothing else.
+_JSON_TYPE = re.compile(r'\s*application/json\s*(;\s*charset\s*=\s*("?)utf-?8\2\s*)?', re.IGNORECASE)
+
+
+class HeadRefused(Exception):
+    """The request head is malformed or too large: answer `status` and close."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+class DeadlineReader(io.RawIOBase):
+    """A socket's bytes, each read allowed only what is left of the current deadline.
+
+    `start(seconds)` sets a new deadline and counts bytes from zero; a read
+    after it has passed, or one that waits past it, raises TimeoutError.
+    """
+
+    def __init__(self, sock: socket.socket) -> None:
+        super().__init__()
+        self._sock = sock
+        self._until = 0.0
+        self.received = 0
+
+    def start(self, seconds: float) -> None:
+        """Bytes read from now on must all arrive within `seconds`."""
+        self._until = time.monotonic() + seconds
+        self.received = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        left = self._until - time.monotonic()
+        if left <= 0:
+            raise TimeoutError("the deadline passed")
+        self._sock.settimeout(left)
+        n = self._sock.recv_into(buffer)
+        self.received += n
+        return n
+
+
+def read_head(rfile: io.BufferedIOBase) -> tuple[bytes, bytes] | None:
+    """The request line and the header block (ending with its empty line);
+    None if the connection ends before a whole head arrived."""
+    line = rfile.readline(MAX_HEAD_BYTES + 1)
+    if len(line) > MAX_HEAD_BYTES:
+        raise HeadRefused(414, f"the request line is over {MAX_HEAD_BYTES} bytes")
+    if not line.endswith(b"\n"):
+        return None
+    size, lines = len(line), list[bytes]()
+    while True:
+        header = rfile.readline(MAX_HEAD_BYTES + 1 - size)
+        size += len(header)
+        if size > MAX_HEAD_BYTES:
+            raise HeadRefused(431, f"the request head is over {MAX_HEAD_BYTES} bytes")
+        if not header.endswith(b"\n"):
+            return None
+        if header in (b"\r\n", b"\n"):
+            return line, b"".join(lines) + b"\r\n"
+        if header[:1] in (b" ", b"\t"):
+            raise HeadRefused(400, "a header line is folded (starts with white space)")
+        name, colon, _ = header.partition(b":")
+        if not colon:
+            raise HeadRefused(400, "a header line has no colon")
+        if not _NAME.fullmatch(name):
+            raise HeadRefused(400, "a header name is empty or holds a character a name cannot")
+        lines.append(header)
+        if len(lines) > MAX_HEADERS:
+            raise HeadRefused(431, f"the request has more than {MAX_HEADERS} header lines")
+
+
+def body_length(headers: Message) -> int | None:
+    """The body's length from its one Content-Length (None: no body framing given).
+
+    Refuses what could frame the body two ways: two Content-Length headers
+    (equal or not), Transfer-Encoding (chunked bodies are not read), or a
+    length that is not plain digits.
+    """
+    lengths = headers.get_all("Content-Length") or []
+    if "Transfer-Encoding" in headers:
+        if lengths:
+            raise Refusal("bad_request", "a request cannot have both Transfer-Encoding and Content-Length")
+        raise Refusal("length_required", "send Content-Length with the body; Transfer-Encoding "
+                      "(chunked) is not accepted")
+    if len(lengths) > 1:
+        raise Refusal("bad_request", "a request must have at most one Content-Length header")
+    if not lengths:
+        return None
+    text = lengths[0].strip()
+    if not (text.isascii() and text.isdigit() and len(text) <= 18):
+        raise Refusal("invalid_input", f"Content-Length {lengths[0]!r} is not a number of bytes",
+                      field="Content-Length")
+    return int(text)
+
+
+def is_json_type(content_type: str | None) -> bool:
+    """Is this Content-Type exactly application/json, with at most a UTF-8 charset?"""
+    return content_type is not None and _JSON_TYPE.fullmatch(content_type) is not None

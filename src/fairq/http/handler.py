@@ -1,0 +1,290 @@
+"""Answering one connection's requests for a Server (fairq.http.server).
+
+Per request: read the head under its deadline (fairq.http.framing), judge
+the body's framing, check the token (every route but /healthz), find the
+route, read and check the body under its deadline, make the endpoint's one
+Queue call (fairq.http.routes), and answer JSON (fairq.http.wire). Which
+connections may be closed to make room, and the drain on shutdown, are the
+Server's; this module only tells it when a request begins and ends.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import io
+import ipaddress
+import logging
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler
+from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qs, unquote, urlsplit
+
+from .._json import StrictJSONError, canonical, loads_strict
+from ..errors import FairqError, InvalidInput
+from .framing import DeadlineReader, HeadRefused, body_length, is_json_type, read_head
+from .routes import ROUTES, Refusal, Request, Route, Text
+from .wire import STATUS, error_code, error_json, queue_error_json
+
+if TYPE_CHECKING:
+    from .server import Server
+
+__all__ = ["Handler", "is_loopback", "digest_of", "SEND_TIMEOUT"]
+
+log = logging.getLogger("fairq")
+
+#: Seconds an answer may take to be sent (a client that does not read loses its connection).
+SEND_TIMEOUT = 30.0
+_MAX_QUERY_FIELDS = 20
+_BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
+# Refusals of the request head itself (bad request line or header lines, oversize
+# or late heads, unknown method), by status.
+_PROTOCOL_ERRORS = {408: "request_timeout", 414: "too_large", 431: "too_large", 501: "not_implemented"}
+
+
+def is_loopback(host: str) -> bool:
+    """Is `host` "localhost" or a loopback address literal (127.0.0.0/8, ::1)?"""
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def digest_of(token: bytes) -> bytes:
+    # Comparing fixed-length digests keeps the comparison's time independent of
+    # both the content and the length of the token.
+    return hashlib.sha256(token).digest()
+
+
+class _Dropped(Exception):
+    """The client stopped sending mid-request; there is no one to answer."""
+
+
+class Handler(BaseHTTPRequestHandler):
+    server: Server
+    protocol_version = "HTTP/1.1"
+    server_version = "fairq"
+    # Headers and body leave in two writes; without TCP_NODELAY a keep-alive
+    # client's delayed ACK stalls the second one for tens of milliseconds.
+    disable_nagle_algorithm = True
+
+    def setup(self) -> None:
+        super().setup()
+        self.rfile.close()  # its reference would keep the socket open after shutdown_request
+        self._reader = DeadlineReader(self.connection)
+        self.rfile = io.BufferedReader(self._reader)
+
+    def version_string(self) -> str:
+        return self.server_version
+
+    def handle_one_request(self) -> None:
+        """Read one request head within head_timeout, then answer it (or refuse it and close)."""
+        self.close_connection = True  # unless a whole request is read and answered
+        self.requestline, self.request_version, self.command = "", "", ""
+        self._reader.start(self.server.head_timeout)
+        try:
+            head = read_head(self.rfile)
+        except HeadRefused as refused:
+            self.send_error(refused.status, refused.message)
+            return
+        except TimeoutError:
+            if self._reader.received:  # a client that sent nothing is closed without a word
+                self.send_error(408, f"the request head did not arrive within {self.server.head_timeout:g} s")
+            return
+        except OSError:
+            return  # reset by the client
+        if head is None:
+            return  # the client closed, or the connection was closed to make room
+        self.raw_requestline, header_block = head
+        self._expects_continue = False
+        self.rfile, socket_file = io.BytesIO(header_block), self.rfile  # what parse_request reads
+        try:
+            parsed = self.parse_request()
+        finally:
+            self.rfile = socket_file
+        if not parsed:
+            return
+        method = getattr(self, "do_" + self.command, None)
+        if method is None:
+            self.send_error(501, f"unsupported method {self.command!r}")
+            return
+        method()
+        self.wfile.flush()
+
+    def handle_expect_100(self) -> bool:
+        """Say 100 Continue only once the request is accepted (see _body), not on arrival."""
+        self._expects_continue = True
+        return True
+
+    def do_GET(self) -> None:
+        self._body_read = self._begun = False
+        headers: dict[str, str] = {}
+        try:
+            status, payload = self._answer()
+        except _Dropped:
+            self.close_connection = True
+            self._end()
+            return
+        except Refusal as r:
+            status, payload = STATUS[r.code], error_json(r.code, r.message, field=r.field)
+            headers = r.headers
+        except FairqError as exc:
+            code = error_code(exc)
+            if code is None:
+                status, payload = self._internal_error()
+            else:
+                status, payload = STATUS[code], queue_error_json(exc)
+                if code == "busy":
+                    headers = {"Retry-After": "1"}
+        except Exception:
+            status, payload = self._internal_error()
+        if not self._body_read and ("Transfer-Encoding" in self.headers
+                                    or self.headers.get("Content-Length", "0").strip() != "0"):
+            self.close_connection = True  # the unread body would be taken for the next request
+        if self.server._stopping:
+            self.close_connection = True  # no next request on this connection
+        try:
+            self._send(status, payload, headers)
+        finally:
+            self._end()
+
+    do_POST = do_PUT = do_PATCH = do_DELETE = do_GET
+
+    def _end(self) -> None:
+        if self._begun:
+            self.server._end_request(self.connection)
+
+    def _internal_error(self) -> tuple[int, Any]:
+        log.exception("internal error answering %s %s", self.command, urlsplit(self.path).path)
+        return 500, error_json("internal", "internal error")
+
+    def _answer(self) -> tuple[int, Any]:
+        try:
+            length = body_length(self.headers)
+        except Refusal:
+            self.close_connection = True  # where this request ends is unclear
+            raise
+        target = urlsplit(self.path)
+        segments = target.path.split("/")[1:] if target.path.startswith("/") else []
+        matches = [(r, captured) for r in ROUTES if (captured := r.match(segments)) is not None]
+        if not any(r.public for r, _ in matches):
+            self._authenticate()
+        # From here on the request is authorised (or public): it is never closed to make room.
+        self._begun = self.server._begin_request(self.connection)
+        if not self._begun:
+            raise _Dropped  # stopping, or closed to make room just now: nothing was done
+        if not matches:
+            raise Refusal("not_found", f"no endpoint {target.path}")
+        chosen = next(((r, c) for r, c in matches if r.method == self.command), None)
+        if chosen is None:
+            allowed = ", ".join(sorted({r.method for r, _ in matches}))
+            raise Refusal("method_not_allowed", f"{target.path} answers {allowed}", headers={"Allow": allowed})
+        route, captured = chosen
+        request = Request(path=_decode_path(captured), query=_parse_query(target.query),
+                          body=self._body(route, length))
+        self.server._calling(self.connection)
+        return route.endpoint(self.server.queue, request)
+
+    def _authenticate(self) -> None:
+        digest = self.server.token_digest
+        if digest is None:
+            host = self.headers.get("Host")
+            if host is not None and not is_loopback(_hostname(host)):
+                raise Refusal("forbidden", "without a token, only requests to a loopback host are served")
+            return
+        challenge = {"WWW-Authenticate": 'Bearer realm="fairq"'}
+        scheme, _, token = self.headers.get("Authorization", "").partition(" ")
+        if scheme.lower() != "bearer" or not token.strip():
+            raise Refusal("unauthorized", "an Authorization: Bearer token is required", headers=challenge)
+        if not hmac.compare_digest(digest_of(token.strip().encode("latin-1")), digest):
+            raise Refusal("unauthorized", "the token is not accepted", headers=challenge)
+
+    def _body(self, route: Route, length: int | None) -> dict[str, Any]:
+        if route.method not in _BODY_METHODS:
+            if length:
+                raise Refusal("invalid_input", f"a {route.method} request takes no body", field="request")
+            return {}
+        if length is None:
+            raise Refusal("length_required", "send Content-Length with the body (a JSON object; {} for none)")
+        limit = self.server.max_request_bytes
+        if length > limit:
+            raise Refusal("too_large", f"the request body is {length} bytes, over the limit of {limit}")
+        if not is_json_type(self.headers.get("Content-Type")):
+            raise Refusal("unsupported_media_type",
+                          "send Content-Type: application/json (UTF-8, with an optional charset=utf-8)")
+        if self._expects_continue:
+            self.send_response_only(HTTPStatus.CONTINUE)
+            self.end_headers()
+        self._reader.start(self.server.body_timeout)
+        try:
+            raw = self.rfile.read(length)
+        except TimeoutError:  # the connection is closed after the answer: its body was not read
+            raise Refusal("request_timeout", f"the request body did not arrive within "
+                          f"{self.server.body_timeout:g} s") from None
+        except OSError as exc:
+            raise _Dropped from exc
+        if len(raw) < length:
+            raise _Dropped
+        self._body_read = True
+        try:
+            data = loads_strict(raw.decode("utf-8"))
+        except (StrictJSONError, UnicodeDecodeError) as exc:
+            raise Refusal("invalid_json", f"the body is not valid JSON: {exc}") from None
+        if not isinstance(data, dict):
+            raise Refusal("invalid_json", "the body must be a JSON object")
+        return data
+
+    def _send(self, status: int, payload: Any, headers: dict[str, str]) -> None:
+        content_type = "application/json"
+        if isinstance(payload, Text):
+            body, content_type = payload.text.encode("utf-8"), payload.content_type
+        else:
+            body = b"" if payload is None else canonical(payload).encode("utf-8")
+        self.connection.settimeout(SEND_TIMEOUT)
+        self.send_response(status)
+        if status != 204:
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(body)))
+        self.send_header("Cache-Control", "no-store")
+        for name, value in headers.items():
+            self.send_header(name, value)
+        if self.close_connection:
+            self.send_header("Connection", "close")
+        self.end_headers()
+        if body:
+            self.wfile.write(body)
+
+    def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
+        """http.server's own refusals (bad request line, huge headers), as JSON."""
+        self.close_connection = True
+        self._send(code, error_json(_PROTOCOL_ERRORS.get(code, "bad_request"),
+                                    message or HTTPStatus(code).phrase), {})
+
+    def log_message(self, format: str, *args: Any) -> None:
+        log.debug("http %s %s", self.address_string(), format % args)
+
+
+def _hostname(host_header: str) -> str:
+    """The name in a Host header ("[::1]:8765" -> "::1"); "" if it does not parse."""
+    try:
+        return urlsplit("//" + host_header).hostname or ""
+    except ValueError:
+        return ""
+
+
+def _decode_path(captured: dict[str, str]) -> dict[str, str]:
+    try:
+        return {name: unquote(raw, errors="strict") for name, raw in captured.items()}
+    except UnicodeDecodeError:
+        raise InvalidInput(next(iter(captured)), "is not percent-encoded UTF-8") from None
+
+
+def _parse_query(query: str) -> dict[str, list[str]]:
+    try:
+        return parse_qs(query, keep_blank_values=True, errors="strict", max_num_fields=_MAX_QUERY_FIELDS)
+    except (ValueError, UnicodeDecodeError):
+        raise InvalidInput("query", f"is not a valid query string of at most {_MAX_QUERY_FIELDS} "
+                           "percent-encoded UTF-8 fields") from None
+
