@@ -47,9 +47,14 @@ class Queue:
     event is quarantined (a worker that died counts). backoff: retry delays.
     synchronous: "full" (default) survives power loss; "normal" is faster but
     may lose the last commits on power loss (never on a process crash).
-    busy_timeout: seconds to wait for another writer before raising Busy.
+    busy_timeout: seconds to wait for another writer before raising Busy
+    (at most 2,147,483.647: SQLite counts it in int milliseconds).
     max_body_bytes: the largest canonical JSON body accepted. clock: the
-    wall clock used when a call gets no explicit `now`.
+    wall clock used when a call gets no explicit `now`; it must return
+    finite seconds >= 0 (else InvalidInput naming "clock"). readonly: open an
+    existing, current queue file only to read it; nothing ever writes the
+    file, a missing, empty, foreign or older file is refused (SchemaError),
+    and writing verbs raise ReadOnly.
 
     A Queue may be shared by threads: calls take turns on one connection.
     Many processes may open the same file.
@@ -66,7 +71,9 @@ class Queue:
         busy_timeout: float = 10.0,
         max_body_bytes: int = v.DEFAULT_MAX_BODY_BYTES,
         clock: Callable[[], float] = time.time,
+        readonly: bool = False,
     ) -> None:
+        path = _path(path)
         self.lease_seconds = v.seconds(lease_seconds, "lease_seconds", positive=True)
         self.max_attempts = v.count(max_attempts, "max_attempts", low=1, high=1_000_000)
         if backoff is not None and not isinstance(backoff, Backoff):
@@ -74,9 +81,13 @@ class Queue:
         self.backoff = backoff or Backoff()
         self.max_body_bytes = v.count(max_body_bytes, "max_body_bytes", low=2, high=1 << 30)
         v.seconds(busy_timeout, "busy_timeout")
+        if not callable(clock):
+            raise InvalidInput("clock", f"must be callable, not {type(clock).__name__}")
+        if not isinstance(readonly, bool):
+            raise InvalidInput("readonly", f"must be a bool, not {type(readonly).__name__}")
         self._clock = clock
         self._open_args = {"synchronous": synchronous, "busy_timeout": busy_timeout}
-        self._store = QueueStore(path, synchronous=synchronous, busy_timeout=busy_timeout)
+        self._store = QueueStore(path, synchronous=synchronous, busy_timeout=busy_timeout, readonly=readonly)
         self.path = path
 
     # -- lifecycle -------------------------------------------------------------
@@ -101,7 +112,7 @@ class Queue:
     def _requested(self, now: float | None) -> tuple[int, bool]:
         """(milliseconds, explicit?) for a call's `now` argument."""
         if now is None:
-            return to_ms(self._clock()), False
+            return to_ms(v.seconds(self._clock(), "clock")), False
         return to_ms(v.seconds(now, "now")), True
 
     # -- enqueue -----------------------------------------------------------------
@@ -482,6 +493,16 @@ class Queue:
         if events or dropped:
             log.info("purge events=%d tombstones_dropped=%d", events, dropped)
         return Purged(events, dropped)
+
+
+def _path(path: Any) -> Any:
+    """The database file argument: a str or path-like naming a file, no NUL."""
+    if not isinstance(path, (str, bytes, os.PathLike)):
+        raise InvalidInput("path", f"must be a str or path-like, not {type(path).__name__}")
+    name = os.fspath(path)
+    if not name or ("\x00" if isinstance(name, str) else b"\x00") in name:
+        raise InvalidInput("path", f"must be a non-empty file name without NUL, got {name!r}")
+    return path
 
 
 def _redrive_command(path: Any, head: EventInfo) -> str:

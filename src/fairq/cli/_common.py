@@ -33,6 +33,12 @@ def open_existing(args: argparse.Namespace, **settings: Any) -> Queue:
     return Queue(path, **settings)
 
 
+def open_to_read(args: argparse.Namespace) -> Queue:
+    """The queue at the chosen path, opened read-only: never creates, upgrades
+    or writes the file; refuses a missing, empty, foreign or older one."""
+    return Queue(database_path(args), readonly=True)
+
+
 def stats_json(stats: Stats) -> dict[str, Any]:
     """A Stats as plain JSON values (the unbounded lag bucket's bound is "+Inf")."""
     return to_json(stats)
