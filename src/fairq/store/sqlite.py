@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 from .. import _crash
-from ..errors import Busy, Corrupt, DiskFull, FairqError, InvalidInput, ReadOnly, SchemaError, UsageError
+from ..errors import Busy, Corrupt, DiskFull, FairqError, InvalidInput, ReadOnly, SchemaError, StoreError, UsageError
 
 T = TypeVar("T")
 
@@ -34,6 +34,7 @@ MAX_BUSY_TIMEOUT = 2_147_483.647
 _SQLITE_BUSY = 5  # another connection holds the lock
 _SQLITE_LOCKED = 6
 _SQLITE_READONLY = 8
+_SQLITE_IOERR = 10
 _SQLITE_CORRUPT = 11
 _SQLITE_FULL = 13
 _SQLITE_NOTADB = 26
@@ -90,6 +91,9 @@ def raise_typed(exc: BaseException, path: object) -> None:
     if code == _SQLITE_READONLY:
         raise ReadOnly(path, f"{path!s} cannot be written ({exc}): check the permissions of the file "
                              "and its folder and that the filesystem is writable") from exc
+    if code == _SQLITE_IOERR:
+        raise StoreError(path, f"{path!s}: the disk failed to read or write ({exc}); what this call "
+                               "wrote was rolled back: check the disk and the filesystem") from exc
     if code in (_SQLITE_CORRUPT, _SQLITE_NOTADB):
         raise Corrupt(path, f"{path!s} is damaged or is not an SQLite database ({exc}); nothing was "
                             "written: restore it from a backup (sqlite3's .recover may save rows)") from exc
