@@ -16,7 +16,7 @@ import shlex
 import sqlite3
 import time
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import Any, Literal, overload
 
 from . import _crash, ingest
 from . import _validate as v
@@ -34,6 +34,8 @@ log = logging.getLogger("fairq")
 MAX_BATCH = 10_000
 #: Seconds a purged event's id is remembered after its ack (see Queue.purge).
 DEDUP_WINDOW = 30 * 86_400.0
+# Queue.ingest's default limits (its own name hides the module's in the class body).
+_MAX_FILE_BYTES, _MAX_FILE_LINES = ingest.DEFAULT_MAX_BYTES, ingest.DEFAULT_MAX_LINES
 _ITEM_KEYS = frozenset({"event_id", "body", "flow", "delay"})
 
 Effect = Callable[[sqlite3.Connection], Any]
@@ -151,21 +153,38 @@ class Queue:
         with self._store.transaction("enqueue", conn) as tx:
             return tx.enqueue_many(batch, tx.now(*requested))
 
+    @overload
     def ingest(
-        self, source: ingest.Source, *, max_bytes: int = ingest.DEFAULT_MAX_BYTES,
-        max_lines: int = ingest.DEFAULT_MAX_LINES, max_line_bytes: int | None = None,
+        self, source: ingest.Source, *, max_bytes: int = ..., max_lines: int = ...,
+        max_line_bytes: int | None = ..., max_body_bytes: int | None = ...,
+        id_pattern: str | re.Pattern[str] | None = ..., now: float | None = ..., summary: Literal[False] = ...,
+    ) -> list[Enqueued]: ...
+
+    @overload
+    def ingest(
+        self, source: ingest.Source, *, max_bytes: int = ..., max_lines: int = ...,
+        max_line_bytes: int | None = ..., max_body_bytes: int | None = ...,
+        id_pattern: str | re.Pattern[str] | None = ..., now: float | None = ..., summary: Literal[True],
+    ) -> ingest.Ingested: ...
+
+    def ingest(
+        self, source: ingest.Source, *, max_bytes: int = _MAX_FILE_BYTES,
+        max_lines: int = _MAX_FILE_LINES, max_line_bytes: int | None = None,
         max_body_bytes: int | None = None, id_pattern: str | re.Pattern[str] | None = None,
-        now: float | None = None,
-    ) -> list[Enqueued]:
+        now: float | None = None, summary: bool = False,
+    ) -> list[Enqueued] | ingest.Ingested:
         """Enqueue every event of a JSONL file in one transaction: all of them or none.
 
         source: a path, bytes, or a file opened in binary mode. Each non-blank
         line is an object with event_id and body, optionally flow and delay
-        (fairq.ingest has the exact rules). The whole file is checked first;
+        (fairq.ingest has the exact rules). The whole file is checked first,
+        a line at a time, before the write lock is taken;
         a refusal is an InvalidInput or Conflict whose `line` is the line at
         fault, and nothing is written. Returns one Enqueued per non-blank
         line, in file order (created=False for repeats, in the file or of
-        stored events). Limits: max_bytes for the file, max_lines non-blank
+        stored events); with summary=True only the counts (ingest.Ingested),
+        so memory stays bounded by one chunk of lines whatever the file's
+        size. Limits: max_bytes for the file, max_lines non-blank
         lines, max_line_bytes per line (default: the body limit + 4096),
         max_body_bytes per canonical body (default and ceiling: the queue's),
         id_pattern a regular expression every event_id must match.
@@ -176,15 +195,16 @@ class Queue:
             id_pattern=id_pattern, body_ceiling=self.max_body_bytes,
         )
         requested = self._requested(now)
-        events = ingest.read(source, limits, self._batch_item)
-        if not events:
-            return []
-        with self._store.transaction("ingest") as tx:
-            try:
-                return tx.enqueue_many([event for _, event in events], tx.now(*requested))
-            except Conflict as exc:
-                raise Conflict(exc.event_id, exc.field, str(exc),
-                               line=ingest.line_of(events, exc.event_id)) from exc
+        results: list[Enqueued] | None = None if summary else []
+        checked = ingest.check(source, limits, self._batch_item)
+        try:
+            if not checked.lines:
+                return ingest.Ingested(0, 0) if summary else []
+            with self._store.transaction("ingest") as tx:
+                done = ingest.store(tx, checked, tx.now(*requested), results)
+        finally:
+            checked.close()
+        return done if results is None else results
 
     def _batch_item(self, item: Any) -> NewEvent:
         if isinstance(item, tuple) and 2 <= len(item) <= 3:
