@@ -4,23 +4,23 @@ This module owns every BEGIN, COMMIT and ROLLBACK in fairq: a write is one
 ``BEGIN IMMEDIATE`` transaction that commits when its block ends and rolls
 back on any exception, a failing COMMIT included. Lock waits are absorbed by
 SQLite's busy timeout; a timeout that is really exceeded becomes fairq.Busy.
-It knows nothing about queues.
+Failures are read by fairq.store.failures. It knows nothing about queues.
 """
 
 from __future__ import annotations
 
-import contextlib
 import importlib.resources
 import os
 import sqlite3
 import threading
 import time
 import urllib.parse
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 from .. import _crash
-from ..errors import Busy, Corrupt, DiskFull, FairqError, InvalidInput, ReadOnly, SchemaError, StoreError, UsageError
+from ..errors import FairqError, InvalidInput, ReadOnly, SchemaError, UsageError
+from .failures import is_busy, raise_typed, translate
 
 T = TypeVar("T")
 
@@ -29,15 +29,6 @@ SYNCHRONOUS = {"full": "PRAGMA synchronous = FULL", "normal": "PRAGMA synchronou
 
 #: The longest busy timeout SQLite takes: its milliseconds are a C int.
 MAX_BUSY_TIMEOUT = 2_147_483.647
-
-# Primary SQLite result codes fairq tells apart.
-_SQLITE_BUSY = 5  # another connection holds the lock
-_SQLITE_LOCKED = 6
-_SQLITE_READONLY = 8
-_SQLITE_IOERR = 10
-_SQLITE_CORRUPT = 11
-_SQLITE_FULL = 13
-_SQLITE_NOTADB = 26
 
 
 def check_sqlite_version(found: tuple[int, int, int] = sqlite3.sqlite_version_info) -> None:
@@ -54,60 +45,6 @@ def check_json_functions(conn: sqlite3.Connection) -> None:
         conn.execute("SELECT count(*) FROM json_each('[1]')").fetchone()
     except sqlite3.OperationalError as exc:
         raise SchemaError(f"fairq needs SQLite's JSON functions (json_each); this SQLite has none: {exc}") from exc
-
-
-def _primary_code(exc: BaseException) -> int | None:
-    """The primary SQLite result code of an sqlite3 error. Python 3.10 does not
-    carry it, so there it is told from the message SQLite gives."""
-    code = getattr(exc, "sqlite_errorcode", None)
-    if code is not None:
-        return int(code) & 0xFF
-    text = str(exc)
-    for needle, found in (("database is locked", _SQLITE_BUSY), ("database table is locked", _SQLITE_BUSY),
-                          ("not a database", _SQLITE_NOTADB), ("disk image is malformed", _SQLITE_CORRUPT),
-                          ("database or disk is full", _SQLITE_FULL), ("readonly database", _SQLITE_READONLY)):
-        if needle in text:
-            return found
-    return None
-
-
-def is_busy(exc: BaseException) -> bool:
-    """Does this sqlite3 error mean a lock wait ran out?"""
-    return _primary_code(exc) in (_SQLITE_BUSY, _SQLITE_LOCKED)
-
-
-def raise_typed(exc: BaseException, path: object) -> None:
-    """If `exc` is an sqlite3 error that says something about the file (a lock
-    timeout, a full disk, a read-only or damaged file), raise the fairq error
-    for it from `exc`; otherwise return, and the caller re-raises `exc`."""
-    if not isinstance(exc, sqlite3.DatabaseError):
-        return
-    code = _primary_code(exc)
-    if code in (_SQLITE_BUSY, _SQLITE_LOCKED):
-        raise Busy(f"database is locked: {exc}") from exc
-    if code == _SQLITE_FULL:
-        raise DiskFull(path, f"{path!s}: the disk or the file's size limit is full ({exc}); "
-                             "nothing from this call was written: free space and call again") from exc
-    if code == _SQLITE_READONLY:
-        raise ReadOnly(path, f"{path!s} cannot be written ({exc}): check the permissions of the file "
-                             "and its folder and that the filesystem is writable") from exc
-    if code == _SQLITE_IOERR:
-        raise StoreError(path, f"{path!s}: the disk failed to read or write ({exc}); what this call "
-                               "wrote was rolled back: check the disk and the filesystem") from exc
-    if code in (_SQLITE_CORRUPT, _SQLITE_NOTADB):
-        raise Corrupt(path, f"{path!s} is damaged or is not an SQLite database ({exc}); nothing was "
-                            "written: restore it from a backup (sqlite3's .recover may save rows)") from exc
-
-
-@contextlib.contextmanager
-def translate(path: object) -> Iterator[None]:
-    """Raise the fairq error for a database failure (raise_typed); every other
-    error passes through as it is."""
-    try:
-        yield
-    except sqlite3.DatabaseError as exc:
-        raise_typed(exc, path)
-        raise
 
 
 def read_script(name: str) -> str:
