@@ -311,7 +311,7 @@ class Database:
 
     def refuse_closed(self) -> None:
         if self.closed:
-            raise UsageError(f"the queue on {self.path!s} is closed; open a new one to go on")
+            raise UsageError(f"{self.path!s} was closed (close() was called); open it again to go on")
 
     def write(self, name: str, before_commit: Callable[[], None] | None = None) -> Transaction:
         """One BEGIN IMMEDIATE transaction, named for its crash points."""
