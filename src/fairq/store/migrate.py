@@ -36,7 +36,22 @@ def refuse_foreign(conn: sqlite3.Connection, path: object) -> None:
     application or to a newer fairq, or that holds tables of the names fairq
     is about to create. An unmarked file (application_id and user_version 0:
     new, or the application's own outbox file) is fine. Only reads."""
-    app_id, version = _marks(conn)
+    marks = _marks(conn)
+    while True:
+        try:
+            _refuse_marked(conn, path, *marks)
+            return
+        except SchemaError:
+            # Outside a transaction each read is its own snapshot: another
+            # process may have just created or upgraded the file, its tables
+            # and marks together. Judge the file again as it now is.
+            again = _marks(conn)
+            if again == marks:
+                raise
+            marks = again
+
+
+def _refuse_marked(conn: sqlite3.Connection, path: object, app_id: int, version: int) -> None:
     if app_id == APPLICATION_ID:
         if version > LATEST:
             raise SchemaError(
