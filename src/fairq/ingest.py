@@ -31,7 +31,7 @@ from typing import Any, BinaryIO, NamedTuple, Union
 
 from . import _validate as v
 from ._json import StrictJSONError, json_type, loads_strict
-from .errors import Conflict, InvalidInput
+from .errors import Conflict, DiskFull, InvalidInput
 from .store.queue import NewEvent, QueueTxn
 from .types import Enqueued
 
@@ -105,12 +105,18 @@ class Checked:
         self.lines = 0  # non-blank lines
 
     def add(self, number: int, event: NewEvent) -> None:
-        self._spool.write(json.dumps([number, event.event_id, event.flow, event.body, event.delay_ms]) + "\n")
+        try:
+            self._spool.write(json.dumps([number, event.event_id, event.flow, event.body, event.delay_ms]) + "\n")
+        except OSError as exc:
+            raise _no_room(exc) from exc
         self.lines += 1
 
     def events(self) -> Iterator[tuple[int, NewEvent]]:
         """(line number, event) of each non-blank line, in file order."""
-        self._spool.flush()
+        try:
+            self._spool.flush()
+        except OSError as exc:
+            raise _no_room(exc) from exc
         self._spool.seek(0)
         for text in self._spool:
             number, event_id, flow, body, delay_ms = json.loads(text)
@@ -118,6 +124,11 @@ class Checked:
 
     def close(self) -> None:
         self._spool.close()
+
+
+def _no_room(exc: OSError) -> DiskFull:
+    where = tempfile.gettempdir()
+    return DiskFull(where, f"cannot write the checked copy of the file in {where} ({exc}); nothing was stored")
 
 
 def check(source: Source, limits: Limits, make_event: MakeEvent) -> Checked:

@@ -20,7 +20,7 @@ from typing import Any, Literal, overload
 
 from . import _crash, ingest
 from . import _validate as v
-from .errors import Conflict, InvalidInput, LeaseLost
+from .errors import InvalidInput, LeaseLost
 from .policy import MAX_WEIGHT, Backoff, to_ms
 from .schedules import Schedules, expand_due
 from .store.retention import RetentionTxn

@@ -5,9 +5,10 @@ milliseconds: ``start + k * every``, or the matches of a cron expression read
 in a time zone. A tick decides each slot once, in order, resuming from the
 position stored with the schedule: the slot becomes an instance (an ordinary
 event ``"{name}@{slot}"``, due at its slot, with the normal lease, fence,
-retry and quarantine) or a misfire (an audit row with action ``misfire``).
-This module makes those decisions; fairq.store.schedules holds the SQL. It
-reads no clock: the time comes in from the facade.
+retry and quarantine) or a misfire (an audit row with action ``misfire``;
+a long run of missed slots shares one). This module makes those decisions;
+fairq.timetable computes the slots and fairq.store.schedules holds the SQL.
+It reads no clock: the time comes in from the facade.
 
 DST rules for cron schedules: a local time that does not exist (the clocks
 spring forward over it) fires once, at the first instant after the gap; a
