@@ -103,3 +103,16 @@ def test_status_on_a_damaged_file_says_so_without_a_traceback(tmp_path) -> None:
     assert done.returncode == 1
     assert "damaged" in done.stderr and "backup" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_an_untyped_database_error_reaches_a_cli_user_as_one_line(tmp_path) -> None:
+    with fairq.Queue(tmp_path / "q.db") as q:
+        q.enqueue("x", {}, now=0)
+    conn = sqlite3.connect(tmp_path / "q.db")
+    conn.execute("CREATE TRIGGER closed BEFORE INSERT ON event BEGIN SELECT RAISE(ABORT, 'closed for the night'); END")
+    conn.commit()
+    conn.close()
+    (tmp_path / "e.jsonl").write_text('{"event_id": "y", "body": {}}\n')
+    done = fairq_cli("--db", "q.db", "enqueue", "e.jsonl", cwd=tmp_path)
+    assert done.returncode == 1
+    assert "closed for the night" in done.stderr and "Traceback" not in done.stderr

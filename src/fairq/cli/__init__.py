@@ -9,6 +9,7 @@ Database: --db, else $FAIRQ_DB, else ./fairq.db. Exit status: 0 success,
 from __future__ import annotations
 
 import argparse
+import sqlite3
 import sys
 from collections.abc import Sequence
 
@@ -44,4 +45,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(args.func(args))
     except FairqError as exc:
         print(f"fairq: {exc}", file=sys.stderr)
+        return EXIT_REFUSED
+    except sqlite3.Error as exc:  # one fairq does not type yet: said, never a traceback
+        print(f"fairq: database error ({type(exc).__name__}): {exc}", file=sys.stderr)
         return EXIT_REFUSED
