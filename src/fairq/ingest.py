@@ -195,9 +195,9 @@ def _store_chunk(tx: QueueTxn, checked: Checked, chunk: list[tuple[int, NewEvent
                  results: list[Enqueued] | None) -> int:
     first: dict[str, tuple[int, NewEvent]] = {}
     for number, event in chunk:  # repeats inside the chunk name the line they repeat
-        earlier = first.setdefault(event.event_id, (number, event))
-        if earlier[0] != number:
-            _refuse_repeat(event, number, *earlier)
+        seen = first.setdefault(event.event_id, (number, event))
+        if seen[0] != number:
+            _refuse_repeat(event, number, *seen)
     try:
         done = tx.enqueue_many([event for _, event in chunk], now_ms)
     except Conflict as exc:
@@ -243,7 +243,7 @@ def _objects(f: Any, limits: Limits) -> Iterator[tuple[int, dict[str, Any]]]:
         if not isinstance(raw, (bytes, bytearray)):
             raise InvalidInput("source", f"must be opened in binary mode ('rb'), it gave {type(raw).__name__}")
         number += 1
-        size, tail = len(raw), raw[-2:]
+        size, tail = len(raw), bytes(raw[-2:])
         if size == cap and not raw.endswith(b"\n"):  # longer than any allowed line: measure the rest
             size, tail = _rest_of_line(f, size, tail, limits.max_bytes - total + 1)
         total += size
