@@ -139,16 +139,18 @@ class Timetable:
             return self._walk(first_ms, last_ms)
         n = self._walk(first_ms, self._midnight(first_day) - 1)
         per_day = len(self.cron.hours) * len(self.cron.minutes)
-        day = first_day
+        day, start = first_day, None
         while day < last_day:
             following = day + dt.timedelta(days=1)
+            end = None
             if day.month in self.cron.months and self.cron.matches_day(day):
-                start, end = self._midnight(day), self._midnight(following)
+                start = self._midnight(day) if start is None else start
+                end = self._midnight(following)
                 if self._offset(start) == self._offset(end):
                     n += per_day
                 else:
                     n += self._walk(start, end - 1)
-            day = following
+            day, start = following, end
         return n + self._walk(self._midnight(last_day), last_ms)
 
     def _walk(self, from_ms: int, to_ms: int) -> int:
