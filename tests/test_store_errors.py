@@ -74,7 +74,8 @@ def test_a_full_disk_is_disk_full_and_writes_nothing(q) -> None:
 
 def test_a_file_that_cannot_be_written_is_read_only(q) -> None:
     # Tests run as root, which ignores file modes; the connection is made read-only instead,
-    # so SQLite answers SQLITE_READONLY as it does for a read-only file or filesystem.
+    # so SQLite answers SQLITE_READONLY as it does for a read-only file or filesystem
+    # (test_filesystems mounts a real read-only one where that is allowed).
     q._store.db.conn.execute("PRAGMA query_only = ON")
     with pytest.raises(fairq.ReadOnly, match="cannot be written") as info:
         q.enqueue("x", {}, now=0)

@@ -91,9 +91,22 @@ def _same_file(a: str, b: str) -> bool:
 
 
 def _read_only_uri(path: Any) -> str:
-    """An SQLite URI that opens an existing file read-only, never creating it."""
+    """An SQLite URI that opens an existing file read-only, never creating it.
+
+    Reading a WAL file takes a -shm file next to it, which SQLite cannot
+    create in a folder it may not write (read-only media). There, if no
+    -wal file is left either, the database file alone is the whole queue,
+    and it is opened as immutable: a snapshot nothing else writes.
+    """
     name = os.fsdecode(os.path.abspath(os.fspath(path)))
-    return "file:" + urllib.parse.quote(name) + "?mode=ro"
+    uri = "file:" + urllib.parse.quote(name) + "?mode=ro"
+    if not _writable_folder(name) and not os.path.exists(name + "-wal"):
+        uri += "&immutable=1"
+    return uri
+
+
+def _writable_folder(name: str) -> bool:
+    return os.access(os.path.dirname(name) or ".", os.W_OK)
 
 
 def _enable_wal(conn: sqlite3.Connection, timeout: float) -> None:
@@ -292,6 +305,11 @@ class Database:
                 self.file = main_file(self.conn)
         except sqlite3.DatabaseError as exc:
             self.conn.close()
+            if not readonly and not _writable_folder(os.fsdecode(os.path.abspath(os.fspath(path)))):
+                raise ReadOnly(path, f"cannot open {path!s} to write ({exc}): its folder cannot be written "
+                                     "(read-only filesystem or permissions), and SQLite keeps its -wal and "
+                                     "-shm files there; make it writable, or open with readonly=True "
+                                     "(fairq status and the other looking commands do) to read") from exc
             raise SchemaError(f"cannot open {path!s}: {exc}") from exc
         except BaseException:
             self.conn.close()
