@@ -276,7 +276,8 @@ class Database:
         check_sqlite_version()
         if synchronous not in SYNCHRONOUS:
             raise InvalidInput("synchronous", f"must be 'full' or 'normal', got {synchronous!r}")
-        if not 0 <= busy_timeout <= MAX_BUSY_TIMEOUT:
+        if isinstance(busy_timeout, bool) or not isinstance(busy_timeout, (int, float)) \
+                or not 0 <= busy_timeout <= MAX_BUSY_TIMEOUT:
             raise InvalidInput("busy_timeout", f"must be between 0 and {MAX_BUSY_TIMEOUT} seconds "
                                                f"(SQLite counts it in int milliseconds), got {busy_timeout!r}")
         self.path = path
