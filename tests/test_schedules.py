@@ -6,12 +6,13 @@ Times are logical Unix seconds passed as now=; the queue fixture's lease is
 
 from __future__ import annotations
 
+import datetime
 import sqlite3
 
 import pytest
 
 import fairq
-from fairq.schedules import MAX_SLOTS_PER_TICK
+from fairq.schedules import MAX_SLOTS_PER_TICK, MISFIRE_ROWS
 
 
 def ids(enqueued: list[fairq.Enqueued]) -> list[str]:
@@ -27,6 +28,16 @@ def slot(name: str, seconds: int) -> str:
 
 def misfires(q: fairq.Queue) -> list[str]:
     return [a.event_id for a in q.audit() if a.action == "misfire"]
+
+
+def missed_slots(q: fairq.Queue, name: str, every: int) -> list[str]:
+    """Every missed slot of an every= schedule, a long run's row expanded to its slots."""
+    out = []
+    for a in q.audit():
+        if a.action == "misfire" and a.event_id.startswith(name + "@"):
+            first = int(datetime.datetime.fromisoformat(a.detail["slot"].replace("Z", "+00:00")).timestamp())
+            out += [slot(name, first + k * every) for k in range(a.detail.get("count", 1))]
+    return out
 
 
 def stored_clock(q: fairq.Queue) -> int:
@@ -341,7 +352,7 @@ def test_every_slot_is_an_instance_or_a_misfire_exactly_once(q) -> None:
         for e in q.tick(now=now):
             seen[e.event_id.split("@")[0]].append(e.event_id)
     for name in ("c", "s"):
-        missed = [m for m in misfires(q) if m.startswith(name + "@")]
+        missed = missed_slots(q, name, 7)
         decided = sorted(seen[name] + missed)
         assert decided == sorted(slot(name, s) for s in range(0, 400 + 1, 7))
         assert len(set(decided)) == len(decided)
@@ -360,15 +371,19 @@ def test_all_creates_at_most_the_cap_per_tick_and_the_rest_next_tick(q) -> None:
     assert q.stats(now=now).totals["enqueued"] == MAX_SLOTS_PER_TICK + 500
 
 
-def test_coalesce_far_behind_records_misfires_tick_by_tick_then_runs_the_newest(q) -> None:
+def test_coalesce_far_behind_runs_the_newest_in_one_tick_and_records_the_run_in_one_row(q) -> None:
     q.schedules.add("fast", every=1, start=0)
     now = 2 * MAX_SLOTS_PER_TICK + 10
+    assert ids(q.tick(now=now)) == [slot("fast", now)]
     assert q.tick(now=now) == []
-    assert len(misfires(q)) == MAX_SLOTS_PER_TICK
-    assert q.tick(now=now) == []
-    assert ids(q.tick(now=now)) == [f"fast@{q.schedules.get('fast').instance_id(now).split('@')[1]}"]
-    assert len(misfires(q)) == now  # slots 0 .. now-1, each recorded once
-    assert len(set(misfires(q))) == now
+    assert misfires(q) == [slot("fast", 0)]  # the run is filed under its first slot
+    assert sorted(missed_slots(q, "fast", 1)) == sorted(slot("fast", s) for s in range(now))
+
+
+def test_a_short_run_of_missed_slots_keeps_a_row_per_slot(q) -> None:
+    q.schedules.add("report", every=10, start=0)
+    assert ids(q.tick(now=MISFIRE_ROWS * 10)) == [slot("report", MISFIRE_ROWS * 10)]
+    assert misfires(q) == [slot("report", s) for s in range(0, MISFIRE_ROWS * 10, 10)]
 
 
 # -- pause, resume, remove ------------------------------------------------------------------------

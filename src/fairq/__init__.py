@@ -16,6 +16,7 @@ from .errors import (
 )
 from .errors import RemoteError, Unavailable
 from .errors import UnknownSchedule
+from .errors import Corrupt, DiskFull, ReadOnly, StoreError, UsageError
 from .http import Client
 from .inbox import Inbox
 from .policy import Backoff
@@ -84,4 +85,9 @@ __all__ = [
     "Retry",
     "Fail",
     "UnknownSchedule",
+    "StoreError",
+    "DiskFull",
+    "ReadOnly",
+    "Corrupt",
+    "UsageError",
 ]

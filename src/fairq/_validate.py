@@ -111,8 +111,12 @@ def each(items: Iterable[Any], parse: Callable[[Any], T], *, limit: int | None =
     given: the HTTP edge's cap); a refusal names its item ("items[3].body")."""
     if isinstance(items, (str, bytes, Mapping)):
         raise InvalidInput("items", "must be an iterable of items, not a single value")
+    try:
+        walk = iter(items)
+    except TypeError:
+        raise InvalidInput("items", f"must be an iterable of items, not {type(items).__name__}") from None
     out = []
-    for i, item in enumerate(items):
+    for i, item in enumerate(walk):
         if i == limit:
             raise InvalidInput("items", f"at most {limit} per call")
         try:

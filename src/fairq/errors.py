@@ -4,9 +4,11 @@ Every refusal is a FairqError subclass whose docstring is its default message;
 data about the refusal rides on attributes (``err.event_id``, ``err.field``).
 This module must not import anything else from fairq.
 
-Raw ``sqlite3`` errors other than lock timeouts are not translated: a failing
-statement or trigger reaches the caller as the ``sqlite3`` error it is, never
-as a success or a retry.
+Database failures that say something about the file -- a lock timeout
+(Busy), a full disk (DiskFull), a file that cannot be written (ReadOnly), a
+damaged file (Corrupt) -- become these errors, the driver's error kept as
+``__cause__``. Other ``sqlite3`` errors (a failing statement or trigger of the
+application's own) reach the caller as they are, never as a success or a retry.
 """
 
 from __future__ import annotations
@@ -23,6 +25,11 @@ __all__ = [
     "ClockError",
     "Busy",
     "SchemaError",
+    "StoreError",
+    "DiskFull",
+    "ReadOnly",
+    "Corrupt",
+    "UsageError",
     "Unavailable",
     "RemoteError",
 ]
@@ -122,6 +129,33 @@ class Busy(FairqError):
 
 class SchemaError(FairqError):
     """The file cannot be opened as a fairq database."""
+
+
+class StoreError(FairqError):
+    """The database file failed under the call; what it wrote, if anything, was rolled back.
+
+    The driver's error is kept as ``__cause__``; `path` is the file.
+    """
+
+    def __init__(self, path: object, message: str | None = None) -> None:
+        self.path = path
+        super().__init__(message)
+
+
+class DiskFull(StoreError):
+    """The disk (or the file's size limit) is full; nothing was written: free space and call again."""
+
+
+class ReadOnly(StoreError):
+    """The file cannot be written (read-only file, folder or filesystem, or a read-only queue)."""
+
+
+class Corrupt(StoreError, SchemaError):
+    """The file is damaged; restore it from a backup (sqlite3's .recover may save rows)."""
+
+
+class UsageError(FairqError):
+    """The call cannot be made in this state (e.g. on a closed Queue); nothing was written."""
 
 
 def _at(line: int | None) -> str:

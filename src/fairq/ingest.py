@@ -1,30 +1,39 @@
-"""Read a JSONL file of events strictly, before anything is stored.
+"""Read a JSONL file of events strictly, and store it in one transaction, streaming.
 
 One JSON object per line with ``event_id`` and ``body``, optionally ``flow``
 and ``delay`` (seconds). UTF-8 with an optional BOM; LF or CRLF; blank lines
-are ignored. The whole file is read and checked first: a file or line over
-its limit, bytes that are not UTF-8, text that is not JSON, a duplicate key,
-NaN or Infinity, an unknown or missing key, a bad value, or an id repeated
-with a different body or flow is refused with an InvalidInput or Conflict
-naming the line, the field and the reason. An id repeated with identical
-content is kept (it collapses to one event when stored).
+are ignored. A file or line over its limit, bytes that are not UTF-8, text
+that is not JSON, a duplicate key, NaN or Infinity, an unknown or missing
+key, a bad value, or an id repeated with a different body or flow (in the
+file or against a stored event) is refused with an InvalidInput or Conflict
+naming the line, the field and the reason, and nothing is stored. An id
+repeated with identical content collapses to one event.
 
-This module reads and checks; storing the result is Queue.ingest's one
-transaction. It holds no SQL and reads no clock.
+Two passes, so memory does not grow with the file: `check` reads the
+source a line at a time before any lock is taken and writes each validated,
+canonical event to a temporary file; `store`, inside the caller's
+transaction, reads them back and enqueues CHUNK_LINES at a time, without
+parsing or validating the source again (the lock is held for the inserts
+and little else). This module holds no SQL and reads no clock.
 """
 
 from __future__ import annotations
 
+import contextlib
+import io
+import json
 import os
 import re
-from collections.abc import Callable
+import tempfile
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, BinaryIO, Union
+from typing import Any, BinaryIO, NamedTuple, Union
 
 from . import _validate as v
 from ._json import StrictJSONError, json_type, loads_strict
-from .errors import Conflict, InvalidInput
-from .store.queue import NewEvent
+from .errors import Conflict, DiskFull, InvalidInput
+from .store.queue import NewEvent, QueueTxn
+from .types import Enqueued
 
 Source = Union[str, "os.PathLike[str]", bytes, BinaryIO]
 
@@ -35,6 +44,24 @@ ENVELOPE_BYTES = 4096
 
 _BOM = b"\xef\xbb\xbf"
 _BLANK = b" \t\r"  # JSON whitespace that may pad an empty line
+
+#: Lines enqueued per statement batch inside the one transaction: the most
+#: parsed lines held in memory at once.
+CHUNK_LINES = 1000
+
+MakeEvent = Callable[[dict[str, Any]], NewEvent]
+
+
+class Ingested(NamedTuple):
+    """What Queue.ingest(..., summary=True) stored: non-blank lines, and how
+    many of them created an event (the others repeat a stored or earlier one)."""
+
+    lines: int
+    created: int
+
+    @property
+    def duplicates(self) -> int:
+        return self.lines - self.created
 
 
 @dataclass(frozen=True)
@@ -68,32 +95,131 @@ class Limits:
         )
 
 
-@dataclass(frozen=True)
-class Line:
-    """A line's object, checked for shape only: values are still the caller's to validate."""
+class Checked:
+    """A file that passed `check`: its events, validated and canonical, one
+    per line in a temporary file, to be read back inside the transaction
+    without parsing the source again."""
 
-    number: int
-    fields: dict[str, Any]
+    def __init__(self) -> None:
+        self._spool = tempfile.TemporaryFile("w+", encoding="utf-8")
+        self.lines = 0  # non-blank lines
 
-
-def read(source: Source, limits: Limits,
-         make_event: Callable[[dict[str, Any]], NewEvent]) -> list[tuple[int, NewEvent]]:
-    """Every event in the file as (line number, validated event), in file order.
-
-    `make_event` turns a line's object into a NewEvent as any enqueue does,
-    raising InvalidInput naming the field; the error is re-raised with the
-    line number.
-    """
-    events = []
-    for line in _lines(_read_bytes(source, limits.max_bytes), limits):
+    def add(self, number: int, event: NewEvent) -> None:
         try:
-            event = make_event(line.fields)
-            _check_limits(event, limits)
-        except InvalidInput as exc:
-            raise InvalidInput(exc.field, exc.problem, line=line.number) from None
-        events.append((line.number, event))
-    _check_repeats(events)
-    return events
+            self._spool.write(json.dumps([number, event.event_id, event.flow, event.body, event.delay_ms]) + "\n")
+        except OSError as exc:
+            raise _no_room(exc) from exc
+        self.lines += 1
+
+    def events(self) -> Iterator[tuple[int, NewEvent]]:
+        """(line number, event) of each non-blank line, in file order."""
+        try:
+            self._spool.flush()
+        except OSError as exc:
+            raise _no_room(exc) from exc
+        self._spool.seek(0)
+        for text in self._spool:
+            number, event_id, flow, body, delay_ms = json.loads(text)
+            yield number, NewEvent(event_id, flow, body, delay_ms)
+
+    def close(self) -> None:
+        self._spool.close()
+
+
+def _no_room(exc: OSError) -> DiskFull:
+    where = tempfile.gettempdir()
+    return DiskFull(where, f"cannot write the checked copy of the file in {where} ({exc}); nothing was stored")
+
+
+def check(source: Source, limits: Limits, make_event: MakeEvent) -> Checked:
+    """Pass one, before any lock: read the source a line at a time and refuse
+    the file at its first bad line.
+
+    Every check but repeats is made here (those need the stored events and
+    are made by `store`).
+    """
+    checked = Checked()
+    try:
+        with _binary(source) as f:
+            for number, fields in _objects(f, limits):
+                try:
+                    event = make_event(fields)
+                    _check_limits(event, limits)
+                except InvalidInput as exc:
+                    raise InvalidInput(exc.field, exc.problem, line=number) from None
+                checked.add(number, event)
+    except BaseException:
+        checked.close()
+        raise
+    return checked
+
+
+@contextlib.contextmanager
+def _binary(source: Source) -> Iterator[Any]:
+    """The source as a binary file to read lines from: a path, bytes, or a file object."""
+    if isinstance(source, (bytes, bytearray, memoryview)):
+        yield io.BytesIO(bytes(source))
+    elif isinstance(source, (str, os.PathLike)):
+        try:
+            f = open(source, "rb")
+        except OSError as exc:
+            raise InvalidInput("source", f"cannot read {os.fspath(source)}: {exc.strerror or exc}") from None
+        with f:
+            yield f
+    elif callable(getattr(source, "readline", None)):
+        yield source
+    else:
+        raise InvalidInput("source", f"must be a path, bytes or a binary file, not {type(source).__name__}")
+
+
+def store(tx: QueueTxn, checked: Checked, now_ms: int, results: list[Enqueued] | None) -> Ingested:
+    """Pass two, inside the caller's transaction: enqueue every checked
+    line, CHUNK_LINES at a time; a repeat with other content raises Conflict
+    naming its line (the caller's transaction then rolls back all of it).
+    Appends one Enqueued per line to `results` if given."""
+    lines = created = 0
+    chunk: list[tuple[int, NewEvent]] = []
+    for item in checked.events():
+        chunk.append(item)
+        if len(chunk) == CHUNK_LINES:
+            created += _store_chunk(tx, checked, chunk, now_ms, results)
+            lines += len(chunk)
+            chunk = []
+    if chunk:
+        created += _store_chunk(tx, checked, chunk, now_ms, results)
+        lines += len(chunk)
+    return Ingested(lines, created)
+
+
+def _store_chunk(tx: QueueTxn, checked: Checked, chunk: list[tuple[int, NewEvent]], now_ms: int,
+                 results: list[Enqueued] | None) -> int:
+    first: dict[str, tuple[int, NewEvent]] = {}
+    for number, event in chunk:  # repeats inside the chunk name the line they repeat
+        seen = first.setdefault(event.event_id, (number, event))
+        if seen[0] != number:
+            _refuse_repeat(event, number, *seen)
+    try:
+        done = tx.enqueue_many([event for _, event in chunk], now_ms)
+    except Conflict as exc:
+        number = first[exc.event_id][0]
+        for earlier_number, earlier in checked.events():
+            if earlier_number >= number:
+                break
+            if earlier.event_id == exc.event_id:  # an earlier chunk of this file stored it
+                _refuse_repeat(first[exc.event_id][1], number, earlier_number, earlier)
+        raise Conflict(exc.event_id, exc.field, str(exc), line=number) from exc
+    if results is not None:
+        results.extend(done)
+    return sum(e.created for e in done)
+
+
+def _refuse_repeat(event: NewEvent, number: int, earlier_number: int, earlier: NewEvent) -> None:
+    """An id repeated in the file must repeat its flow and body exactly (delay aside)."""
+    for field in ("flow", "body"):
+        if getattr(event, field) != getattr(earlier, field):
+            raise Conflict(event.event_id, field,
+                           f"event {event.event_id!r} repeats line {earlier_number} with a different {field}",
+                           line=number)
 
 
 def _check_limits(event: NewEvent, limits: Limits) -> None:
@@ -105,57 +231,51 @@ def _check_limits(event: NewEvent, limits: Limits) -> None:
         raise InvalidInput("event_id", f"{event.event_id!r} does not match {limits.id_pattern.pattern!r}")
 
 
-def _read_bytes(source: Source, max_bytes: int) -> bytes:
-    """The file's bytes (a path, bytes, or a file opened in binary mode), refused past max_bytes."""
-    if isinstance(source, (bytes, bytearray, memoryview)):
-        data = bytes(source)
-    elif isinstance(source, (str, os.PathLike)):
-        try:
-            with open(source, "rb") as f:
-                data = _read_at_most(f, max_bytes + 1)
-        except OSError as exc:
-            raise InvalidInput("source", f"cannot read {os.fspath(source)}: {exc.strerror or exc}") from None
-    elif callable(getattr(source, "read", None)):
-        data = _read_at_most(source, max_bytes + 1)
-    else:
-        raise InvalidInput("source", f"must be a path, bytes or a binary file, not {type(source).__name__}")
-    if len(data) > max_bytes:
-        line = data.count(b"\n", 0, max_bytes) + 1
-        raise InvalidInput("file", f"is over the limit of {max_bytes} bytes", line=line)
-    return data
-
-
-def _read_at_most(f: Any, n: int) -> bytes:
-    chunks, size = [], 0
-    while size < n:
-        chunk = f.read(n - size)
-        if not chunk:
-            break
-        if not isinstance(chunk, (bytes, bytearray)):
-            raise InvalidInput("source", "must be opened in binary mode ('rb'), it gave "
-                               f"{type(chunk).__name__}")
-        chunks.append(bytes(chunk))
-        size += len(chunk)
-    return b"".join(chunks)
-
-
-def _lines(data: bytes, limits: Limits) -> list[Line]:
-    """Each non-blank line as a JSON object with no duplicate keys."""
-    if data.startswith(_BOM):
-        data = data[len(_BOM):]
-    out = []
-    for number, raw in enumerate(data.split(b"\n"), start=1):
+def _objects(f: Any, limits: Limits) -> Iterator[tuple[int, dict[str, Any]]]:
+    """Each non-blank line as a JSON object with no duplicate keys; a line at a time."""
+    total = count = 0
+    cap = limits.max_line_bytes + 2  # the longest line allowed, with CR LF
+    number = 0
+    while True:
+        raw = f.readline(cap)
+        if not raw:
+            return
+        if not isinstance(raw, (bytes, bytearray)):
+            raise InvalidInput("source", f"must be opened in binary mode ('rb'), it gave {type(raw).__name__}")
+        number += 1
+        size, tail = len(raw), bytes(raw[-2:])
+        if size == cap and not raw.endswith(b"\n"):  # longer than any allowed line: measure the rest
+            size, tail = _rest_of_line(f, size, tail, limits.max_bytes - total + 1)
+        total += size
+        if total > limits.max_bytes:
+            raise InvalidInput("file", f"is over the limit of {limits.max_bytes} bytes", line=number)
+        if number == 1 and raw.startswith(_BOM):
+            raw, size = raw[len(_BOM):], size - len(_BOM)
+        length = size - (tail == b"\r\n") - tail.endswith(b"\n")
+        raw = raw.rstrip(b"\n")
         if raw.endswith(b"\r"):
             raw = raw[:-1]
-        if not raw.strip(_BLANK):
+        if length == len(raw) and not raw.strip(_BLANK):
             continue
-        if len(out) == limits.max_lines:
+        if count == limits.max_lines:
             raise InvalidInput("file", f"has more than {limits.max_lines} non-blank lines", line=number)
-        if len(raw) > limits.max_line_bytes:
-            raise InvalidInput("line", f"is {len(raw)} bytes, over the limit of {limits.max_line_bytes}",
+        if length > limits.max_line_bytes:
+            raise InvalidInput("line", f"is {length} bytes, over the limit of {limits.max_line_bytes}",
                                line=number)
-        out.append(Line(number, _parse(raw, number)))
-    return out
+        count += 1
+        yield number, _parse(bytes(raw), number)
+
+
+def _rest_of_line(f: Any, size: int, tail: bytes, budget: int) -> tuple[int, bytes]:
+    """Read past the rest of an over-long line (at most `budget` more bytes);
+    its whole size and last two bytes."""
+    while size <= budget and not tail.endswith(b"\n"):
+        more = f.readline(1 << 16)
+        if not more:
+            break
+        size += len(more)
+        tail = (tail + more)[-2:]
+    return size, tail
 
 
 def _parse(raw: bytes, number: int) -> dict[str, Any]:
@@ -173,26 +293,6 @@ def _parse(raw: bytes, number: int) -> dict[str, Any]:
         raise InvalidInput("json", f"must be an object with event_id and body, not {_article(value)}",
                            line=number)
     return value
-
-
-def _check_repeats(events: list[tuple[int, NewEvent]]) -> None:
-    """An id repeated in the file must repeat its flow and body exactly (delay aside)."""
-    first: dict[str, tuple[int, NewEvent]] = {}
-    for number, event in events:
-        if event.event_id not in first:
-            first[event.event_id] = (number, event)
-            continue
-        earlier_line, earlier = first[event.event_id]
-        for field in ("flow", "body"):
-            if getattr(event, field) != getattr(earlier, field):
-                raise Conflict(event.event_id, field,
-                               f"event {event.event_id!r} repeats line {earlier_line} with a different {field}",
-                               line=number)
-
-
-def line_of(events: list[tuple[int, NewEvent]], event_id: str) -> int:
-    """The first line that carries `event_id`."""
-    return next(number for number, event in events if event.event_id == event_id)
 
 
 def _pattern(value: str | re.Pattern[str] | None) -> re.Pattern[str] | None:

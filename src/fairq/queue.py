@@ -16,12 +16,12 @@ import shlex
 import sqlite3
 import time
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, Literal
+from typing import Any, Literal, overload
 
 from . import _crash, ingest
 from ._ids import new_event_id
 from . import _validate as v
-from .errors import Conflict, InvalidInput, LeaseLost
+from .errors import InvalidInput, LeaseLost
 from .policy import DEFAULT_MAX_CLOCK_SKEW, MAX_WEIGHT, Backoff, to_ms
 from .schedules import Schedules, expand_due
 from .store.clock import ClockTxn
@@ -40,6 +40,8 @@ MAX_BATCH = 10_000
 _MAX_CLAIM = 2**62
 #: Seconds a purged event's id is remembered after its ack (see Queue.purge).
 DEDUP_WINDOW = 30 * 86_400.0
+# Queue.ingest's default limits (its own name hides the module's in the class body).
+_MAX_FILE_BYTES, _MAX_FILE_LINES = ingest.DEFAULT_MAX_BYTES, ingest.DEFAULT_MAX_LINES
 _ITEM_KEYS = frozenset({"event_id", "body", "flow", "delay"})
 
 Effect = Callable[[sqlite3.Connection], Any]
@@ -53,14 +55,19 @@ class Queue:
     event is quarantined (a worker that died counts). backoff: retry delays.
     synchronous: "full" (default) survives power loss; "normal" is faster but
     may lose the last commits on power loss (never on a process crash).
-    busy_timeout: seconds to wait for another writer before raising Busy.
+    busy_timeout: seconds to wait for another writer before raising Busy
+    (at most 2,147,483.647: SQLite counts it in int milliseconds).
     max_body_bytes: the largest canonical JSON body accepted. clock: the
     wall clock used when a call gets no explicit `now` (default: the system
     clock; give a model clock for tests and simulations). max_clock_skew:
     how many seconds ahead of that clock an explicit `now` may be; a later
     one is refused (InvalidInput), since the stored clock never goes back by
     itself. "auto" (default): 300 s on the system clock, no bound on a model
-    clock; None: no bound.
+    clock; None: no bound. The clock must return finite seconds >= 0 (else
+    InvalidInput naming "clock"). readonly: open an existing, current queue
+    file only to read it; nothing ever writes the file, a missing, empty,
+    foreign or older file is refused (SchemaError), and writing verbs raise
+    ReadOnly.
 
     A Queue may be shared by threads: calls take turns on one connection.
     Many processes may open the same file.
@@ -78,7 +85,9 @@ class Queue:
         max_body_bytes: int = v.DEFAULT_MAX_BODY_BYTES,
         clock: Callable[[], float] = time.time,
         max_clock_skew: float | None | Literal["auto"] = "auto",
+        readonly: bool = False,
     ) -> None:
+        path = _path(path)
         self.lease_seconds = v.seconds(lease_seconds, "lease_seconds", positive=True)
         self.max_attempts = v.count(max_attempts, "max_attempts", low=1, high=1_000_000)
         if backoff is not None and not isinstance(backoff, Backoff):
@@ -86,12 +95,16 @@ class Queue:
         self.backoff = backoff or Backoff()
         self.max_body_bytes = v.count(max_body_bytes, "max_body_bytes", low=2, high=1 << 30)
         v.seconds(busy_timeout, "busy_timeout")
+        if not callable(clock):
+            raise InvalidInput("clock", f"must be callable, not {type(clock).__name__}")
+        if not isinstance(readonly, bool):
+            raise InvalidInput("readonly", f"must be a bool, not {type(readonly).__name__}")
         self._clock = clock
         if max_clock_skew == "auto":
             max_clock_skew = DEFAULT_MAX_CLOCK_SKEW if clock is time.time else None
         self.max_clock_skew = v.optional_seconds(max_clock_skew, "max_clock_skew")
         self._open_args = {"synchronous": synchronous, "busy_timeout": busy_timeout}
-        self._store = QueueStore(path, synchronous=synchronous, busy_timeout=busy_timeout)
+        self._store = QueueStore(path, synchronous=synchronous, busy_timeout=busy_timeout, readonly=readonly)
         self.path = path
 
     # -- lifecycle -------------------------------------------------------------
@@ -117,10 +130,10 @@ class Queue:
         """(milliseconds, explicit?) for a call's `now` argument; an explicit
         time more than max_clock_skew ahead of the clock is refused."""
         if now is None:
-            return to_ms(self._clock()), False
+            return to_ms(v.seconds(self._clock(), "clock")), False
         at = v.seconds(now, field)
         if self.max_clock_skew is not None:
-            reading = self._clock()
+            reading = v.seconds(self._clock(), "clock")
             if at > reading + self.max_clock_skew:
                 raise InvalidInput(field, f"{at!r} is {at - reading:.3f} s ahead of the clock ({reading!r}); "
                                           f"at most max_clock_skew={self.max_clock_skew:g} s is accepted")
@@ -165,21 +178,38 @@ class Queue:
         with self._store.transaction("enqueue", conn) as tx:
             return tx.enqueue_many(batch, tx.now(*requested))
 
+    @overload
     def ingest(
-        self, source: ingest.Source, *, max_bytes: int = ingest.DEFAULT_MAX_BYTES,
-        max_lines: int = ingest.DEFAULT_MAX_LINES, max_line_bytes: int | None = None,
+        self, source: ingest.Source, *, max_bytes: int = ..., max_lines: int = ...,
+        max_line_bytes: int | None = ..., max_body_bytes: int | None = ...,
+        id_pattern: str | re.Pattern[str] | None = ..., now: float | None = ..., summary: Literal[False] = ...,
+    ) -> list[Enqueued]: ...
+
+    @overload
+    def ingest(
+        self, source: ingest.Source, *, max_bytes: int = ..., max_lines: int = ...,
+        max_line_bytes: int | None = ..., max_body_bytes: int | None = ...,
+        id_pattern: str | re.Pattern[str] | None = ..., now: float | None = ..., summary: Literal[True],
+    ) -> ingest.Ingested: ...
+
+    def ingest(
+        self, source: ingest.Source, *, max_bytes: int = _MAX_FILE_BYTES,
+        max_lines: int = _MAX_FILE_LINES, max_line_bytes: int | None = None,
         max_body_bytes: int | None = None, id_pattern: str | re.Pattern[str] | None = None,
-        now: float | None = None,
-    ) -> list[Enqueued]:
+        now: float | None = None, summary: bool = False,
+    ) -> list[Enqueued] | ingest.Ingested:
         """Enqueue every event of a JSONL file in one transaction: all of them or none.
 
         source: a path, bytes, or a file opened in binary mode. Each non-blank
         line is an object with event_id and body, optionally flow and delay
-        (fairq.ingest has the exact rules). The whole file is checked first;
+        (fairq.ingest has the exact rules). The whole file is checked first,
+        a line at a time, before the write lock is taken;
         a refusal is an InvalidInput or Conflict whose `line` is the line at
         fault, and nothing is written. Returns one Enqueued per non-blank
         line, in file order (created=False for repeats, in the file or of
-        stored events). Limits: max_bytes for the file, max_lines non-blank
+        stored events); with summary=True only the counts (ingest.Ingested),
+        so memory stays bounded by one chunk of lines whatever the file's
+        size. Limits: max_bytes for the file, max_lines non-blank
         lines, max_line_bytes per line (default: the body limit + 4096),
         max_body_bytes per canonical body (default and ceiling: the queue's),
         id_pattern a regular expression every event_id must match.
@@ -190,15 +220,16 @@ class Queue:
             id_pattern=id_pattern, body_ceiling=self.max_body_bytes,
         )
         requested = self._requested(now)
-        events = ingest.read(source, limits, self._batch_item)
-        if not events:
-            return []
-        with self._store.transaction("ingest") as tx:
-            try:
-                return tx.enqueue_many([event for _, event in events], tx.now(*requested))
-            except Conflict as exc:
-                raise Conflict(exc.event_id, exc.field, str(exc),
-                               line=ingest.line_of(events, exc.event_id)) from exc
+        results: list[Enqueued] | None = None if summary else []
+        checked = ingest.check(source, limits, self._batch_item)
+        try:
+            if not checked.lines:
+                return ingest.Ingested(0, 0) if summary else []
+            with self._store.transaction("ingest") as tx:
+                done = ingest.store(tx, checked, tx.now(*requested), results)
+        finally:
+            checked.close()
+        return done if results is None else results
 
     def _batch_item(self, item: Any) -> NewEvent:
         if isinstance(item, tuple) and 2 <= len(item) <= 3:
@@ -527,6 +558,16 @@ class Queue:
         if events or dropped:
             log.info("purge events=%d tombstones_dropped=%d", events, dropped)
         return Purged(events, dropped)
+
+
+def _path(path: Any) -> Any:
+    """The database file argument: a str or path-like naming a file, no NUL."""
+    if not isinstance(path, (str, bytes, os.PathLike)):
+        raise InvalidInput("path", f"must be a str or path-like, not {type(path).__name__}")
+    name = os.fspath(path)
+    if not name or ("\x00" if isinstance(name, str) else b"\x00") in name:
+        raise InvalidInput("path", f"must be a non-empty file name without NUL, got {name!r}")
+    return path
 
 
 def _redrive_command(path: Any, head: EventInfo) -> str:

@@ -5,9 +5,10 @@ milliseconds: ``start + k * every``, or the matches of a cron expression read
 in a time zone. A tick decides each slot once, in order, resuming from the
 position stored with the schedule: the slot becomes an instance (an ordinary
 event ``"{name}@{slot}"``, due at its slot, with the normal lease, fence,
-retry and quarantine) or a misfire (an audit row with action ``misfire``).
-This module makes those decisions; fairq.store.schedules holds the SQL. It
-reads no clock: the time comes in from the facade.
+retry and quarantine) or a misfire (an audit row with action ``misfire``;
+a long run of missed slots shares one). This module makes those decisions;
+fairq.timetable computes the slots and fairq.store.schedules holds the SQL.
+It reads no clock: the time comes in from the facade.
 
 DST rules for cron schedules: a local time that does not exist (the clocks
 spring forward over it) fires once, at the first instant after the gap; a
@@ -17,10 +18,7 @@ occurrence. Slot ids are UTC instants, so they stay unique.
 
 from __future__ import annotations
 
-import datetime as dt
-import functools
 import logging
-import zoneinfo
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -30,19 +28,21 @@ from .errors import Conflict, InvalidInput, UnknownSchedule
 from .policy import to_ms
 from .store.queue import NewEvent, QueueTxn
 from .store.schedules import Advance, NewSchedule, ScheduleTxn
+from .timetable import Timetable, zone
 from .types import Enqueued, Misfire, Schedule, slot_event_id, slot_text
 
 if TYPE_CHECKING:
     from .queue import Queue
 
-__all__ = ["Schedules", "Timetable", "MAX_SLOTS_PER_TICK", "MAX_NAME_CHARS", "expand_due", "decide"]
+__all__ = ["Schedules", "Timetable", "MAX_SLOTS_PER_TICK", "MAX_NAME_CHARS", "expand_due", "decide", "MISFIRE_ROWS"]
 
 log = logging.getLogger("fairq")
 
-#: The most slots of one schedule a tick decides (instances and misfires
-#: together). A schedule further behind catches up over the following ticks,
-#: each resuming from the stored position, so one tick stays one short
-#: transaction however long the queue was down.
+#: The most instances of one schedule a tick makes (misfire="all", or slots
+#: expanded ahead). A schedule further behind catches up over the following
+#: ticks, each resuming from the stored position, so one tick stays one short
+#: transaction however long the queue was down. Missed slots are not capped:
+#: they are counted, not walked, and a long run of them is one audit row.
 MAX_SLOTS_PER_TICK = 1000
 
 #: A schedule's name is at most this long, so "{name}@{slot}" fits an event id.
@@ -52,95 +52,13 @@ MAX_NAME_CHARS = 200
 _LAST_SLOT_MS = 253_402_300_799_999  # 9999-12-31T23:59:59.999Z
 
 
-# -- slots -----------------------------------------------------------------------
-
-
-def zone(name: Any) -> zoneinfo.ZoneInfo:
-    """The IANA time zone `name`, or InvalidInput("tz", ...)."""
-    if not isinstance(name, str) or not name:
-        raise InvalidInput("tz", f"must be an IANA time zone name like 'Europe/Berlin', got {name!r}")
-    return _zone(name)
-
-
-@functools.lru_cache(maxsize=256)
-def _zone(name: str) -> zoneinfo.ZoneInfo:
-    try:
-        return zoneinfo.ZoneInfo(name)
-    except (zoneinfo.ZoneInfoNotFoundError, ValueError, OSError):
-        raise InvalidInput("tz", f"{name!r} is not a known IANA time zone") from None
-
-
-def wall_to_utc_ms(wall: dt.datetime, tz: zoneinfo.ZoneInfo) -> int:
-    """The UTC instant (ms) a naive local wall time fires at, by the DST rules.
-
-    A time that occurs twice fires at its first occurrence (fold=0 is the
-    earlier one); a time inside a spring-forward gap fires at the instant
-    the gap ends.
-    """
-    first = int(wall.replace(tzinfo=tz, fold=0).timestamp())
-    if dt.datetime.fromtimestamp(first, tz).replace(tzinfo=None, fold=0) == wall:
-        return first * 1000
-    # In a gap the two folds read the wall time with the offsets on either
-    # side of the transition, so the transition lies between them.
-    other = int(wall.replace(tzinfo=tz, fold=1).timestamp())
-    before, after = min(first, other), max(first, other)
-    offset_before = dt.datetime.fromtimestamp(before, tz).utcoffset()
-    while after - before > 1:
-        mid = (before + after) // 2
-        if dt.datetime.fromtimestamp(mid, tz).utcoffset() == offset_before:
-            before = mid
-        else:
-            after = mid
-    return after * 1000
-
-
-@dataclass(frozen=True)
-class Timetable:
-    """The slots of one schedule, in order: pure arithmetic, no clock."""
-
-    start_ms: int
-    every_ms: int | None = None
-    cron: cronlib.Cron | None = None
-    tz: zoneinfo.ZoneInfo | None = None
-
-    @classmethod
-    def of(cls, start_ms: int, every_ms: int | None, cron: str | None, tz: str) -> Timetable:
-        """The timetable of a schedule definition (exactly one of every_ms and cron)."""
-        if every_ms is not None:
-            return cls(start_ms, every_ms=every_ms)
-        assert cron is not None
-        return cls(start_ms, cron=_parse_cron(cron), tz=zone(tz))
-
-    def first(self) -> int | None:
-        """The first slot: start itself (every=), or the first match at or after start (cron=)."""
-        return self.start_ms if self.every_ms is not None else self.after(self.start_ms - 1)
-
-    def after(self, slot_ms: int) -> int | None:
-        """The first slot later than slot_ms; None if the cron never matches again."""
-        if self.every_ms is not None:
-            return slot_ms + self.every_ms
-        assert self.cron is not None and self.tz is not None
-        # Matches are looked for in local wall time from the minute holding
-        # slot_ms; a wall time that maps to slot_ms or earlier (the rest of a
-        # gap, the repeat of a fallen-back hour) is passed over.
-        wall = dt.datetime.fromtimestamp(slot_ms // 1000, self.tz).replace(tzinfo=None, fold=0)
-        candidate = wall.replace(second=0, microsecond=0)
-        while True:
-            match = self.cron.next_match(candidate)
-            if match is None:
-                return None
-            fire_ms = wall_to_utc_ms(match, self.tz)
-            if fire_ms > slot_ms:
-                return fire_ms
-            candidate = match + dt.timedelta(minutes=1)
-
-
-@functools.lru_cache(maxsize=1024)
-def _parse_cron(expression: str) -> cronlib.Cron:
-    return cronlib.parse(expression)
-
-
 # -- what a tick does ------------------------------------------------------------------
+
+
+#: A run of more than this many consecutive missed slots is recorded as one
+#: audit row (its first and last slot and their count), not a row per slot,
+#: so a tick after any downtime writes a handful of rows.
+MISFIRE_ROWS = 10
 
 
 @dataclass
@@ -149,6 +67,7 @@ class Decision:
 
     instances: list[int] = field(default_factory=list)  # slots that become events
     misfires: list[tuple[int, str, dict[str, Any]]] = field(default_factory=list)  # (slot, reason, detail)
+    missed: int = 0  # slots the misfire rows stand for
     advance: Advance | None = None  # the schedule's new position; None: nothing was decided
 
 
@@ -159,46 +78,74 @@ def decide(schedule: Schedule, timetable: Timetable, now_ms: int, horizon_ms: in
     already due follow the misfire policy: all runs each of them; coalesce
     runs only the newest and records the others; skip runs those found at
     most `grace` late. Under coalesce, the newest also needs to be within
-    grace when one is set. At most MAX_SLOTS_PER_TICK slots are decided.
+    grace when one is set. At most MAX_SLOTS_PER_TICK instances are made;
+    missed slots are found and counted without walking them (Timetable), so
+    any backlog of them is decided in this one tick.
     """
     decision = Decision()
-    if schedule.next_slot is None:
+    if schedule.next_slot is None or to_ms(schedule.next_slot) > horizon_ms:
         return decision
-    slots: list[int] = []
-    slot: int | None = to_ms(schedule.next_slot)
-    while slot is not None and slot <= horizon_ms and len(slots) < MAX_SLOTS_PER_TICK:
-        slots.append(slot)
-        slot = timetable.after(slot)
-    if not slots:
-        return decision
-    due = [s for s in slots if s <= now_ms]
+    first = to_ms(schedule.next_slot)
     grace_ms = None if schedule.grace is None else to_ms(schedule.grace)
-    superseded_by: int | None = None  # under coalesce: the newest due slot, known or beyond the cap
-    if schedule.misfire is Misfire.ALL:
-        run = set(due)
-    elif schedule.misfire is Misfire.COALESCE:
-        more_due = slot is not None and slot <= now_ms  # the cap stopped short of the newest
-        newest = slot if more_due else (due[-1] if due else None)
-        superseded_by = newest
-        run = {newest} if newest in due and (grace_ms is None or now_ms - newest <= grace_ms) else set()
-    else:
+    decided: int | None = None  # the newest slot decided so far
+    resume: int | None = first  # the first slot not yet decided
+    if first <= now_ms and schedule.misfire is Misfire.COALESCE:
+        newest = timetable.latest(first, now_ms)
+        if newest > first:
+            _missed(decision, schedule, timetable, first, timetable.latest(first, newest - 1), now_ms,
+                    f"a later slot ({slot_text(newest)}) was due")
+        resume = newest
+        if grace_ms is not None and now_ms - newest > grace_ms:
+            _missed(decision, schedule, timetable, newest, newest, now_ms, "")
+            decided, resume = newest, timetable.after(newest)
+    elif first <= now_ms and schedule.misfire is Misfire.SKIP:
         assert grace_ms is not None
-        run = {s for s in due if now_ms - s <= grace_ms}
-    for s in slots:
-        if s > now_ms or s in run:
-            decision.instances.append(s)
-            continue
-        late = (now_ms - s) / 1000
-        if superseded_by is not None and s != superseded_by:
-            reason = f"coalesce: a later slot ({slot_text(superseded_by)}) was due"
-        else:
-            reason = f"{schedule.misfire.value}: found {late:g} s late, over the grace of {schedule.grace:g} s"
-        decision.misfires.append((s, reason, {
-            "schedule": schedule.name, "slot": slot_text(s), "misfire": schedule.misfire.value,
-            "late": late, "grace": schedule.grace,
-        }))
-    decision.advance = Advance(schedule.name, slots[-1], slot)
+        if now_ms - first > grace_ms:
+            last = timetable.latest(first, now_ms - grace_ms - 1)
+            _missed(decision, schedule, timetable, first, last, now_ms, "")
+            decided, resume = last, timetable.after(last)
+    slot = resume
+    while slot is not None and slot <= horizon_ms and len(decision.instances) < MAX_SLOTS_PER_TICK:
+        decision.instances.append(slot)
+        decided, slot = slot, timetable.after(slot)
+    if decided is not None:
+        decision.advance = Advance(schedule.name, decided, slot)
     return decision
+
+
+def _missed(decision: Decision, schedule: Schedule, timetable: Timetable, first: int, last: int,
+            now_ms: int, superseded: str) -> None:
+    """Record the missed slots first..last: a row each, or one row for a long run.
+
+    `superseded` says why under coalesce (a later slot was due); empty, the
+    slots were found later than the grace allows.
+    """
+    policy = schedule.misfire.value
+    count = timetable.count(first, last)
+    decision.missed += count
+
+    def why(late: float) -> str:
+        return superseded or f"found {late:g} s late, over the grace of {schedule.grace:g} s"
+
+    if count <= MISFIRE_ROWS:
+        slot: int | None = first
+        while slot is not None and slot <= last:
+            late = (now_ms - slot) / 1000
+            decision.misfires.append((slot, f"{policy}: {why(late)}", {
+                "schedule": schedule.name, "slot": slot_text(slot), "misfire": policy, "late": late,
+                "grace": schedule.grace,
+            }))
+            slot = timetable.after(slot)
+        return
+    late = (now_ms - first) / 1000
+    reason = (f"{policy}: {count} slots from {slot_text(first)} to {slot_text(last)} missed; {superseded}"
+              if superseded else
+              f"{policy}: {count} slots from {slot_text(first)} to {slot_text(last)} found over the grace "
+              f"of {schedule.grace:g} s late")
+    decision.misfires.append((first, reason, {
+        "schedule": schedule.name, "slot": slot_text(first), "last": slot_text(last), "count": count,
+        "misfire": policy, "late": late, "grace": schedule.grace,
+    }))
 
 
 def instance_body(name: str, slot_ms: int, body: Any) -> dict[str, Any]:
@@ -225,7 +172,7 @@ def expand_due(tx: QueueTxn, now_ms: int, ahead_ms: int) -> list[Enqueued]:
             events.append(NewEvent(slot_event_id(schedule.name, slot_ms), schedule.flow, body, 0, at_ms=slot_ms))
         misfires.extend((slot_event_id(schedule.name, s), reason, detail) for s, reason, detail in decision.misfires)
         if decision.misfires:
-            log.warning("schedule %s: %d slots misfired (%s)", schedule.name, len(decision.misfires),
+            log.warning("schedule %s: %d slots misfired (%s)", schedule.name, decision.missed,
                         decision.misfires[0][1])
         if decision.advance is not None:
             moves.append(decision.advance)

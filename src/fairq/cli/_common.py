@@ -72,6 +72,21 @@ def open_existing(args: argparse.Namespace, **settings: Any) -> Queue:
     return Queue(path, **settings)
 
 
+def open_to_read(args: argparse.Namespace) -> Queue:
+    """The queue at the chosen path, opened read-only: never creates, upgrades
+    or writes the file; refuses a missing, empty, foreign or older one."""
+    return Queue(database_path(args), readonly=True)
+
+
+def read_target(args: argparse.Namespace) -> Queue | Client:
+    """What a looking command reads: a Client for the server at --url or
+    $FAIRQ_URL, else the local file opened read-only (see open_to_read)."""
+    url = server_url(args)
+    if url is None:
+        return open_to_read(args)
+    return Client(url, token=os.environ.get("FAIRQ_TOKEN") or None)
+
+
 def stats_json(stats: Stats) -> dict[str, Any]:
     """A Stats as plain JSON values (the unbounded lag bucket's bound is "+Inf")."""
     return to_json(stats)

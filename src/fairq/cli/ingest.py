@@ -43,10 +43,9 @@ def enqueue(args: argparse.Namespace) -> int:
         try:
             done = q.ingest(source, max_bytes=args.max_bytes, max_lines=args.max_lines,
                             max_line_bytes=args.max_line_bytes, max_body_bytes=args.max_body_bytes,
-                            id_pattern=args.id_pattern)
+                            id_pattern=args.id_pattern, summary=True)
         except FairqError as exc:
             print(f"fairq: {label}: {exc}; nothing from the file was stored", file=sys.stderr)
             return EXIT_REFUSED
-    created = sum(e.created for e in done)
-    print_json({"lines": len(done), "created": created, "duplicates": len(done) - created})
+    print_json({"lines": done.lines, "created": done.created, "duplicates": done.duplicates})
     return EXIT_OK

@@ -11,7 +11,7 @@ from ._common import (
     EXIT_OK,
     audit_json,
     event_json,
-    open_target,
+    read_target,
     print_json,
     print_table,
     stats_json,
@@ -40,7 +40,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def status(args: argparse.Namespace) -> int:
-    with open_target(args) as q:
+    with read_target(args) as q:
         stats = q.stats()
     if args.json:
         print_json(stats_json(stats))
@@ -60,7 +60,7 @@ def status(args: argparse.Namespace) -> int:
 
 
 def events(args: argparse.Namespace) -> int:
-    with open_target(args) as q:
+    with read_target(args) as q:
         found = q.events(state=args.state, flow=args.flow, limit=args.limit)
     if args.json:
         print_json([event_json(e) for e in found])
@@ -74,7 +74,7 @@ def events(args: argparse.Namespace) -> int:
 
 
 def show(args: argparse.Namespace) -> int:
-    with open_target(args) as q:
+    with read_target(args) as q:
         info = q.get(args.event_id)
         if info is None:
             raise FairqError(f"no event {args.event_id!r}")

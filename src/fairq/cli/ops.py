@@ -11,7 +11,7 @@ import time
 from ..errors import InvalidInput
 from ..metrics import exposition
 from ..queue import DEDUP_WINDOW
-from ._common import EXIT_OK, open_existing, open_target, print_json
+from ._common import EXIT_OK, open_existing, open_target, read_target, print_json
 
 _UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86_400}
 
@@ -61,7 +61,7 @@ def duration(text: str) -> float:
 
 
 def explain(args: argparse.Namespace) -> int:
-    with open_target(args) as q:
+    with read_target(args) as q:
         blocked = q.why_blocked(args.flow)
     if args.json:
         print_json({**dataclasses.asdict(blocked), "answer": str(blocked)})
@@ -73,7 +73,7 @@ def explain(args: argparse.Namespace) -> int:
 def metrics(args: argparse.Namespace) -> int:
     if args.top < 0:
         raise InvalidInput("--top", f"must be >= 0, got {args.top}")
-    with open_target(args) as q:
+    with read_target(args) as q:
         stats = q.stats(top=args.top)
     print(exposition(stats), end="")
     return EXIT_OK

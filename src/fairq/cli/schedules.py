@@ -12,7 +12,7 @@ from .._json import to_json
 from ..policy import to_ms
 from ..queue import Queue
 from ..types import Misfire, Schedule, slot_text
-from ._common import EXIT_OK, EXIT_REFUSED, database_path, open_existing, print_json
+from ._common import EXIT_OK, EXIT_REFUSED, database_path, open_existing, open_to_read, print_json
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -82,7 +82,7 @@ def add(args: argparse.Namespace) -> int:
 
 
 def list_schedules(args: argparse.Namespace) -> int:
-    with open_existing(args) as q:
+    with open_to_read(args) as q:
         schedules = q.schedules.list()
     _show(schedules, as_json=args.json)
     return EXIT_OK

@@ -38,20 +38,52 @@ REBUILT_TABLES: dict[int, tuple[str, ...]] = {4: ("audit",)}
 
 def refuse_foreign(conn: sqlite3.Connection, path: object) -> None:
     """Refuse, before anything writes the file, one that belongs to another
-    application or to a newer fairq. An unmarked file (application_id and
-    user_version 0: new, or the application's own outbox file) is fine."""
-    app_id, version = _marks(conn)
+    application or to a newer fairq, or that holds tables of the names fairq
+    is about to create. An unmarked file (application_id and user_version 0:
+    new, or the application's own outbox file) is fine. Only reads."""
+    marks = _marks(conn)
+    while True:
+        try:
+            _refuse_marked(conn, path, *marks)
+            return
+        except SchemaError:
+            # Outside a transaction each read is its own snapshot: another
+            # process may have just created or upgraded the file, its tables
+            # and marks together. Judge the file again as it now is.
+            again = _marks(conn)
+            if again == marks:
+                raise
+            marks = again
+
+
+def _refuse_marked(conn: sqlite3.Connection, path: object, app_id: int, version: int) -> None:
     if app_id == APPLICATION_ID:
         if version > LATEST:
             raise SchemaError(
                 f"{path!s} has fairq schema version {version}, newer than this fairq "
                 f"understands ({LATEST}); upgrade fairq"
             )
+        _refuse_clashes(conn, path, [t for step in range(version + 1, LATEST + 1) for t in STEP_TABLES.get(step, ())])
     elif app_id != 0 or version != 0:
         raise SchemaError(
             f"{path!s} belongs to another application "
             f"(application_id {app_id:#x}, user_version {version}); fairq will not touch it"
         )
+    else:
+        _refuse_clashes(conn, path, OWN_TABLES)
+
+
+def require_current(conn: sqlite3.Connection, path: object) -> None:
+    """Refuse, for a read-only opening, a file that is not a current fairq
+    queue: one a writer would first have to create or upgrade. Only reads."""
+    refuse_foreign(conn, path)
+    app_id, version = _marks(conn)
+    if app_id != APPLICATION_ID:
+        raise SchemaError(f"{path!s} is not a fairq database (empty, or another application's file); "
+                          "run `fairq init` or enqueue to make it one")
+    if version < LATEST:
+        raise SchemaError(f"{path!s} has fairq schema version {version}, older than this fairq's "
+                          f"({LATEST}); open it for writing once (e.g. `fairq init`) to upgrade it")
 
 
 def ensure_schema(db: Database) -> int:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import sqlite3
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -31,10 +32,10 @@ from typing import Any, NamedTuple, TypeVar
 
 from .. import policy
 from .._json import canonical
-from ..errors import Conflict, LeaseExpired, RedriveRefused, StaleLease
+from ..errors import Conflict, LeaseExpired, RedriveRefused, SchemaError, StaleLease
 from ..policy import Backoff, from_ms
 from ..types import Enqueued, Lease, Outcome, Settled, State, UndecodableBody
-from .migrate import ensure_schema, refuse_foreign
+from .migrate import LATEST, ensure_schema, refuse_foreign, require_current
 from .reads import TOTALS, QueueReads, body_value
 from .retention import body_hash
 from .sqlite import Database, JoinedTransaction, Transaction
@@ -86,11 +87,15 @@ class _Clock:
 class QueueStore:
     """A queue database file: opens it, migrates it, hands out transactions."""
 
-    def __init__(self, path: Any, *, synchronous: str, busy_timeout: float) -> None:
-        self.db = Database(path, synchronous=synchronous, busy_timeout=busy_timeout,
-                           inspect=lambda conn: refuse_foreign(conn, path))
+    def __init__(self, path: Any, *, synchronous: str, busy_timeout: float, readonly: bool = False) -> None:
+        """readonly: open an existing, current queue file without writing it;
+        refuse a missing, empty, foreign or older one (SchemaError)."""
+        if readonly and not os.path.exists(path):
+            raise SchemaError(f"no fairq database at {os.fsdecode(path)}; run `fairq init` or enqueue to create it")
+        self.db = Database(path, synchronous=synchronous, busy_timeout=busy_timeout, readonly=readonly,
+                           inspect=lambda conn: (require_current if readonly else refuse_foreign)(conn, path))
         try:
-            self.version = ensure_schema(self.db)
+            self.version = LATEST if readonly else ensure_schema(self.db)
         except BaseException:
             self.db.close()
             raise

@@ -4,33 +4,31 @@ This module owns every BEGIN, COMMIT and ROLLBACK in fairq: a write is one
 ``BEGIN IMMEDIATE`` transaction that commits when its block ends and rolls
 back on any exception, a failing COMMIT included. Lock waits are absorbed by
 SQLite's busy timeout; a timeout that is really exceeded becomes fairq.Busy.
-It knows nothing about queues.
+Failures are read by fairq.store.failures. It knows nothing about queues.
 """
 
 from __future__ import annotations
 
-import contextlib
 import importlib.resources
 import os
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterator
+import urllib.parse
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 from .. import _crash
-from ..errors import Busy, FairqError, InvalidInput, SchemaError
+from ..errors import FairqError, InvalidInput, ReadOnly, SchemaError, UsageError
+from .failures import is_busy, raise_typed, translate
 
 T = TypeVar("T")
 
 MIN_SQLITE = (3, 37, 0)
 SYNCHRONOUS = {"full": "PRAGMA synchronous = FULL", "normal": "PRAGMA synchronous = NORMAL"}
 
-_SQLITE_NOTADB = 26
-
-# Primary result codes that mean "another connection holds the lock".
-_SQLITE_BUSY = 5
-_SQLITE_LOCKED = 6
+#: The longest busy timeout SQLite takes: its milliseconds are a C int.
+MAX_BUSY_TIMEOUT = 2_147_483.647
 
 
 def check_sqlite_version(found: tuple[int, int, int] = sqlite3.sqlite_version_info) -> None:
@@ -47,41 +45,6 @@ def check_json_functions(conn: sqlite3.Connection) -> None:
         conn.execute("SELECT count(*) FROM json_each('[1]')").fetchone()
     except sqlite3.OperationalError as exc:
         raise SchemaError(f"fairq needs SQLite's JSON functions (json_each); this SQLite has none: {exc}") from exc
-
-
-def _primary_code(exc: BaseException) -> int | None:
-    """The primary SQLite result code of an sqlite3 error. Python 3.10 does not
-    carry it, so there it is told from the message SQLite gives."""
-    code = getattr(exc, "sqlite_errorcode", None)
-    if code is not None:
-        return code & 0xFF
-    text = str(exc)
-    if "database is locked" in text or "database table is locked" in text:
-        return _SQLITE_BUSY
-    if "not a database" in text:
-        return _SQLITE_NOTADB
-    return None
-
-
-def is_busy(exc: BaseException) -> bool:
-    """Does this sqlite3 error mean a lock wait ran out?"""
-    return _primary_code(exc) in (_SQLITE_BUSY, _SQLITE_LOCKED)
-
-
-def raise_busy_as_busy(exc: BaseException) -> None:
-    """If `exc` is a lock timeout, raise fairq.Busy from it; otherwise return."""
-    if isinstance(exc, sqlite3.OperationalError) and is_busy(exc):
-        raise Busy(f"database is locked: {exc}") from exc
-
-
-@contextlib.contextmanager
-def translate_busy() -> Iterator[None]:
-    """Turn a lock timeout into fairq.Busy; every other error passes through as it is."""
-    try:
-        yield
-    except sqlite3.OperationalError as exc:
-        raise_busy_as_busy(exc)
-        raise
 
 
 def read_script(name: str) -> str:
@@ -127,6 +90,25 @@ def _same_file(a: str, b: str) -> bool:
         return False
 
 
+def _read_only_uri(path: Any) -> str:
+    """An SQLite URI that opens an existing file read-only, never creating it.
+
+    Reading a WAL file takes a -shm file next to it, which SQLite cannot
+    create in a folder it may not write (read-only media). There, if no
+    -wal file is left either, the database file alone is the whole queue,
+    and it is opened as immutable: a snapshot nothing else writes.
+    """
+    name = os.fsdecode(os.path.abspath(os.fspath(path)))
+    uri = "file:" + urllib.parse.quote(name) + "?mode=ro"
+    if not _writable_folder(name) and not os.path.exists(name + "-wal"):
+        uri += "&immutable=1"
+    return uri
+
+
+def _writable_folder(name: str) -> bool:
+    return os.access(os.path.dirname(name) or ".", os.W_OK)
+
+
 def _enable_wal(conn: sqlite3.Connection, timeout: float) -> None:
     """Switch the file to WAL, waiting out other connections doing the same.
 
@@ -170,7 +152,7 @@ class Transaction:
             db.conn.execute("BEGIN IMMEDIATE")
         except BaseException as exc:
             db.lock.release()
-            raise_busy_as_busy(exc)
+            raise_typed(exc, self._db.path)
             raise
         return db.conn
 
@@ -190,7 +172,7 @@ class Transaction:
                 except BaseException as failure:
                     if conn.in_transaction:
                         conn.execute("ROLLBACK")
-                    raise_busy_as_busy(failure)
+                    raise_typed(failure, self._db.path)
                     raise
             elif conn.in_transaction:
                 conn.execute("ROLLBACK")
@@ -199,7 +181,7 @@ class Transaction:
         if exc is None:
             _crash.point(self._name, "after_commit")
         else:
-            raise_busy_as_busy(exc)
+            raise_typed(exc, self._db.path)
 
 
 @contextlib.contextmanager
@@ -254,7 +236,7 @@ class JoinedTransaction:
             conn.execute("SAVEPOINT fairq")
         except BaseException as exc:
             self._restore()
-            raise_busy_as_busy(exc)
+            raise_typed(exc, self._db.path)
             raise
         return conn
 
@@ -269,14 +251,14 @@ class JoinedTransaction:
                     conn.execute("RELEASE fairq")
                 except BaseException as failure:
                     self._undo()
-                    raise_busy_as_busy(failure)
+                    raise_typed(failure, self._db.path)
                     raise
             else:
                 self._undo()
         finally:
             self._restore()
         if exc is not None:
-            raise_busy_as_busy(exc)
+            raise_typed(exc, self._db.path)
 
     def _undo(self) -> None:
         # Only this call's statements: the application's transaction stays open.
@@ -299,38 +281,50 @@ class Database:
 
     def __init__(
         self, path: Any, *, synchronous: str = "full", busy_timeout: float = 10.0,
-        inspect: Callable[[sqlite3.Connection], None] | None = None,
+        inspect: Callable[[sqlite3.Connection], None] | None = None, readonly: bool = False,
     ) -> None:
         """`inspect(conn)`, if given, runs before anything may write the file
-        (switching it to WAL does): it refuses a file that is not its owner's."""
+        (switching it to WAL does): it refuses a file that is not its owner's.
+        readonly: open the existing file without ever writing it (no WAL
+        switch, no pragmas that write); write() and join() refuse."""
         check_sqlite_version()
         if synchronous not in SYNCHRONOUS:
             raise InvalidInput("synchronous", f"must be 'full' or 'normal', got {synchronous!r}")
+        if isinstance(busy_timeout, bool) or not isinstance(busy_timeout, (int, float)) \
+                or not 0 <= busy_timeout <= MAX_BUSY_TIMEOUT:
+            raise InvalidInput("busy_timeout", f"must be between 0 and {MAX_BUSY_TIMEOUT} seconds "
+                                               f"(SQLite counts it in int milliseconds), got {busy_timeout!r}")
         self.path = path
+        self.readonly = readonly
+        self.closed = False
         self.lock = threading.RLock()
         try:
             # SQLite's busy handler absorbs lock waits up to busy_timeout. (Shorter
             # pauses than its 1, 2, 5 ... ms were measured: under contention they
             # burn CPU and do not raise throughput.)
             self.conn = sqlite3.connect(
-                path, isolation_level=None, timeout=busy_timeout, check_same_thread=False,
-                factory=OwnConnection,
+                _read_only_uri(path) if readonly else path, isolation_level=None, timeout=busy_timeout,
+                check_same_thread=False, factory=OwnConnection, uri=readonly,
             )
         except sqlite3.Error as exc:
             raise SchemaError(f"cannot open {path!s}: {exc}") from exc
         try:
-            with translate_busy():
+            with translate(path):
                 if inspect is not None:
                     inspect(self.conn)
-                _enable_wal(self.conn, busy_timeout)
-                self.conn.execute(SYNCHRONOUS[synchronous])
+                if not readonly:
+                    _enable_wal(self.conn, busy_timeout)
+                    self.conn.execute(SYNCHRONOUS[synchronous])
                 self.conn.execute("PRAGMA foreign_keys = ON")
                 check_json_functions(self.conn)
                 self.file = main_file(self.conn)
         except sqlite3.DatabaseError as exc:
             self.conn.close()
-            if _primary_code(exc) == _SQLITE_NOTADB:
-                raise SchemaError(f"{path!s} is not an SQLite database: {exc}") from exc
+            if not readonly and not _writable_folder(os.fsdecode(os.path.abspath(os.fspath(path)))):
+                raise ReadOnly(path, f"cannot open {path!s} to write ({exc}): its folder cannot be written "
+                                     "(read-only filesystem or permissions), and SQLite keeps its -wal and "
+                                     "-shm files there; make it writable, or open with readonly=True "
+                                     "(fairq status and the other looking commands do) to read") from exc
             raise SchemaError(f"cannot open {path!s}: {exc}") from exc
         except BaseException:
             self.conn.close()
@@ -338,14 +332,28 @@ class Database:
 
     def close(self) -> None:
         with self.lock:
+            self.closed = True
             self.conn.close()
+
+    def refuse_write(self) -> None:
+        """Refuse (UsageError, ReadOnly) a write on a closed or read-only connection."""
+        self.refuse_closed()
+        if self.readonly:
+            raise ReadOnly(self.path, f"{self.path!s} was opened read-only; open it without "
+                                      "readonly=True to write")
+
+    def refuse_closed(self) -> None:
+        if self.closed:
+            raise UsageError(f"{self.path!s} was closed (close() was called); open it again to go on")
 
     def write(self, name: str, before_commit: Callable[[], None] | None = None) -> Transaction:
         """One BEGIN IMMEDIATE transaction, named for its crash points."""
+        self.refuse_write()
         return Transaction(self, name, before_commit)
 
     def join(self, conn: Any, before_commit: Callable[[], None] | None = None) -> JoinedTransaction:
         """A write inside `conn`'s open transaction (see JoinedTransaction)."""
+        self.refuse_write()
         return JoinedTransaction(self, conn, before_commit)
 
     def check_joinable(self, conn: Any) -> None:
@@ -373,7 +381,7 @@ class Database:
     def read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         """fn(conn) in a read transaction: every statement inside sees one snapshot."""
         conn = self.conn
-        with self.lock, translate_busy():
+        with self.lock, translate(self.path):
             self.refuse_reentry()
             conn.execute("BEGIN")
             try:
@@ -386,6 +394,7 @@ class Database:
         """Refuse a call made from inside this connection's own open transaction
         (an effect or apply calling the Queue or Inbox it runs under): the lock
         lets the same thread in, and SQLite would answer with a raw error."""
+        self.refuse_closed()
         if self.conn.in_transaction:
             raise FairqError(
                 "a fairq call from inside its own effect or apply: the transaction is still "
