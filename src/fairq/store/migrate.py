@@ -63,7 +63,7 @@ def _refuse_marked(conn: sqlite3.Connection, path: object, app_id: int, version:
                 f"{path!s} has fairq schema version {version}, newer than this fairq "
                 f"understands ({LATEST}); upgrade fairq"
             )
-        _refuse_clashes(conn, path, [t for step in range(version + 1, LATEST + 1) for t in STEP_TABLES.get(step, ())])
+        _refuse_clashes(conn, path, _new_tables(version))
     elif app_id != 0 or version != 0:
         raise SchemaError(
             f"{path!s} belongs to another application "
@@ -99,13 +99,18 @@ def ensure_schema(db: Database) -> int:
             db.run_script(conn, read_script("queue.sql"))
             conn.execute(f"PRAGMA application_id = {APPLICATION_ID:d}")
         else:
-            steps = range(version + 1, LATEST + 1)
-            _refuse_clashes(conn, db.path, [t for step in steps for t in STEP_TABLES.get(step, ())
-                                            if t not in REBUILT_TABLES.get(step, ())])
-            for step in steps:
+            _refuse_clashes(conn, db.path, _new_tables(version))
+            for step in range(version + 1, LATEST + 1):
                 db.run_script(conn, read_script(MIGRATIONS[step]))
         conn.execute(f"PRAGMA user_version = {LATEST:d}")
     return LATEST
+
+
+def _new_tables(version: int) -> list[str]:
+    """The tables the steps after `version` create (a step that rebuilds a
+    table of fairq's own does not count it as new)."""
+    return [t for step in range(version + 1, LATEST + 1) for t in STEP_TABLES.get(step, ())
+            if t not in REBUILT_TABLES.get(step, ())]
 
 
 def _marks(conn: sqlite3.Connection) -> tuple[int, int]:

@@ -9,6 +9,7 @@ Failures are read by fairq.store.failures. It knows nothing about queues.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.resources
 import os
 import sqlite3
