@@ -24,7 +24,7 @@ from typing import Any, BinaryIO, Union
 from . import _validate as v
 from ._json import StrictJSONError, json_type, loads_strict
 from .errors import Conflict, InvalidInput
-from .store.queue import NewEvent
+from .backend import NewEvent
 
 Source = Union[str, "os.PathLike[str]", bytes, BinaryIO]
 

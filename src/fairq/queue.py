@@ -3,7 +3,8 @@
 Every public method is its own committed transaction: you never call commit().
 Input is validated before the transaction opens, so a refusal writes nothing.
 The clock is read once per call (again only after a settle effect, which may
-have taken long). No SQL lives here: fairq.store.queue has all of it.
+have taken long). No SQL lives here, and no database is named: it speaks fairq.backend's
+protocols to the store fairq.store.open_store picks.
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ import logging
 import os
 import re
 import shlex
-import sqlite3
 import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Literal
@@ -23,10 +23,9 @@ from ._ids import new_event_id
 from . import _validate as v
 from .errors import Conflict, InvalidInput, LeaseLost
 from .policy import DEFAULT_MAX_CLOCK_SKEW, MAX_WEIGHT, Backoff, to_ms
+from .backend import AppConnection, NewEvent, SettleItem, Store
 from .schedules import Schedules, expand_due
-from .store.clock import ClockTxn
-from .store.retention import RetentionTxn
-from .store.queue import NewEvent, QueueStore, SettleItem
+from .store import open_store
 from .types import AuditEntry, Blocked, ClockReset, Enqueued, EventInfo, Lease, Outcome, Purged, Settled, State, Stats
 
 __all__ = ["Queue"]
@@ -42,7 +41,7 @@ _MAX_CLAIM = 2**62
 DEDUP_WINDOW = 30 * 86_400.0
 _ITEM_KEYS = frozenset({"event_id", "body", "flow", "delay"})
 
-Effect = Callable[[sqlite3.Connection], Any]
+Effect = Callable[[AppConnection], Any]
 
 
 class Queue:
@@ -91,7 +90,7 @@ class Queue:
             max_clock_skew = DEFAULT_MAX_CLOCK_SKEW if clock is time.time else None
         self.max_clock_skew = v.optional_seconds(max_clock_skew, "max_clock_skew")
         self._open_args = {"synchronous": synchronous, "busy_timeout": busy_timeout}
-        self._store = QueueStore(path, synchronous=synchronous, busy_timeout=busy_timeout)
+        self._store: Store = open_store(path, synchronous=synchronous, busy_timeout=busy_timeout)
         self.path = path
 
     # -- lifecycle -------------------------------------------------------------
@@ -130,7 +129,7 @@ class Queue:
 
     def enqueue(
         self, event_id: str | None, body: Any, *, flow: str | None = None, delay: float = 0.0,
-        now: float | None = None, conn: sqlite3.Connection | None = None,
+        now: float | None = None, conn: AppConnection | None = None,
     ) -> Enqueued:
         """Add an event at the end of its flow (flow=None: a flow of its own).
 
@@ -149,7 +148,7 @@ class Queue:
             return tx.enqueue_many([item], tx.now(*requested))[0]
 
     def enqueue_many(
-        self, items: Iterable[Any], *, now: float | None = None, conn: sqlite3.Connection | None = None,
+        self, items: Iterable[Any], *, now: float | None = None, conn: AppConnection | None = None,
     ) -> list[Enqueued]:
         """Add many events in one transaction: all of them or none.
 
@@ -382,7 +381,7 @@ class Queue:
         actor = v.optional_identifier(actor, "actor")
         to_ms_ = self._requested(None)[0] if to is None else self._requested(to, "to")[0]
         with self._store.transaction("reset_clock") as tx:
-            done = ClockTxn(tx).reset(to_ms_, reason=reason, actor=actor)
+            done = tx.reset_clock(to_ms_, reason=reason, actor=actor)
         if done.after < done.before:
             log.warning("clock reset from %s to %s by %s: %d leases and %d ready times moved back (%s)",
                         done.before, done.after, actor, done.leases, done.waits, reason)
@@ -405,7 +404,7 @@ class Queue:
     @property
     def schedules(self) -> Schedules:
         """The periodic schedules kept in this file: add, get, list, remove, pause, resume."""
-        return Schedules(self)
+        return Schedules(self._store, self._requested, self.max_body_bytes)
 
     def tick(self, *, now: float | None = None, ahead: float = 0.0) -> list[Enqueued]:
         """Turn every due slot of every unpaused schedule into an instance, idempotently.
@@ -515,12 +514,12 @@ class Queue:
             with self._store.transaction("purge") as tx:
                 # The first chunk checks an explicit time; later ones run at it or after.
                 requested = (tx.now(*requested), False)
-                n, cursor = RetentionTxn(tx).purge_acked(cursor, chunk=chunk, acked_before_ms=acked_before_ms)
+                n, cursor = tx.purge_acked(cursor, chunk=chunk, acked_before_ms=acked_before_ms)
             events += n
         while window_ms is not None:
             with self._store.transaction("purge") as tx:
                 requested = (tx.now(*requested), False)
-                n = RetentionTxn(tx).drop_tombstones(requested[0] - window_ms, limit=chunk)
+                n = tx.drop_tombstones(requested[0] - window_ms, limit=chunk)
             dropped += n
             if n < chunk:
                 break
