@@ -17,12 +17,12 @@ from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, TypeVar
 
+from .errors import LeaseLost
 from .policy import Backoff
 from .types import (AuditEntry, ClockReset, Enqueued, EventInfo, Lease, Outcome, Schedule, Settled,
                     Stats)
 
 if TYPE_CHECKING:
-    from .errors import LeaseExpired, StaleLease
     from .store.schedules import Advance, NewSchedule
 
 __all__ = ["NewEvent", "SettleItem", "AppConnection", "ScheduleStatements", "Snapshot", "WriteTxn", "Store"]
@@ -60,12 +60,12 @@ class ScheduleStatements(Protocol):
     """The schedule rows, inside a write transaction or a read snapshot."""
 
     def get(self, name: str) -> Schedule | None: ...
-    def list(self) -> list[Schedule]: ...
     def insert(self, new: NewSchedule) -> Schedule: ...
     def delete(self, name: str) -> bool: ...
     def set_paused(self, name: str, paused: bool) -> Schedule | None: ...
     def due(self, until_ms: int) -> list[Schedule]: ...
     def advance(self, moves: Sequence[Advance]) -> None: ...
+    def list(self) -> list[Schedule]: ...  # last: the name would shadow the type above
 
 
 class Snapshot(Protocol):
@@ -113,7 +113,7 @@ class WriteTxn(Protocol):
         """fn(connection) inside this transaction, which it must leave open."""
 
     def settle_many(self, items: Sequence[SettleItem], *, now_ms: int, max_attempts: int,
-                    backoff: Backoff) -> list[Settled | StaleLease | LeaseExpired]:
+                    backoff: Backoff) -> list[Settled | LeaseLost]:
         """Settle each lease on its own; a lost lease is returned in its slot."""
 
     def extend(self, event_id: str, generation: int, *, lease_ms: int, now_ms: int) -> Lease: ...

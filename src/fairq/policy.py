@@ -59,7 +59,7 @@ def lag_bucket(lag_ms: int) -> int:
 def lag_counts(stored: str) -> list[int]:
     """The histogram's bucket counts from their stored JSON, one per bucket
     (a file written with fewer buckets gets zeros for the new ones)."""
-    counts = json.loads(stored)
+    counts: list[int] = json.loads(stored)
     return counts + [0] * (len(CLAIM_LAG_BOUNDS_MS) + 1 - len(counts))
 
 

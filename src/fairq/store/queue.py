@@ -30,7 +30,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from ..backend import NewEvent, SettleItem
-from ..errors import LeaseExpired, StaleLease
+from ..errors import LeaseLost
 from ..policy import Backoff
 from ..types import ClockReset, Enqueued, Lease, Settled
 from . import claim, enqueue, settle
@@ -96,7 +96,7 @@ class QueueTxn(TxnCore):
         settle.check_fence(self, event_id, generation, now_ms)
 
     def settle_many(self, items: Sequence[SettleItem], *, now_ms: int, max_attempts: int,
-                    backoff: Backoff) -> list[Settled | StaleLease | LeaseExpired]:
+                    backoff: Backoff) -> list[Settled | LeaseLost]:
         """Settle each lease on its own; a lost lease is reported in its slot."""
         return settle.settle_many(self, items, now_ms=now_ms, max_attempts=max_attempts, backoff=backoff)
 

@@ -15,7 +15,7 @@ from typing import Any, NamedTuple
 
 from .. import rules
 from ..backend import SettleItem
-from ..errors import LeaseExpired, RedriveRefused, StaleLease
+from ..errors import LeaseExpired, LeaseLost, RedriveRefused, StaleLease
 from ..policy import Backoff, decide, from_ms
 from ..types import Lease, Outcome, Settled, State
 from .reads import body_value
@@ -76,10 +76,10 @@ def check_fence(tx: TxnCore, event_id: str, generation: int, now_ms: int) -> Non
 
 def settle_many(
     tx: TxnCore, items: Sequence[SettleItem], *, now_ms: int, max_attempts: int, backoff: Backoff
-) -> list[Settled | StaleLease | LeaseExpired]:
+) -> list[Settled | LeaseLost]:
     """Settle each lease on its own; a lost lease is reported in its slot."""
     held = _held(tx, [item.event_id for item in items])
-    out: list[Settled | StaleLease | LeaseExpired] = []
+    out: list[Settled | LeaseLost] = []
     acked: list[dict[str, Any]] = []
     next_heads: list[dict[str, Any]] = []
     retried: list[dict[str, Any]] = []
@@ -177,8 +177,8 @@ def extend(tx: TxnCore, event_id: str, generation: int, *, lease_ms: int, now_ms
         "lease_until_ms",
         {"id": row.id, "lease_until_ms": now_ms + lease_ms},
     ).fetchone()
-    return Lease(event_id, _flow_name(tx, row.flow_id), got[0], body_value(got[1]), *got[2:6],
-                 got[6] / 1000)
+    return Lease(event_id, _flow_name(tx, row.flow_id), got[0], body_value(got[1]), got[2], got[3],
+                 got[4], got[5], got[6] / 1000)
 
 
 def _flow_name(tx: TxnCore, flow_id: int | None) -> str | None:
