@@ -14,18 +14,16 @@ Only fairq.store.open_store picks a store; nothing else names one.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from contextlib import AbstractContextManager
-from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, TypeVar
+from typing import Any, NamedTuple, Protocol, TypeVar
 
 from .errors import LeaseLost
 from .policy import Backoff
-from .types import (AuditEntry, ClockReset, Enqueued, EventInfo, Lease, Outcome, Schedule, Settled,
-                    Stats)
+from .types import (AuditEntry, ClockReset, Enqueued, EventInfo, Lease, Misfire, Outcome, Schedule,
+                    Settled, Stats)
 
-if TYPE_CHECKING:
-    from .store.schedules import Advance, NewSchedule
-
-__all__ = ["NewEvent", "SettleItem", "AppConnection", "ScheduleStatements", "Snapshot", "WriteTxn", "Store"]
+__all__ = ["NewEvent", "SettleItem", "NewSchedule", "Advance", "AppConnection", "ScheduleStatements", "Snapshot", "WriteTxn", "Store"]
 
 T = TypeVar("T")
 
@@ -56,6 +54,31 @@ class SettleItem(NamedTuple):
     delay: float | None
 
 
+@dataclass(frozen=True)
+class NewSchedule:
+    """A validated schedules.add request: canonical body text, times in ms."""
+
+    name: str
+    every_ms: int | None
+    cron: str | None
+    tz: str
+    body: str
+    flow: str | None
+    start_ms: int
+    misfire: Misfire
+    grace_ms: int | None
+    next_slot_ms: int
+
+
+@dataclass(frozen=True)
+class Advance:
+    """Where a tick leaves one schedule: the newest slot it decided and the next one."""
+
+    name: str
+    last_slot_ms: int
+    next_slot_ms: int | None
+
+
 class ScheduleStatements(Protocol):
     """The schedule rows, inside a write transaction or a read snapshot."""
 
@@ -63,7 +86,7 @@ class ScheduleStatements(Protocol):
     def insert(self, new: NewSchedule) -> Schedule: ...
     def delete(self, name: str) -> bool: ...
     def set_paused(self, name: str, paused: bool) -> Schedule | None: ...
-    def due(self, until_ms: int) -> list[Schedule]: ...
+    def due(self, horizon_ms: int) -> list[Schedule]: ...
     def advance(self, moves: Sequence[Advance]) -> None: ...
     def list(self) -> list[Schedule]: ...  # last: the name would shadow the type above
 

@@ -27,10 +27,9 @@ from typing import Any
 
 from . import _validate as v
 from . import cron as cronlib
-from .backend import NewEvent, Store, WriteTxn
+from .backend import Advance, NewEvent, NewSchedule, Store, WriteTxn
 from .errors import Conflict, InvalidInput, UnknownSchedule
 from .policy import to_ms
-from .store.schedules import Advance, NewSchedule
 from .types import Enqueued, Misfire, Schedule, slot_event_id, slot_text
 
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any, Protocol
 
+from ..backend import Advance, NewSchedule
 from ..policy import from_ms
 from ..types import Misfire, Schedule
 
@@ -22,31 +22,6 @@ class _Bound(Protocol):
     """An open queue transaction or read snapshot: what ScheduleTxn runs on."""
 
     connection: sqlite3.Connection
-
-
-@dataclass(frozen=True)
-class NewSchedule:
-    """A validated schedules.add request: canonical body text, times in ms."""
-
-    name: str
-    every_ms: int | None
-    cron: str | None
-    tz: str
-    body: str
-    flow: str | None
-    start_ms: int
-    misfire: Misfire
-    grace_ms: int | None
-    next_slot_ms: int
-
-
-@dataclass(frozen=True)
-class Advance:
-    """Where a tick leaves one schedule: the newest slot it decided and the next one."""
-
-    name: str
-    last_slot_ms: int
-    next_slot_ms: int | None
 
 
 # The columns a Schedule is made of, in _schedule's order.
