@@ -62,7 +62,7 @@ def imports(path: Path) -> list[tuple[str, list[str]]]:
     for node in ast.walk(tree):
         if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
             skipped.update(id(child) for stmt in node.body for child in ast.walk(stmt))
-    out = []
+    out: list[tuple[str, list[str]]] = []
     for node in ast.walk(tree):
         if id(node) in skipped:
             continue
@@ -104,7 +104,7 @@ def test_the_store_modules_import_each_other_without_a_cycle() -> None:
     graph: dict[str, set[str]] = {}
     for path in (SRC / "store").glob("*.py"):
         name = "fairq.store" if path.stem == "__init__" else f"fairq.store.{path.stem}"
-        deps = set()
+        deps: set[str] = set()
         for module, names in imports(path):
             if module == "fairq.store":
                 deps.update(f"fairq.store.{n}" for n in names)

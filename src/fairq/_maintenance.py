@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 
 from . import _validate as v
+from ._requests import required_reason
 from .backend import Store
 from .policy import to_ms
 from .types import ClockReset, Purged
@@ -41,7 +42,7 @@ class QueueMaintenance:
         earlier is still fenced by its generation. Returns what moved; when
         the stored clock is not ahead, nothing changes and no row is written.
         """
-        reason = v.reason(reason, "reason", required=True)
+        reason = required_reason(reason)
         actor = v.optional_identifier(actor, "actor")
         to_ms_ = self._requested(None)[0] if to is None else self._requested(to, "to")[0]
         with self._store.transaction("reset_clock") as tx:

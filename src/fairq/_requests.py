@@ -83,6 +83,13 @@ def settle_item(lease: Any, outcome: Any, reason: Any, delay: Any) -> SettleItem
                       v.optional_seconds(delay, "delay"))
 
 
+def required_reason(value: Any, field: str = "reason") -> str:
+    """A reason that must be given (redrive, clock reset): printable text."""
+    text = v.reason(value, field, required=True)
+    assert text is not None  # required: a missing reason raised InvalidInput
+    return text
+
+
 def lease_key(lease: Any, field: str) -> tuple[str, int]:
     """(event_id, generation): all that settle and extend need from a lease."""
     event_id = getattr(lease, "event_id", None)

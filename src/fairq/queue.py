@@ -22,7 +22,7 @@ from ._maintenance import DEDUP_WINDOW as DEDUP_WINDOW  # re-exported (CLI)
 from ._maintenance import MAX_BATCH as MAX_BATCH  # re-exported (worker, HTTP)
 from ._maintenance import QueueMaintenance
 from ._queue_reads import QueueReads
-from ._requests import batch_item, lease_key, new_event, requested_time, settle_item
+from ._requests import batch_item, lease_key, new_event, required_reason, requested_time, settle_item
 from ._requests import lease_key as _lease_key  # re-exported (HTTP client)
 from ._requests import settle_parts as settle_parts  # re-exported (HTTP client)
 from .backend import AppConnection, NewEvent, Store
@@ -316,7 +316,7 @@ class Queue(QueueReads, QueueMaintenance):
         """
         event_id = v.identifier(event_id, "event_id")
         expected_generation = v.count(expected_generation, "expected_generation", low=0, high=2**62)
-        reason = v.reason(reason, "reason", required=True)
+        reason = required_reason(reason)
         actor = v.optional_identifier(actor, "actor")
         requested = self._requested(now)
         with self._store.transaction("redrive") as tx:
