@@ -31,8 +31,8 @@ from typing import Any, BinaryIO, NamedTuple, Union
 
 from . import _validate as v
 from ._json import StrictJSONError, json_type, loads_strict
+from .backend import NewEvent, WriteTxn
 from .errors import Conflict, DiskFull, InvalidInput
-from .store.queue import NewEvent, QueueTxn
 from .types import Enqueued
 
 Source = Union[str, "os.PathLike[str]", bytes, BinaryIO]
@@ -172,7 +172,7 @@ def _binary(source: Source) -> Iterator[Any]:
         raise InvalidInput("source", f"must be a path, bytes or a binary file, not {type(source).__name__}")
 
 
-def store(tx: QueueTxn, checked: Checked, now_ms: int, results: list[Enqueued] | None) -> Ingested:
+def store(tx: WriteTxn, checked: Checked, now_ms: int, results: list[Enqueued] | None) -> Ingested:
     """Pass two, inside the caller's transaction: enqueue every checked
     line, CHUNK_LINES at a time; a repeat with other content raises Conflict
     naming its line (the caller's transaction then rolls back all of it).
@@ -191,7 +191,7 @@ def store(tx: QueueTxn, checked: Checked, now_ms: int, results: list[Enqueued] |
     return Ingested(lines, created)
 
 
-def _store_chunk(tx: QueueTxn, checked: Checked, chunk: list[tuple[int, NewEvent]], now_ms: int,
+def _store_chunk(tx: WriteTxn, checked: Checked, chunk: list[tuple[int, NewEvent]], now_ms: int,
                  results: list[Enqueued] | None) -> int:
     first: dict[str, tuple[int, NewEvent]] = {}
     for number, event in chunk:  # repeats inside the chunk name the line they repeat

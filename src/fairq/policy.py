@@ -1,4 +1,5 @@
-"""Pure decisions: retry backoff, the next state after a settle, rotation positions.
+"""Pure decisions: retry backoff, the settle decision, stride sizes, the claim-lag
+histogram, the time a call runs at. (The other rules: fairq.rules.)
 
 Nothing here reads a clock or touches a database, so every decision can be
 tested and replayed exactly.
@@ -58,7 +59,7 @@ def lag_bucket(lag_ms: int) -> int:
 def lag_counts(stored: str) -> list[int]:
     """The histogram's bucket counts from their stored JSON, one per bucket
     (a file written with fewer buckets gets zeros for the new ones)."""
-    counts = json.loads(stored)
+    counts: list[int] = json.loads(stored)
     return counts + [0] * (len(CLAIM_LAG_BOUNDS_MS) + 1 - len(counts))
 
 
@@ -157,11 +158,13 @@ class Backoff:
 
 @dataclass(frozen=True)
 class Decision:
-    """Where a settle leaves an event: its state, when it is next due, and why."""
+    """Where a fenced settle leaves an event: its state, when it is next due,
+    why it was quarantined, and the claims its round counts afterwards."""
 
     state: State
     next_at_ms: int | None
     quarantine_cause: str | None  # "fail" or "attempts_exhausted" when quarantined
+    attempts: int
 
 
 def decide(
@@ -175,11 +178,21 @@ def decide(
     delay: float | None,
     backoff: Backoff,
 ) -> Decision:
-    """The state after a fenced retry or fail (an ack or a release has only one
-    answer and is settled without asking). attempts counts claims in this round."""
+    """The settle decision: the state after a fenced ack, retry, fail or release.
+
+    attempts counts claims in this round, the one being settled included. An
+    ack is final. A release gives the lease back unused: ready at once, and
+    the claim no longer counts against the round's budget. A fail
+    quarantines. A retry is ready again after `delay` (or the backoff), unless
+    the round's budget is spent, which quarantines.
+    """
+    if outcome is Outcome.ACK:
+        return Decision(State.ACKED, None, None, attempts)
+    if outcome is Outcome.RELEASE:
+        return Decision(State.READY, now_ms, None, attempts - 1)
     if outcome is Outcome.FAIL:
-        return Decision(State.QUARANTINED, None, "fail")
+        return Decision(State.QUARANTINED, None, "fail", attempts)
     if attempts >= max_attempts:
-        return Decision(State.QUARANTINED, None, "attempts_exhausted")
+        return Decision(State.QUARANTINED, None, "attempts_exhausted", attempts)
     wait = backoff.delay(event_id, generation, attempts) if delay is None else delay
-    return Decision(State.READY, now_ms + to_ms(wait), None)
+    return Decision(State.READY, now_ms + to_ms(wait), None, attempts)

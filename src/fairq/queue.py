@@ -3,51 +3,49 @@
 Every public method is its own committed transaction: you never call commit().
 Input is validated before the transaction opens, so a refusal writes nothing.
 The clock is read once per call (again only after a settle effect, which may
-have taken long). No SQL lives here: fairq.store.queue has all of it.
+have taken long). No SQL lives here, and no database is named: it speaks fairq.backend's
+protocols to the store fairq.store.open_store picks.
 """
 
 from __future__ import annotations
 
-import functools
 import logging
-import os
 import re
-import shlex
-import sqlite3
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from typing import Any, Literal, overload
 
 from . import _crash, ingest
-from ._ids import new_event_id
 from . import _validate as v
-from .errors import InvalidInput, LeaseLost
+from ._ids import new_event_id
+from ._maintenance import DEDUP_WINDOW as DEDUP_WINDOW  # re-exported (CLI)
+from ._maintenance import MAX_BATCH as MAX_BATCH  # re-exported (worker, HTTP)
+from ._maintenance import QueueMaintenance
+from ._queue_reads import QueueReads
+from ._requests import batch_item, store_path, lease_key, new_event, required_reason, requested_time, settle_item
+from ._requests import lease_key as _lease_key  # re-exported (HTTP client)
+from ._requests import settle_parts as settle_parts  # re-exported (HTTP client)
+from .backend import AppConnection, NewEvent, Store
+from .errors import Conflict, InvalidInput, LeaseLost
 from .policy import DEFAULT_MAX_CLOCK_SKEW, MAX_WEIGHT, Backoff, to_ms
 from .schedules import Schedules, expand_due
-from .store.clock import ClockTxn
-from .store.retention import RetentionTxn
-from .store.queue import NewEvent, QueueStore, SettleItem
-from .types import AuditEntry, Blocked, ClockReset, Enqueued, EventInfo, Lease, Outcome, Purged, Settled, State, Stats
+from .store import open_store
+from .types import Enqueued, Lease, Outcome, Settled, State
 
 __all__ = ["Queue"]
 
+
 log = logging.getLogger("fairq")
 
-#: The most items one HTTP call, worker step or purge chunk takes. In-process
-#: batches (enqueue_many, claim_many, settle_many) have no cap.
-MAX_BATCH = 10_000
 #: claim_many's n can be anything up to this (a claim is bounded by the heads due).
 _MAX_CLAIM = 2**62
-#: Seconds a purged event's id is remembered after its ack (see Queue.purge).
-DEDUP_WINDOW = 30 * 86_400.0
 # Queue.ingest's default limits (its own name hides the module's in the class body).
 _MAX_FILE_BYTES, _MAX_FILE_LINES = ingest.DEFAULT_MAX_BYTES, ingest.DEFAULT_MAX_LINES
-_ITEM_KEYS = frozenset({"event_id", "body", "flow", "delay"})
 
-Effect = Callable[[sqlite3.Connection], Any]
+Effect = Callable[[AppConnection], Any]
 
 
-class Queue:
+class Queue(QueueReads, QueueMaintenance):
     """A durable, fair, fenced work queue in one SQLite file.
 
     lease_seconds: how long a claim lasts unless extended; a holder that dies
@@ -87,7 +85,7 @@ class Queue:
         max_clock_skew: float | None | Literal["auto"] = "auto",
         readonly: bool = False,
     ) -> None:
-        path = _path(path)
+        path = store_path(path)
         self.lease_seconds = v.seconds(lease_seconds, "lease_seconds", positive=True)
         self.max_attempts = v.count(max_attempts, "max_attempts", low=1, high=1_000_000)
         if backoff is not None and not isinstance(backoff, Backoff):
@@ -104,7 +102,8 @@ class Queue:
             max_clock_skew = DEFAULT_MAX_CLOCK_SKEW if clock is time.time else None
         self.max_clock_skew = v.optional_seconds(max_clock_skew, "max_clock_skew")
         self._open_args = {"synchronous": synchronous, "busy_timeout": busy_timeout}
-        self._store = QueueStore(path, synchronous=synchronous, busy_timeout=busy_timeout, readonly=readonly)
+        self._store: Store = open_store(path, synchronous=synchronous, busy_timeout=busy_timeout,
+                                        readonly=readonly)
         self.path = path
 
     # -- lifecycle -------------------------------------------------------------
@@ -127,23 +126,14 @@ class Queue:
                 "max_clock_skew": self.max_clock_skew, **self._open_args}
 
     def _requested(self, now: float | None, field: str = "now") -> tuple[int, bool]:
-        """(milliseconds, explicit?) for a call's `now` argument; an explicit
-        time more than max_clock_skew ahead of the clock is refused."""
-        if now is None:
-            return to_ms(v.seconds(self._clock(), "clock")), False
-        at = v.seconds(now, field)
-        if self.max_clock_skew is not None:
-            reading = v.seconds(self._clock(), "clock")
-            if at > reading + self.max_clock_skew:
-                raise InvalidInput(field, f"{at!r} is {at - reading:.3f} s ahead of the clock ({reading!r}); "
-                                          f"at most max_clock_skew={self.max_clock_skew:g} s is accepted")
-        return to_ms(at), True
+        """(milliseconds, explicit?) for a call's `now` argument (requests.requested_time)."""
+        return requested_time(self._clock, self.max_clock_skew, now, field)
 
     # -- enqueue -----------------------------------------------------------------
 
     def enqueue(
         self, event_id: str | None, body: Any, *, flow: str | None = None, delay: float = 0.0,
-        now: float | None = None, conn: sqlite3.Connection | None = None,
+        now: float | None = None, conn: AppConnection | None = None,
     ) -> Enqueued:
         """Add an event at the end of its flow (flow=None: a flow of its own).
 
@@ -156,13 +146,14 @@ class Queue:
         transaction it has begun; the event is written in that transaction
         and commits (or rolls back) with it -- fairq never commits it.
         """
-        item = self._new_event(new_event_id() if event_id is None else event_id, body, flow, delay)
+        item = new_event(new_event_id() if event_id is None else event_id, body, flow, delay,
+                         max_body_bytes=self.max_body_bytes)
         requested = self._requested(now)
         with self._store.transaction("enqueue", conn) as tx:
             return tx.enqueue_many([item], tx.now(*requested))[0]
 
     def enqueue_many(
-        self, items: Iterable[Any], *, now: float | None = None, conn: sqlite3.Connection | None = None,
+        self, items: Iterable[Any], *, now: float | None = None, conn: AppConnection | None = None,
     ) -> list[Enqueued]:
         """Add many events in one transaction: all of them or none.
 
@@ -232,24 +223,7 @@ class Queue:
         return done if results is None else results
 
     def _batch_item(self, item: Any) -> NewEvent:
-        if isinstance(item, tuple) and 2 <= len(item) <= 3:
-            return self._new_event(item[0], item[1], item[2] if len(item) == 3 else None, 0.0)
-        if isinstance(item, Mapping):
-            unknown = set(item) - _ITEM_KEYS
-            if unknown:
-                raise InvalidInput(sorted(unknown)[0], "is not a known key (event_id, body, flow, delay)")
-            if "event_id" not in item or "body" not in item:
-                raise InvalidInput("event_id" if "event_id" not in item else "body", "is required")
-            return self._new_event(item["event_id"], item["body"], item.get("flow"), item.get("delay", 0.0))
-        raise InvalidInput("", "must be (event_id, body), (event_id, body, flow) or a dict")
-
-    def _new_event(self, event_id: Any, body: Any, flow: Any, delay: Any) -> NewEvent:
-        return NewEvent(
-            v.identifier(event_id, "event_id"),
-            None if flow is None else v.identifier(flow, "flow"),
-            v.body(body, "body", max_bytes=self.max_body_bytes),
-            to_ms(v.seconds(delay, "delay")),
-        )
+        return batch_item(item, max_body_bytes=self.max_body_bytes)
 
     # -- claim -------------------------------------------------------------------
 
@@ -295,7 +269,7 @@ class Queue:
         everything rolls back and the error propagates. The lease is checked
         again after the effect, which may have taken long.
         """
-        item = self._settle_item(lease, outcome, reason, delay)
+        item = settle_item(lease, outcome, reason, delay)
         if effect is not None and not callable(effect):
             raise InvalidInput("effect", "must be callable")
         requested = self._requested(now)
@@ -339,7 +313,7 @@ class Queue:
         reason, delay). A lost lease is returned in its slot as the
         StaleLease / LeaseExpired it would have raised; the others are settled.
         """
-        batch = v.each(items, lambda item: self._settle_item(*settle_parts(item)))
+        batch = v.each(items, lambda item: settle_item(*settle_parts(item)))
         requested = self._requested(now)
         if not batch:
             return []
@@ -351,24 +325,9 @@ class Queue:
             _log_settled(result)
         return results
 
-    def _settle_item(self, lease: Any, outcome: Any, reason: Any, delay: Any) -> SettleItem:
-        event_id, generation = _lease_key(lease, "lease")
-        outcome = v.outcome(outcome)
-        if outcome is Outcome.ACK or outcome is Outcome.RELEASE:
-            if reason is not None:
-                raise InvalidInput("reason", f"{outcome.value} takes no reason")
-            if delay is not None:
-                raise InvalidInput("delay", f"{outcome.value} takes no delay")
-            return SettleItem(event_id, generation, outcome, None, None)
-        if outcome is Outcome.FAIL and delay is not None:
-            raise InvalidInput("delay", "a fail takes no delay")
-        return SettleItem(event_id, generation, outcome,
-                          v.reason(reason, "reason", required=outcome is Outcome.FAIL),
-                          v.optional_seconds(delay, "delay"))
-
     def extend(self, lease: Lease, seconds: float | None = None, *, now: float | None = None) -> Lease:
         """Heartbeat: the lease now ends at now + seconds (default lease_seconds). Fenced."""
-        event_id, generation = _lease_key(lease, "lease")
+        event_id, generation = lease_key(lease, "lease")
         lease_ms = to_ms(self._lease_seconds(seconds, "seconds"))
         requested = self._requested(now)
         with self._store.transaction("extend") as tx:
@@ -389,7 +348,7 @@ class Queue:
         """
         event_id = v.identifier(event_id, "event_id")
         expected_generation = v.count(expected_generation, "expected_generation", low=0, high=2**62)
-        reason = v.reason(reason, "reason", required=True)
+        reason = required_reason(reason)
         actor = v.optional_identifier(actor, "actor")
         requested = self._requested(now)
         with self._store.transaction("redrive") as tx:
@@ -398,26 +357,6 @@ class Queue:
                                     actor=actor, now_ms=now_ms)
         log.info("redrive %s -> generation %d by %s: %s", event_id, generation, actor, reason)
         return generation
-
-    def reset_clock(self, *, reason: str, actor: str | None = None, to: float | None = None) -> ClockReset:
-        """Move the stored clock back to the clock's reading now (or to `to`),
-        after a call at a mistaken future time; audited (action "clock_reset").
-
-        Every lease end and ready time (delay, backoff) beyond the new clock
-        moves back by as much as the clock does, never before it, so nothing
-        waits for the real clock to catch up. A holder whose lease now ends
-        earlier is still fenced by its generation. Returns what moved; when
-        the stored clock is not ahead, nothing changes and no row is written.
-        """
-        reason = v.reason(reason, "reason", required=True)
-        actor = v.optional_identifier(actor, "actor")
-        to_ms_ = self._requested(None)[0] if to is None else self._requested(to, "to")[0]
-        with self._store.transaction("reset_clock") as tx:
-            done = ClockTxn(tx).reset(to_ms_, reason=reason, actor=actor)
-        if done.after < done.before:
-            log.warning("clock reset from %s to %s by %s: %d leases and %d ready times moved back (%s)",
-                        done.before, done.after, actor, done.leases, done.waits, reason)
-        return done
 
     # -- configuration ---------------------------------------------------------------
 
@@ -436,7 +375,7 @@ class Queue:
     @property
     def schedules(self) -> Schedules:
         """The periodic schedules kept in this file: add, get, list, remove, pause, resume."""
-        return Schedules(self)
+        return Schedules(self._store, self._requested, self.max_body_bytes)
 
     def tick(self, *, now: float | None = None, ahead: float = 0.0) -> list[Enqueued]:
         """Turn every due slot of every unpaused schedule into an instance, idempotently.
@@ -451,148 +390,6 @@ class Queue:
         requested = self._requested(now)
         with self._store.transaction("tick") as tx:
             return expand_due(tx, tx.now(*requested), ahead_ms)
-
-    # -- reads -------------------------------------------------------------------------
-
-    def get(self, event_id: str) -> EventInfo | None:
-        """Everything stored about one event, or None."""
-        event_id = v.identifier(event_id, "event_id")
-        return self._store.read(lambda tx: tx.get(event_id))
-
-    def events(self, *, state: State | str | None = None, flow: str | None = None,
-               limit: int = 100) -> list[EventInfo]:
-        """Events filtered by state and/or flow (flow order: by seq; else by enqueue order)."""
-        if state is not None:
-            try:
-                state = State(state).value
-            except ValueError:
-                raise InvalidInput("state", f"must be one of {[s.value for s in State]}, got {state!r}") from None
-        flow = v.optional_identifier(flow, "flow")
-        limit = v.count(limit, "limit", low=1, high=1_000_000)
-        return self._store.read(lambda tx: tx.events(state=state, flow=flow, limit=limit))
-
-    def audit(self, event_id: str | None = None, *, limit: int | None = None) -> list[AuditEntry]:
-        """Audit rows, oldest first: for one event, or for the whole queue."""
-        event_id = v.optional_identifier(event_id, "event_id")
-        if limit is not None:
-            limit = v.count(limit, "limit", low=1, high=10_000_000)
-        return self._store.read(lambda tx: tx.audit(event_id, limit=limit))
-
-    def stats(self, *, now: float | None = None, top: int = 10) -> Stats:
-        """Counts by state (zeros included), flows, oldest ready age, totals,
-        claim lag median/p99 and the `top` named flows by backlog.
-
-        A read: uses `now` (or the wall clock) for ages but never moves the
-        stored clock.
-        """
-        now_ms = self._requested(now)[0]
-        top = v.count(top, "top", low=0, high=10_000)
-        return self._store.read(lambda tx: tx.stats(now_ms, top=top))
-
-    def why_blocked(self, flow: str, *, now: float | None = None) -> Blocked:
-        """Why a flow is not moving, in one answer: its head is quarantined
-        (with the redrive command), backing off, delayed, leased or expired;
-        or the flow is ready, empty or unknown. A read: never moves the clock.
-        """
-        flow = v.identifier(flow, "flow")
-        now_ms = self._requested(now)[0]
-        found = self._store.read(lambda tx: tx.flow_head(flow))
-        at = now_ms / 1000
-        if found is None:
-            return Blocked(flow, "unknown", at)
-        next_seq, head = found
-        if head is None:
-            return Blocked(flow, "empty", at)
-        blocked = functools.partial(
-            Blocked, flow, now=at, event_id=head.event_id, seq=head.seq, owner=head.owner,
-            reason=head.reason, generation=head.generation, attempts=head.attempts,
-            backlog=next_seq - head.seq)
-        if head.state is State.QUARANTINED:
-            return blocked("quarantined", redrive=_redrive_command(self.path, head))
-        if head.state is State.INFLIGHT:
-            assert head.lease_until is not None
-            return blocked("leased" if head.lease_until > at else "expired", until=head.lease_until)
-        assert head.next_at is not None
-        if head.next_at <= at:
-            return blocked("ready")
-        return blocked("backing_off" if head.attempts else "delayed", until=head.next_at)
-
-    # -- retention ---------------------------------------------------------------------
-
-    def purge(
-        self, *, acked_before: float, dedup_window: float | None = DEDUP_WINDOW,
-        now: float | None = None, chunk: int = 1000,
-    ) -> Purged:
-        """Remove acked events settled before `acked_before`, keeping a tombstone of each.
-
-        A tombstone (id, flow, seq, body hash) makes a re-enqueue of the id
-        answer created=False or Conflict as before. Tombstones of events
-        acked more than `dedup_window` seconds before `now` are dropped
-        (None: kept forever); after that the id may name a new event.
-        Ready, inflight and quarantined events are never touched.
-
-        Maintenance, not a hot-path verb: it pages through the whole event
-        table by row id, one transaction per `chunk` rows, so writers wait at
-        most one chunk. Stopped halfway, it leaves a consistent queue; run it
-        again to finish.
-        """
-        acked_before_ms = to_ms(v.seconds(acked_before, "acked_before"))
-        window_ms = None if dedup_window is None else to_ms(v.seconds(dedup_window, "dedup_window"))
-        chunk = v.count(chunk, "chunk", low=1, high=MAX_BATCH)
-        requested = self._requested(now)
-        events = dropped = 0
-        cursor: int | None = 0
-        while cursor is not None:
-            with self._store.transaction("purge") as tx:
-                # The first chunk checks an explicit time; later ones run at it or after.
-                requested = (tx.now(*requested), False)
-                n, cursor = RetentionTxn(tx).purge_acked(cursor, chunk=chunk, acked_before_ms=acked_before_ms)
-            events += n
-        while window_ms is not None:
-            with self._store.transaction("purge") as tx:
-                requested = (tx.now(*requested), False)
-                n = RetentionTxn(tx).drop_tombstones(requested[0] - window_ms, limit=chunk)
-            dropped += n
-            if n < chunk:
-                break
-        if events or dropped:
-            log.info("purge events=%d tombstones_dropped=%d", events, dropped)
-        return Purged(events, dropped)
-
-
-def _path(path: Any) -> Any:
-    """The database file argument: a str or path-like naming a file, no NUL."""
-    if not isinstance(path, (str, bytes, os.PathLike)):
-        raise InvalidInput("path", f"must be a str or path-like, not {type(path).__name__}")
-    name = os.fspath(path)
-    if not name or ("\x00" if isinstance(name, str) else b"\x00") in name:
-        raise InvalidInput("path", f"must be a non-empty file name without NUL, got {name!r}")
-    return path
-
-
-def _redrive_command(path: Any, head: EventInfo) -> str:
-    """The fairq command line that redrives a quarantined head."""
-    return (f"fairq --db {shlex.quote(os.fspath(path))} redrive {shlex.quote(head.event_id)} "
-            f"--expected-generation {head.generation} --reason '<why it is safe to run again>'")
-
-
-def _lease_key(lease: Any, field: str) -> tuple[str, int]:
-    """(event_id, generation): all that settle and extend need from a lease."""
-    event_id = getattr(lease, "event_id", None)
-    generation = getattr(lease, "generation", None)
-    if event_id is None or generation is None:
-        raise InvalidInput(field, f"must be a fairq.Lease, not {type(lease).__name__}")
-    v.identifier(event_id, field + ".event_id")
-    v.count(generation, field + ".generation", low=1, high=2**62)
-    return event_id, generation
-
-
-def settle_parts(item: Any) -> tuple[Any, Any, Any, Any]:
-    """(lease, outcome, reason, delay) of one settle_many item; absent parts are None."""
-    if not isinstance(item, tuple) or len(item) not in (2, 3, 4):
-        raise InvalidInput("", "must be (lease, outcome), (lease, outcome, reason) "
-                           "or (lease, outcome, reason, delay)")
-    return item + (None,) * (4 - len(item))
 
 
 def _log_settled(result: Settled | LeaseLost) -> None:

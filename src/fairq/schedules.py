@@ -20,19 +20,17 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import Any
 
 from . import _validate as v
 from . import cron as cronlib
+from .backend import Advance, NewEvent, NewSchedule, Store, WriteTxn
 from .errors import Conflict, InvalidInput, UnknownSchedule
 from .policy import to_ms
-from .store.queue import NewEvent, QueueTxn
-from .store.schedules import Advance, NewSchedule, ScheduleTxn
 from .timetable import Timetable, zone
 from .types import Enqueued, Misfire, Schedule, slot_event_id, slot_text
 
-if TYPE_CHECKING:
-    from .queue import Queue
 
 __all__ = ["Schedules", "Timetable", "MAX_SLOTS_PER_TICK", "MAX_NAME_CHARS", "expand_due", "decide", "MISFIRE_ROWS"]
 
@@ -153,13 +151,13 @@ def instance_body(name: str, slot_ms: int, body: Any) -> dict[str, Any]:
     return {"schedule": name, "slot": slot_text(slot_ms), "due_at": slot_ms / 1000, "body": body}
 
 
-def expand_due(tx: QueueTxn, now_ms: int, ahead_ms: int) -> list[Enqueued]:
+def expand_due(tx: WriteTxn, now_ms: int, ahead_ms: int) -> list[Enqueued]:
     """Decide every due slot of every unpaused schedule, inside the caller's tick transaction.
 
     Instances, misfire records and the schedules' new positions commit
     together; an instance that already exists identically is left as it is.
     """
-    store = ScheduleTxn(tx)
+    store = tx.schedules()
     events: list[NewEvent] = []
     misfires: list[tuple[str, str, dict[str, Any]]] = []
     moves: list[Advance] = []
@@ -184,7 +182,7 @@ def expand_due(tx: QueueTxn, now_ms: int, ahead_ms: int) -> list[Enqueued]:
 
 
 def _enqueue_untaken(
-    tx: QueueTxn, events: list[NewEvent], misfires: list[tuple[str, str, dict[str, Any]]], now_ms: int
+    tx: WriteTxn, events: list[NewEvent], misfires: list[tuple[str, str, dict[str, Any]]], now_ms: int
 ) -> list[Enqueued]:
     """Enqueue the instances; one whose id an unrelated event already holds is a misfire.
 
@@ -213,8 +211,13 @@ class Schedules:
     the expanding.
     """
 
-    def __init__(self, queue: Queue) -> None:
-        self._queue = queue
+    def __init__(self, store: Store, requested: Callable[[float | None], tuple[int, bool]],
+                 max_body_bytes: int) -> None:
+        """store: the queue's store; requested(now): the (ms, explicit?) time a
+        call asks for (Queue's clock); max_body_bytes: the queue's body limit."""
+        self._store = store
+        self._requested = requested
+        self._max_body_bytes = max_body_bytes
 
     def add(
         self, name: str, *, every: float | None = None, cron: str | None = None, tz: str = "UTC",
@@ -240,9 +243,9 @@ class Schedules:
         if timetable.first() is None:
             raise InvalidInput("cron", f"{new.cron!r} matches no date (like February 30)")
         # Only a defaulted start reads the clock.
-        requested = self._queue._requested(None) if start is None else None
-        with self._queue._store.transaction("schedule") as tx:
-            store = ScheduleTxn(tx)
+        requested = self._requested(None) if start is None else None
+        with self._store.transaction("schedule") as tx:
+            store = tx.schedules()
             stored = store.get(new.name)
             if stored is not None:
                 _refuse_redefinition(stored, new, explicit_start=start is not None)
@@ -286,9 +289,9 @@ class Schedules:
         if misfire is Misfire.SKIP and grace_ms is None:
             raise InvalidInput("grace", "is required with misfire='skip': how late a slot may be found and still run")
         start_ms = 0 if start is None else to_ms(v.seconds(start, "start"))
-        canonical = v.body(body, "body", max_bytes=self._queue.max_body_bytes)
+        canonical = v.body(body, "body", max_bytes=self._max_body_bytes)
         # The instance body wraps the schedule's body; the largest one must fit.
-        v.body(instance_body(name, _LAST_SLOT_MS, body), "body", max_bytes=self._queue.max_body_bytes)
+        v.body(instance_body(name, _LAST_SLOT_MS, body), "body", max_bytes=self._max_body_bytes)
         return NewSchedule(
             name=name, every_ms=every_ms, cron=None if cron is None else cron.expression, tz=tz,
             body=canonical, flow=None if overlap else (flow or name), start_ms=start_ms, misfire=misfire,
@@ -298,17 +301,17 @@ class Schedules:
     def get(self, name: str) -> Schedule | None:
         """The schedule called `name`, or None."""
         name = v.identifier(name, "name")
-        return self._queue._store.read(lambda tx: ScheduleTxn(tx).get(name))
+        return self._store.read(lambda tx: tx.schedules().get(name))
 
     def list(self) -> list[Schedule]:
         """Every schedule, by name."""
-        return self._queue._store.read(lambda tx: ScheduleTxn(tx).list())
+        return self._store.read(lambda tx: tx.schedules().list())
 
     def remove(self, name: str) -> bool:
         """Delete a schedule; False if there was none. Its instances and misfire records stay."""
         name = v.identifier(name, "name")
-        with self._queue._store.transaction("schedule") as tx:
-            return ScheduleTxn(tx).delete(name)
+        with self._store.transaction("schedule") as tx:
+            return tx.schedules().delete(name)
 
     def pause(self, name: str) -> Schedule:
         """Hold a schedule's expansion; its slots wait for resume (see resume).
@@ -325,8 +328,8 @@ class Schedules:
 
     def _set_paused(self, name: Any, paused: bool) -> Schedule:
         name = v.identifier(name, "name")
-        with self._queue._store.transaction("schedule") as tx:
-            schedule = ScheduleTxn(tx).set_paused(name, paused)
+        with self._store.transaction("schedule") as tx:
+            schedule = tx.schedules().set_paused(name, paused)
         if schedule is None:
             raise UnknownSchedule("name", f"no schedule is called {name!r}")
         return schedule

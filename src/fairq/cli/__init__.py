@@ -10,7 +10,6 @@ Database: --db, else $FAIRQ_DB, else ./fairq.db; or a `fairq serve` at --url
 from __future__ import annotations
 
 import argparse
-import sqlite3
 import sys
 from collections.abc import Sequence
 
@@ -51,7 +50,4 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(args.func(args))
     except FairqError as exc:
         print(f"fairq: {exc}", file=sys.stderr)
-        return EXIT_REFUSED
-    except sqlite3.Error as exc:  # one fairq does not type yet: said, never a traceback
-        print(f"fairq: database error ({type(exc).__name__}): {exc}", file=sys.stderr)
         return EXIT_REFUSED

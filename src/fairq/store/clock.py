@@ -5,24 +5,20 @@ A call at a mistaken future time (a wall clock that jumped ahead and was
 corrected) leaves the stored clock ahead of the real one; since the stored
 clock never goes back by itself, leases and backoffs would wait for the real
 clock to catch up. ClockTxn runs inside a queue write transaction
-(QueueStore.transaction) and never commits. Maintenance, not the hot path:
+(store.txn.TxnCore) and never commits. Maintenance, not the hot path:
 it scans the event table.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from ..types import ClockReset
-
-if TYPE_CHECKING:
-    from .queue import QueueTxn
+from .txn import TxnCore
 
 
 class ClockTxn:
     """The clock reset statements, bound to an open queue write transaction."""
 
-    def __init__(self, tx: QueueTxn) -> None:
+    def __init__(self, tx: TxnCore) -> None:
         self._tx = tx
         self.connection = tx.connection
 

@@ -18,6 +18,7 @@ from typing import Any
 from .. import policy
 from ..policy import from_ms
 from ..types import AuditEntry, EventInfo, State, Stats, UndecodableBody
+from .schedules import ScheduleTxn
 
 #: The clock row's totals columns, in order (fairq.types.Stats.totals keys).
 TOTALS = ("enqueued", "claimed", "expired", "acked", "retried", "quarantined", "redriven")
@@ -28,6 +29,10 @@ class QueueReads:
 
     def __init__(self, conn: sqlite3.Connection) -> None:
         self.connection = conn
+
+    def schedules(self) -> ScheduleTxn:
+        """The schedule statements, on this snapshot."""
+        return ScheduleTxn(self)
 
     def flow_head(self, name: str) -> tuple[int, EventInfo | None] | None:
         """(the flow's backlog end, its head or None when all is acked); None for an unknown flow.

@@ -1,30 +1,23 @@
 """The SQL of retention: purge old acked events down to tombstones, and drop
 tombstones past the dedup window.
 
-RetentionTxn runs inside a queue write transaction (QueueStore.transaction)
+RetentionTxn runs inside a queue write transaction (store.txn.TxnCore)
 and records what it removes with that transaction's counts; it never commits.
 Maintenance, not the hot path: nothing here is read by a claim or a settle.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from .queue import QueueTxn
-
-
-def body_hash(body: str) -> bytes:
-    """What a tombstone keeps of a canonical body: its 128-bit BLAKE2b digest."""
-    return hashlib.blake2b(body.encode("utf-8"), digest_size=16).digest()
+from ..rules import body_hash
+from .txn import TxnCore
 
 
 class RetentionTxn:
     """The retention statements, bound to an open queue write transaction."""
 
-    def __init__(self, tx: QueueTxn) -> None:
+    def __init__(self, tx: TxnCore) -> None:
         self._tx = tx
         self.connection = tx.connection
 
@@ -64,7 +57,7 @@ class RetentionTxn:
             "DELETE FROM event WHERE id IN (SELECT value FROM json_each(:ids))",
             {"ids": json.dumps([r[0] for r in rows])},
         )
-        self._tx._removed("acked", len(rows))
+        self._tx.removed("acked", len(rows))
         self._count_tombstones(len(rows), purged=len(rows))
         return len(rows), last
 

@@ -1,6 +1,6 @@
 """All SQL of schedules, run inside a queue transaction.
 
-ScheduleTxn borrows the connection of an open QueueTxn, so a tick's
+ScheduleTxn borrows the connection of an open queue transaction, so a tick's
 instances, misfires and schedule positions commit together. It never
 commits, never reads a clock and makes no decision: fairq.schedules decides
 which slots exist and what becomes of them.
@@ -9,38 +9,19 @@ which slots exist and what becomes of them.
 from __future__ import annotations
 
 import json
+import sqlite3
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
+from ..backend import Advance, NewSchedule
 from ..policy import from_ms
 from ..types import Misfire, Schedule
-from .queue import QueueTxn
 
 
-@dataclass(frozen=True)
-class NewSchedule:
-    """A validated schedules.add request: canonical body text, times in ms."""
+class _Bound(Protocol):
+    """An open queue transaction or read snapshot: what ScheduleTxn runs on."""
 
-    name: str
-    every_ms: int | None
-    cron: str | None
-    tz: str
-    body: str
-    flow: str | None
-    start_ms: int
-    misfire: Misfire
-    grace_ms: int | None
-    next_slot_ms: int
-
-
-@dataclass(frozen=True)
-class Advance:
-    """Where a tick leaves one schedule: the newest slot it decided and the next one."""
-
-    name: str
-    last_slot_ms: int
-    next_slot_ms: int | None
+    connection: sqlite3.Connection
 
 
 # The columns a Schedule is made of, in _schedule's order.
@@ -52,7 +33,7 @@ _SELECT = "SELECT " + _COLUMNS + "FROM schedule "
 class ScheduleTxn:
     """The schedule statements, bound to an open queue transaction or read snapshot."""
 
-    def __init__(self, tx: QueueTxn) -> None:
+    def __init__(self, tx: _Bound) -> None:
         self.connection = tx.connection
 
     def get(self, name: str) -> Schedule | None:

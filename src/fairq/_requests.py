@@ -1,0 +1,148 @@
+"""A public call's arguments as the plain records the backend takes, and a
+flow head read back as the answer why_blocked gives.
+
+The Queue facade (fairq.queue) calls these before a transaction opens, so a
+refusal (InvalidInput naming the field) writes nothing. Nothing here reads a
+database; only requested_time reads the clock it is given.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import shlex
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from . import _validate as v
+from .backend import NewEvent, SettleItem
+from .errors import InvalidInput
+from .policy import to_ms
+from .types import Blocked, EventInfo, Outcome, State
+
+ITEM_KEYS = frozenset({"event_id", "body", "flow", "delay"})
+
+
+def requested_time(clock: Callable[[], float], max_clock_skew: float | None, now: float | None,
+                   field: str = "now") -> tuple[int, bool]:
+    """(milliseconds, explicit?) for a call's `now` argument; an explicit
+    time more than max_clock_skew ahead of the clock is refused."""
+    if now is None:
+        return to_ms(v.seconds(clock(), "clock")), False
+    at = v.seconds(now, field)
+    if max_clock_skew is not None:
+        reading = v.seconds(clock(), "clock")
+        if at > reading + max_clock_skew:
+            raise InvalidInput(field, f"{at!r} is {at - reading:.3f} s ahead of the clock ({reading!r}); "
+                                      f"at most max_clock_skew={max_clock_skew:g} s is accepted")
+    return to_ms(at), True
+
+
+def new_event(event_id: Any, body: Any, flow: Any, delay: Any, *, max_body_bytes: int) -> NewEvent:
+    """One enqueue's arguments, checked: the body in canonical JSON, the delay in ms."""
+    return NewEvent(
+        v.identifier(event_id, "event_id"),
+        None if flow is None else v.identifier(flow, "flow"),
+        v.body(body, "body", max_bytes=max_body_bytes),
+        to_ms(v.seconds(delay, "delay")),
+    )
+
+
+def batch_item(item: Any, *, max_body_bytes: int) -> NewEvent:
+    """One enqueue_many item: (event_id, body), (event_id, body, flow), or a dict
+    with event_id, body and optionally flow and delay."""
+    if isinstance(item, tuple) and 2 <= len(item) <= 3:
+        return new_event(item[0], item[1], item[2] if len(item) == 3 else None, 0.0,
+                         max_body_bytes=max_body_bytes)
+    if isinstance(item, Mapping):
+        unknown = set(item) - ITEM_KEYS
+        if unknown:
+            raise InvalidInput(sorted(unknown)[0], "is not a known key (event_id, body, flow, delay)")
+        if "event_id" not in item or "body" not in item:
+            raise InvalidInput("event_id" if "event_id" not in item else "body", "is required")
+        return new_event(item["event_id"], item["body"], item.get("flow"), item.get("delay", 0.0),
+                         max_body_bytes=max_body_bytes)
+    raise InvalidInput("", "must be (event_id, body), (event_id, body, flow) or a dict")
+
+
+def settle_item(lease: Any, outcome: Any, reason: Any, delay: Any) -> SettleItem:
+    """One settle's arguments, checked: an ack or a release takes no reason or
+    delay, a fail takes no delay and needs a reason."""
+    event_id, generation = lease_key(lease, "lease")
+    outcome = v.outcome(outcome)
+    if outcome is Outcome.ACK or outcome is Outcome.RELEASE:
+        if reason is not None:
+            raise InvalidInput("reason", f"{outcome.value} takes no reason")
+        if delay is not None:
+            raise InvalidInput("delay", f"{outcome.value} takes no delay")
+        return SettleItem(event_id, generation, outcome, None, None)
+    if outcome is Outcome.FAIL and delay is not None:
+        raise InvalidInput("delay", "a fail takes no delay")
+    return SettleItem(event_id, generation, outcome,
+                      v.reason(reason, "reason", required=outcome is Outcome.FAIL),
+                      v.optional_seconds(delay, "delay"))
+
+
+def required_reason(value: Any, field: str = "reason") -> str:
+    """A reason that must be given (redrive, clock reset): printable text."""
+    text = v.reason(value, field, required=True)
+    assert text is not None  # required: a missing reason raised InvalidInput
+    return text
+
+
+def lease_key(lease: Any, field: str) -> tuple[str, int]:
+    """(event_id, generation): all that settle and extend need from a lease."""
+    event_id = getattr(lease, "event_id", None)
+    generation = getattr(lease, "generation", None)
+    if event_id is None or generation is None:
+        raise InvalidInput(field, f"must be a fairq.Lease, not {type(lease).__name__}")
+    v.identifier(event_id, field + ".event_id")
+    v.count(generation, field + ".generation", low=1, high=2**62)
+    return event_id, generation
+
+
+def settle_parts(item: Any) -> tuple[Any, Any, Any, Any]:
+    """(lease, outcome, reason, delay) of one settle_many item; absent parts are None."""
+    if not isinstance(item, tuple) or len(item) not in (2, 3, 4):
+        raise InvalidInput("", "must be (lease, outcome), (lease, outcome, reason) "
+                           "or (lease, outcome, reason, delay)")
+    return item + (None,) * (4 - len(item))
+
+
+def blocked(flow: str, found: tuple[int, EventInfo | None] | None, now_ms: int, path: Any) -> Blocked:
+    """Why a flow is not moving, from its head as Snapshot.flow_head read it."""
+    at = now_ms / 1000
+    if found is None:
+        return Blocked(flow, "unknown", at)
+    next_seq, head = found
+    if head is None:
+        return Blocked(flow, "empty", at)
+    answer = functools.partial(
+        Blocked, flow, now=at, event_id=head.event_id, seq=head.seq, owner=head.owner,
+        reason=head.reason, generation=head.generation, attempts=head.attempts,
+        backlog=next_seq - head.seq)
+    if head.state is State.QUARANTINED:
+        return answer("quarantined", redrive=redrive_command(path, head))
+    if head.state is State.INFLIGHT:
+        assert head.lease_until is not None
+        return answer("leased" if head.lease_until > at else "expired", until=head.lease_until)
+    assert head.next_at is not None
+    if head.next_at <= at:
+        return answer("ready")
+    return answer("backing_off" if head.attempts else "delayed", until=head.next_at)
+
+
+def redrive_command(path: Any, head: EventInfo) -> str:
+    """The fairq command line that redrives a quarantined head."""
+    return (f"fairq --db {shlex.quote(os.fspath(path))} redrive {shlex.quote(head.event_id)} "
+            f"--expected-generation {head.generation} --reason '<why it is safe to run again>'")
+
+
+def store_path(path: Any) -> Any:
+    """The database file argument: a str or path-like naming a file, no NUL."""
+    if not isinstance(path, (str, bytes, os.PathLike)):
+        raise InvalidInput("path", f"must be a str or path-like, not {type(path).__name__}")
+    name = os.fspath(path)
+    if not name or ("\x00" if isinstance(name, str) else b"\x00") in name:
+        raise InvalidInput("path", f"must be a non-empty file name without NUL, got {name!r}")
+    return path

@@ -1,0 +1,178 @@
+"""What a store must do: the interface between the Queue facade and a database.
+
+The facade (fairq.queue) validates input, picks the time a call asks for and
+runs one write transaction per verb through these protocols; it never sees
+SQL and never names a database. A store (fairq.store's SQLite one today)
+implements them with set-based SQL and asks fairq.rules and fairq.policy for
+every decision, so each store keeps the same contract without copying it.
+Everything passed across is plain data: the records below, ints in
+milliseconds, and the value types of fairq.types.
+
+Only fairq.store.open_store picks a store; nothing else names one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from contextlib import AbstractContextManager
+from typing import Any, NamedTuple, Protocol, TypeVar
+
+from .errors import LeaseLost
+from .policy import Backoff
+from .types import (AuditEntry, ClockReset, Enqueued, EventInfo, Lease, Misfire, Outcome, Schedule,
+                    Settled, Stats)
+
+__all__ = ["NewEvent", "SettleItem", "NewSchedule", "Advance", "AppConnection", "ScheduleStatements", "Snapshot", "WriteTxn", "Store"]
+
+T = TypeVar("T")
+
+#: An application's own connection to the store's database (a sqlite3.Connection
+#: for an SQLite file): an effect runs on it, and an outbox enqueue joins it.
+AppConnection = Any
+
+
+class NewEvent(NamedTuple):
+    """A validated enqueue request: canonical body text, and when it is due:
+    `delay_ms` after the call's time, or at `at_ms` if given (a schedule's
+    slot, which may already have passed)."""
+
+    event_id: str
+    flow: str | None
+    body: str
+    delay_ms: int
+    at_ms: int | None = None
+
+
+class SettleItem(NamedTuple):
+    """A validated settle request for one lease."""
+
+    event_id: str
+    generation: int
+    outcome: Outcome
+    reason: str | None
+    delay: float | None
+
+
+@dataclass(frozen=True)
+class NewSchedule:
+    """A validated schedules.add request: canonical body text, times in ms."""
+
+    name: str
+    every_ms: int | None
+    cron: str | None
+    tz: str
+    body: str
+    flow: str | None
+    start_ms: int
+    misfire: Misfire
+    grace_ms: int | None
+    next_slot_ms: int
+
+
+@dataclass(frozen=True)
+class Advance:
+    """Where a tick leaves one schedule: the newest slot it decided and the next one."""
+
+    name: str
+    last_slot_ms: int
+    next_slot_ms: int | None
+
+
+class ScheduleStatements(Protocol):
+    """The schedule rows, inside a write transaction or a read snapshot."""
+
+    def get(self, name: str) -> Schedule | None: ...
+    def insert(self, new: NewSchedule) -> Schedule: ...
+    def delete(self, name: str) -> bool: ...
+    def set_paused(self, name: str, paused: bool) -> Schedule | None: ...
+    def due(self, horizon_ms: int) -> list[Schedule]: ...
+    def advance(self, moves: Sequence[Advance]) -> None: ...
+    def list(self) -> list[Schedule]: ...  # last: the name would shadow the type above
+
+
+class Snapshot(Protocol):
+    """The reads, all from one consistent snapshot; never writes."""
+
+    def get(self, event_id: str) -> EventInfo | None: ...
+    def events(self, *, state: str | None, flow: str | None, limit: int) -> list[EventInfo]: ...
+    def audit(self, event_id: str | None, *, limit: int | None) -> list[AuditEntry]: ...
+    def stats(self, now_ms: int, *, top: int) -> Stats: ...
+
+    def flow_head(self, name: str) -> tuple[int, EventInfo | None] | None:
+        """(the seq the flow's next event gets, its head or None when all is
+        acked); None for a flow never seen."""
+
+    def schedules(self) -> ScheduleStatements: ...
+
+
+class WriteTxn(Protocol):
+    """One write transaction, one method per verb (the verb's transaction is
+    open while the object is used inside ``with store.transaction(...)``).
+
+    now() is called first and fixes the time the call runs at; verbs take it
+    as now_ms. The store writes its clock and counters once, just before the
+    transaction commits. Every method raises before it writes when it refuses.
+    """
+
+    def now(self, requested_ms: int, explicit: bool) -> int:
+        """The time this call runs at (fairq.policy.effective_now against the
+        stored clock); raises ClockError for an explicit time before it."""
+
+    def stored_now(self) -> int: ...
+
+    def enqueue_many(self, items: Sequence[NewEvent], now_ms: int) -> list[Enqueued]:
+        """Store new events at the ends of their flows; identical repeats
+        collapse (created=False); any Conflict raises before anything is written."""
+
+    def claim_many(self, n: int, *, owner: str | None, now_ms: int, lease_ms: int,
+                   max_attempts: int) -> list[Lease]:
+        """Lease up to n heads, one per flow, in rotation order."""
+
+    def check_fence(self, event_id: str, generation: int, now_ms: int) -> None:
+        """Raise StaleLease or LeaseExpired unless this lease may settle now."""
+
+    def run_callback(self, fn: Callable[[AppConnection], Any], what: str) -> Any:
+        """fn(connection) inside this transaction, which it must leave open."""
+
+    def settle_many(self, items: Sequence[SettleItem], *, now_ms: int, max_attempts: int,
+                    backoff: Backoff) -> list[Settled | LeaseLost]:
+        """Settle each lease on its own; a lost lease is returned in its slot."""
+
+    def extend(self, event_id: str, generation: int, *, lease_ms: int, now_ms: int) -> Lease: ...
+
+    def redrive(self, event_id: str, *, expected_generation: int, reason: str, actor: str | None,
+                now_ms: int) -> int:
+        """Give a quarantined head a new round; returns its new generation."""
+
+    def set_weight(self, name: str, weight: int) -> None: ...
+
+    def reset_clock(self, to_ms: int, *, reason: str, actor: str | None) -> ClockReset:
+        """Move the stored clock back to to_ms, with every lease end and ready time beyond it."""
+
+    def purge_acked(self, after_id: int, *, chunk: int, acked_before_ms: int) -> tuple[int, int | None]:
+        """Tombstone old acked events among the next `chunk` rows after `after_id`:
+        (events purged, the last row id read, None past the end)."""
+
+    def drop_tombstones(self, acked_before_ms: int, *, limit: int) -> int: ...
+
+    def append_misfires(self, misfires: Sequence[tuple[str, str, dict[str, Any]]], now_ms: int) -> None:
+        """Audit schedule slots that did not become instances: (instance id, reason, detail)."""
+
+    def schedules(self) -> ScheduleStatements: ...
+
+
+class Store(Protocol):
+    """An open queue database: hands out write transactions and read snapshots."""
+
+    version: int  # the schema version found or made at open
+
+    def close(self) -> None: ...
+
+    def transaction(self, name: str, conn: AppConnection | None = None) -> AbstractContextManager[WriteTxn]:
+        """A write transaction; `name` labels its crash points. With `conn` (an
+        application's connection inside its own open transaction) the writes
+        join that transaction and commit with it, never before."""
+
+    def read(self, fn: Callable[[Snapshot], T]) -> T:
+        """fn(snapshot) on one consistent read snapshot."""

@@ -1,0 +1,133 @@
+"""The SQL of enqueue: new events at the ends of their flows, repeats judged.
+
+Runs inside a queue write transaction (store.txn.TxnCore); never commits.
+Set-based: one read of the ids already known, one seq allocation for every
+flow in the batch, one read of which flows already have a head, one insert.
+Whether a repeat matches (fairq.rules.check_repeat) and where a new head
+joins the rotation (fairq.rules.join_pass) are the rules' to say.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any
+
+from .. import rules
+from ..backend import NewEvent
+from ..types import Enqueued
+from .txn import TxnCore
+
+
+def enqueue_many(tx: TxnCore, items: Sequence[NewEvent], now_ms: int) -> list[Enqueued]:
+    """Store each new event at the end of its flow; identical repeats collapse.
+
+    Any conflict raises before anything is written.
+    """
+    # An event id names one (flow, body) forever: a repeat must match it,
+    # and so must a repeat of a purged id, while its tombstone is kept
+    # (an id is never in both tables).
+    stored = {
+        row[0]: row
+        for row in tx.connection.execute(
+            "SELECT e.event_id, f.name, e.seq, e.body FROM event AS e "
+            "LEFT JOIN flow AS f ON f.flow_id = e.flow_id "
+            "WHERE e.event_id IN (SELECT value FROM json_each(:ids)) "
+            "UNION ALL "
+            "SELECT t.event_id, f.name, t.seq, t.body_hash FROM tombstone AS t "
+            "LEFT JOIN flow AS f ON f.flow_id = t.flow_id "
+            "WHERE t.event_id IN (SELECT value FROM json_each(:ids))",
+            {"ids": json.dumps([item.event_id for item in items])},
+        )
+    }
+    fresh: dict[str, NewEvent] = {}
+    for item in items:
+        if item.event_id in stored:
+            found = stored[item.event_id]
+            rules.check_repeat(item.event_id, item.flow, item.body, stored_flow=found[1], stored_body=found[3])
+        elif item.event_id in fresh:
+            earlier = fresh[item.event_id]
+            rules.check_repeat(item.event_id, item.flow, item.body, stored_flow=earlier.flow,
+                               stored_body=earlier.body)
+        else:
+            fresh[item.event_id] = item
+    seqs = _insert_events(tx, list(fresh.values()), now_ms) if fresh else {}
+    out = []
+    created: set[str] = set()
+    for item in items:
+        if item.event_id in seqs and item.event_id not in created:
+            created.add(item.event_id)
+            out.append(Enqueued(item.event_id, item.flow, seqs[item.event_id], True))
+        else:
+            seq = stored[item.event_id][2] if item.event_id in stored else seqs[item.event_id]
+            out.append(Enqueued(item.event_id, item.flow, seq, False))
+    return out
+
+
+def _insert_events(tx: TxnCore, items: list[NewEvent], now_ms: int) -> dict[str, int]:
+    """Insert new events; returns their seqs. An event that finds its flow
+    idle becomes its head and joins the rotation behind every flow in it."""
+    clock = tx.clock()
+    flows = _allocate_seqs(tx, Counter(item.flow for item in items if item.flow is not None))
+    rows = []
+    seqs = {}
+    for item in items:
+        next_at = now_ms + item.delay_ms if item.at_ms is None else item.at_ms
+        if item.flow is None:
+            flow_id, seq, head = None, 1, True
+        else:
+            slot = flows[item.flow]
+            flow_id, seq, head = slot[0], slot[1], not slot[2]
+            slot[1] += 1
+            slot[2] = True  # later events of this flow in the batch queue behind
+        rows.append({
+            "event_id": item.event_id, "flow_id": flow_id, "seq": seq, "body": item.body,
+            "now_ms": now_ms, "next_at_ms": next_at,
+            "pass": rules.join_pass(clock.tail) if head else None,
+            "turn": tx.next_turn() if head else None,
+            "dispatch_ms": next_at if head else None,
+            "runnable": int(head and next_at <= now_ms),
+        })
+        seqs[item.event_id] = seq
+    # Only heads get a rotation place and a dispatch time.
+    tx.connection.executemany(
+        "INSERT INTO event (event_id, flow_id, seq, body, state, created_ms, due_ms, next_at_ms, "
+        "pass, turn, dispatch_ms, runnable) VALUES (:event_id, :flow_id, :seq, :body, 'ready', "
+        ":now_ms, :next_at_ms, :next_at_ms, :pass, :turn, :dispatch_ms, :runnable)",
+        rows,
+    )
+    tx.moved(None, "ready", len(rows))
+    tx.happened("enqueued", len(rows))
+    return seqs
+
+
+def _allocate_seqs(tx: TxnCore, counts: Counter[str]) -> dict[str, list[Any]]:
+    """For each named flow: [flow_id, first new seq, whether it already has a head]."""
+    if not counts:
+        return {}
+    conn = tx.connection
+    # Each flow hands out its next `count` seqs; a new flow starts at 1.
+    allocated = conn.execute(
+        "INSERT INTO flow (name, next_seq) SELECT key, 1 + value FROM json_each(:counts) WHERE true "
+        "ON CONFLICT (name) DO UPDATE SET next_seq = next_seq + excluded.next_seq - 1 "
+        "RETURNING flow_id, name, next_seq",
+        {"counts": json.dumps(counts)},
+    ).fetchall()
+    flows = {name: [flow_id, next_seq - counts[name], False] for flow_id, name, next_seq in allocated}
+    # A flow already has a head iff its last event before this batch is
+    # unacked (its unacked events are a suffix).
+    last = [[slot[0], slot[1] - 1] for slot in flows.values() if slot[1] > 1]
+    if last:
+        busy = {
+            row[0]
+            for row in conn.execute(
+                "SELECT e.flow_id FROM json_each(:last) AS j JOIN event AS e "
+                "ON e.flow_id = json_extract(j.value, '$[0]') AND e.seq = json_extract(j.value, '$[1]') "
+                "WHERE e.state != 'acked'",
+                {"last": json.dumps(last)},
+            )
+        }
+        for slot in flows.values():
+            slot[2] = slot[0] in busy
+    return flows

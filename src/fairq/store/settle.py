@@ -1,0 +1,222 @@
+"""The SQL of the fenced verbs: settle, extend and redrive.
+
+Runs inside a queue write transaction (store.txn.TxnCore); never commits.
+Each verb reads the rows it judges in one statement (by the event_id index,
+under the write lock), asks the rules -- the fence verdict
+(fairq.rules.fence), the settle decision (fairq.policy.decide) -- and writes
+the answers with one statement per kind of change, whatever the batch size.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any, NamedTuple
+
+from .. import rules
+from ..backend import SettleItem
+from ..errors import LeaseExpired, LeaseLost, RedriveRefused, StaleLease
+from ..policy import Backoff, decide, from_ms
+from ..types import Lease, Outcome, Settled, State
+from .reads import body_value
+from .txn import TxnCore, audit_row
+
+# The columns a settle, extend or redrive needs to judge a lease.
+_FENCE_COLUMNS = (
+    "SELECT event_id, id, flow_id, seq, state, generation, attempts, lifetime_attempts, "
+    "lease_until_ms, owner, pass, turn, reason FROM event "
+)
+
+_TOTAL_FOR = {State.ACKED: "acked", State.READY: "retried", State.QUARANTINED: "quarantined"}
+
+
+class _Held(NamedTuple):
+    """An event row as a fence check sees it."""
+
+    event_id: str
+    id: int
+    flow_id: int | None
+    seq: int
+    state: str
+    generation: int
+    attempts: int
+    lifetime_attempts: int
+    lease_until_ms: int | None
+    owner: str | None
+    pass_: int | None
+    turn: int | None
+    reason: str | None
+
+
+def _held(tx: TxnCore, event_ids: list[str]) -> dict[str, _Held]:
+    # The rows the fence judges, by the event_id index, read under the write lock.
+    rows = tx.connection.execute(
+        _FENCE_COLUMNS + "WHERE event_id IN (SELECT value FROM json_each(:ids))",
+        {"ids": json.dumps(event_ids)},
+    )
+    return {row[0]: _Held._make(row) for row in rows}
+
+
+def _fence(row: _Held | None, event_id: str, generation: int, now_ms: int,
+           settled: bool = False) -> StaleLease | LeaseExpired | None:
+    """rules.fence on a row as read (None: no such event)."""
+    if row is None:
+        return rules.fence(event_id, generation, now_ms, state=None, stored_generation=None,
+                           lease_until_ms=None, settled_in_batch=settled)
+    return rules.fence(event_id, generation, now_ms, state=row.state, stored_generation=row.generation,
+                       lease_until_ms=row.lease_until_ms, settled_in_batch=settled)
+
+
+def check_fence(tx: TxnCore, event_id: str, generation: int, now_ms: int) -> None:
+    """Raise StaleLease or LeaseExpired unless this lease may settle now."""
+    lost = _fence(_held(tx, [event_id]).get(event_id), event_id, generation, now_ms)
+    if lost is not None:
+        raise lost
+
+
+def settle_many(
+    tx: TxnCore, items: Sequence[SettleItem], *, now_ms: int, max_attempts: int, backoff: Backoff
+) -> list[Settled | LeaseLost]:
+    """Settle each lease on its own; a lost lease is reported in its slot."""
+    held = _held(tx, [item.event_id for item in items])
+    out: list[Settled | LeaseLost] = []
+    acked: list[dict[str, Any]] = []
+    next_heads: list[dict[str, Any]] = []
+    retried: list[dict[str, Any]] = []
+    released: list[dict[str, Any]] = []
+    quarantined: list[dict[str, Any]] = []
+    audits: list[dict[str, Any]] = []
+    settled: set[str] = set()  # a second settle of one event in this batch is stale
+    for item in items:
+        row = held.get(item.event_id)
+        lost = _fence(row, item.event_id, item.generation, now_ms, item.event_id in settled)
+        if lost is not None:
+            out.append(lost)
+            continue
+        assert row is not None
+        settled.add(item.event_id)
+        decision = decide(
+            item.outcome, event_id=item.event_id, generation=row.generation,
+            attempts=row.attempts, max_attempts=max_attempts, now_ms=now_ms,
+            delay=item.delay, backoff=backoff,
+        )
+        out.append(Settled(item.event_id, decision.state, from_ms(decision.next_at_ms), decision.attempts))
+        if decision.state is State.ACKED:
+            acked.append({"id": row.id, "now_ms": now_ms})
+            if row.flow_id is not None:
+                next_heads.append({"flow_id": row.flow_id, "seq": row.seq + 1, "pass": row.pass_,
+                                   "turn": row.turn, "now_ms": now_ms})
+        elif item.outcome is Outcome.RELEASE:
+            released.append({"id": row.id, "now_ms": now_ms})
+        elif decision.state is State.READY:
+            assert decision.next_at_ms is not None
+            retried.append({"id": row.id, "next_at_ms": decision.next_at_ms,
+                            "runnable": int(decision.next_at_ms <= now_ms), "reason": item.reason})
+            audits.append(audit_row(item.event_id, "retry", item.reason, row.owner, row.generation,
+                                    now_ms, {"attempts": row.attempts,
+                                             "next_at": from_ms(decision.next_at_ms)}))
+        else:
+            reason = item.reason or decision.quarantine_cause
+            quarantined.append({"id": row.id, "reason": reason})
+            audits.append(audit_row(item.event_id, "quarantine", reason, row.owner, row.generation,
+                                    now_ms, {"cause": decision.quarantine_cause, "attempts": row.attempts,
+                                             "lifetime_attempts": row.lifetime_attempts}))
+    for state, rows in ((State.ACKED, acked), (State.READY, retried), (State.QUARANTINED, quarantined)):
+        tx.moved("inflight", state.value, len(rows))
+        tx.happened(_TOTAL_FOR[state], len(rows))
+    tx.moved("inflight", "ready", len(released))
+    conn = tx.connection
+    if acked:
+        # Acked is final: the event leaves the dispatch indexes for good.
+        conn.executemany(
+            "UPDATE event SET state = 'acked', lease_until_ms = NULL, settled_ms = :now_ms, "
+            "pass = NULL, turn = NULL, dispatch_ms = NULL, runnable = 0 WHERE id = :id",
+            acked,
+        )
+    if next_heads:
+        # The next seq (there are no gaps) becomes the head and inherits
+        # the flow's rotation place; no row: the flow is idle now.
+        conn.executemany(
+            "UPDATE event SET pass = :pass, turn = :turn, dispatch_ms = next_at_ms, "
+            "runnable = next_at_ms <= :now_ms WHERE flow_id = :flow_id AND seq = :seq",
+            next_heads,
+        )
+    if retried:
+        # Back to ready: still the head, claimable again from next_at.
+        conn.executemany(
+            "UPDATE event SET state = 'ready', lease_until_ms = NULL, next_at_ms = :next_at_ms, "
+            "dispatch_ms = :next_at_ms, runnable = :runnable, reason = :reason WHERE id = :id",
+            retried,
+        )
+    if released:
+        # Given back unused: ready at once, and the claim is not counted
+        # against the round's budget (lifetime_attempts keeps it).
+        conn.executemany(
+            "UPDATE event SET state = 'ready', lease_until_ms = NULL, next_at_ms = :now_ms, "
+            "dispatch_ms = :now_ms, runnable = 1, attempts = attempts - 1 WHERE id = :id",
+            released,
+        )
+    if quarantined:
+        tx.quarantine(quarantined)
+    if audits:
+        tx.append_audit(audits)
+    return out
+
+
+def extend(tx: TxnCore, event_id: str, generation: int, *, lease_ms: int, now_ms: int) -> Lease:
+    """Move a live lease's end to now + lease_ms (fenced like settle)."""
+    row = _held(tx, [event_id]).get(event_id)
+    lost = _fence(row, event_id, generation, now_ms)
+    if lost is not None:
+        raise lost
+    assert row is not None
+    # Only the current holder's lease moves; the head's dispatch time follows it.
+    got = tx.connection.execute(
+        "UPDATE event SET lease_until_ms = :lease_until_ms, dispatch_ms = :lease_until_ms "
+        "WHERE id = :id RETURNING seq, body, generation, attempts, lifetime_attempts, owner, "
+        "lease_until_ms",
+        {"id": row.id, "lease_until_ms": now_ms + lease_ms},
+    ).fetchone()
+    return Lease(event_id, _flow_name(tx, row.flow_id), got[0], body_value(got[1]), got[2], got[3],
+                 got[4], got[5], got[6] / 1000)
+
+
+def _flow_name(tx: TxnCore, flow_id: int | None) -> str | None:
+    if flow_id is None:
+        return None
+    # A flow's name never changes.
+    name: str = tx.connection.execute(
+        "SELECT name FROM flow WHERE flow_id = :flow_id", {"flow_id": flow_id}
+    ).fetchone()[0]
+    return name
+
+
+def redrive(tx: TxnCore, event_id: str, *, expected_generation: int, reason: str, actor: str | None,
+            now_ms: int) -> int:
+    """Give a quarantined head a new round; returns its new generation."""
+    row = _held(tx, [event_id]).get(event_id)
+    if row is None:
+        raise RedriveRefused(event_id, f"event {event_id!r} does not exist")
+    if row.state != "quarantined":
+        raise RedriveRefused(event_id, f"event {event_id!r} is {row.state}, not quarantined")
+    if row.generation != expected_generation:
+        raise RedriveRefused(
+            event_id, f"event {event_id!r} is at generation {row.generation}, not {expected_generation}"
+        )
+    generation = row.generation + 1
+    # A new round: attempts reset, lifetime_attempts kept, the old reason
+    # moves to the audit row. The generation moves on, so no holder from
+    # before the quarantine can settle. Still the head, in its old
+    # rotation place, claimable now.
+    tx.connection.execute(
+        "UPDATE event SET state = 'ready', generation = :generation, attempts = 0, "
+        "next_at_ms = :now_ms, dispatch_ms = :now_ms, runnable = 1, reason = NULL "
+        "WHERE id = :id AND state = 'quarantined'",
+        {"id": row.id, "generation": generation, "now_ms": now_ms},
+    )
+    tx.moved("quarantined", "ready")
+    tx.happened("redriven")
+    tx.append_audit([audit_row(event_id, "redrive", reason, actor, generation, now_ms,
+                               {"replaced_reason": row.reason, "attempts": row.attempts,
+                                "lifetime_attempts": row.lifetime_attempts})])
+    return generation

@@ -1,0 +1,214 @@
+"""One SQLite write transaction of the queue, and the clock row it keeps.
+
+TxnCore opens the transaction (its own, or joined to an application's) and
+keeps what every verb shares: the clock row, read once when the call's time
+is set and written once just before COMMIT with the new time, the rotation
+counters and the state transitions the call made; the audit log; the
+quarantine statement. The verbs' SQL lives beside it (store.enqueue,
+store.claim, store.settle) and QueueTxn (store.queue) puts them together.
+Never commits by itself, never reads a wall clock.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sqlite3
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .. import policy
+from .._json import canonical
+from .reads import TOTALS
+from .sqlite import Database, JoinedTransaction, Transaction
+
+log = logging.getLogger("fairq")
+
+# A system clock reading clamped by more than this is worth a warning (once
+# per stored clock value in a process): the stored clock was set ahead.
+_AHEAD_WARNING_MS = round(policy.DEFAULT_MAX_CLOCK_SKEW * 1000)
+_ahead_warned: list[int | None] = [None]
+
+
+@dataclass
+class Clock:
+    """The clock row as a transaction holds it: the time and the rotation state."""
+
+    now_ms: int
+    vtime: int
+    tail: int
+    turn: int
+    claim_lag: str  # JSON array of bucket counts, parsed only when a first claim adds to it
+
+
+class TxnCore:
+    """A write transaction (a context manager) with the clock row and counters."""
+
+    def __init__(self, db: Database, name: str, conn: sqlite3.Connection | None = None) -> None:
+        self._transaction: Transaction | JoinedTransaction = (
+            db.write(name, before_commit=self._flush) if conn is None
+            else db.join(conn, before_commit=self._flush)
+        )
+        self._db = db
+        self.connection: sqlite3.Connection = db.conn
+        self._clock: Clock | None = None
+        self._moved: Counter[str] = Counter()  # state -> change in its event count
+        self._totals: Counter[str] = Counter()  # TOTALS name -> how many more happened
+        self._lags: list[int] | None = None  # claim lag bucket counts, once a first claim changes them
+        self._dirty = False
+
+    def __enter__(self) -> Any:
+        self.connection = self._transaction.__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._transaction.__exit__(*exc)
+
+    def run_callback(self, fn: Callable[[sqlite3.Connection], Any], what: str) -> Any:
+        """fn(conn) inside this transaction, which it must leave open (a settle effect)."""
+        return self._db.run_callback(self.connection, fn, what)
+
+    # -- the clock row -------------------------------------------------------
+
+    def clock(self) -> Clock:
+        """The clock row, read once per transaction (written back by _flush)."""
+        if self._clock is None:
+            row = self.connection.execute(
+                "SELECT now_ms, vtime, tail, turn, claim_lag FROM clock WHERE id = 1"
+            ).fetchone()
+            self._clock = Clock(*row)
+        return self._clock
+
+    def now(self, requested_ms: int, explicit: bool) -> int:
+        """The time this call runs at; raises ClockError for an explicit time
+        before the stored clock, clamps a wall clock that stepped back."""
+        clock = self.clock()
+        now_ms = policy.effective_now(requested_ms, clock.now_ms, explicit=explicit)
+        if now_ms - requested_ms > _AHEAD_WARNING_MS and _ahead_warned[0] != now_ms:
+            _ahead_warned[0] = now_ms
+            log.warning("the queue's stored clock (%s) is %.0f s ahead of the system clock, which "
+                        "it waits for: leases and backoffs stand still until then. If a time was "
+                        "mistaken, run `fairq clock reset --reason ...` (Queue.reset_clock)",
+                        now_ms / 1000, (now_ms - requested_ms) / 1000)
+        if now_ms > clock.now_ms:
+            clock.now_ms = now_ms
+            self._dirty = True
+        return now_ms
+
+    def stored_now(self) -> int:
+        """The stored clock (ms) as this transaction found it, or as it set it."""
+        return self.clock().now_ms
+
+    def rewind(self, to_ms: int) -> None:
+        """Set the stored clock back to to_ms: only a clock reset does (store.clock)."""
+        self.clock().now_ms = to_ms
+        self._dirty = True
+
+    def next_turn(self) -> int:
+        """The next arrival number: it breaks ties between equal passes."""
+        clock = self.clock()
+        clock.turn += 1
+        self._dirty = True
+        return clock.turn
+
+    def changed_rotation(self) -> None:
+        """Record that the caller moved the clock's vtime or tail."""
+        self._dirty = True
+
+    def moved(self, before: str | None, after: str, n: int = 1) -> None:
+        """Record that n events moved from state `before` (None: new) to `after`."""
+        if n and before != after:
+            if before is not None:
+                self._moved[before] -= n
+            self._moved[after] += n
+            self._dirty = True
+
+    def removed(self, state: str, n: int) -> None:
+        """Record that n events in `state` left the event table (purge)."""
+        self._moved[state] -= n
+        self._dirty = True
+
+    def happened(self, total: str, n: int = 1) -> None:
+        """Add n to one of the TOTALS counters."""
+        if n:
+            self._totals[total] += n
+            self._dirty = True
+
+    def claim_lag(self, lag_ms: int) -> None:
+        """Add an event's first-claim lag to the histogram."""
+        if self._lags is None:
+            self._lags = policy.lag_counts(self.clock().claim_lag)
+        self._lags[policy.lag_bucket(lag_ms)] += 1
+        self._dirty = True
+
+    def leave_time_unstored(self) -> None:
+        """An idle claim decided nothing that depends on its time: it need not
+        store it, so polling an idle queue writes (and syncs) nothing."""
+        if not self._moved and not self._totals:
+            self._dirty = False
+
+    def _flush(self) -> None:
+        """Write the clock row once, before COMMIT, if this call changed it."""
+        if not self._dirty:
+            return
+        clock = self.clock()
+        moved, totals = self._moved, self._totals
+        # The clock, rotation counters and totals only move forward (CHECK
+        # keeps tail >= vtime); the state counts follow the transitions made.
+        self.connection.execute(
+            "UPDATE clock SET now_ms = :now_ms, vtime = :vtime, tail = :tail, turn = :turn, "
+            "ready_n = ready_n + :ready, inflight_n = inflight_n + :inflight, "
+            "acked_n = acked_n + :acked, quarantined_n = quarantined_n + :quarantined, "
+            "enqueued_total = enqueued_total + :t_enqueued, claimed_total = claimed_total + :t_claimed, "
+            "expired_total = expired_total + :t_expired, acked_total = acked_total + :t_acked, "
+            "retried_total = retried_total + :t_retried, "
+            "quarantined_total = quarantined_total + :t_quarantined, "
+            "redriven_total = redriven_total + :t_redriven, "
+            "claim_lag = coalesce(:claim_lag, claim_lag) WHERE id = 1",
+            {"now_ms": clock.now_ms, "vtime": clock.vtime, "tail": clock.tail, "turn": clock.turn,
+             "ready": moved["ready"], "inflight": moved["inflight"], "acked": moved["acked"],
+             "quarantined": moved["quarantined"],
+             **{f"t_{name}": totals[name] for name in TOTALS},
+             "claim_lag": None if self._lags is None else json.dumps(self._lags)},
+        )
+        self._dirty = False
+
+    # -- shared statements -----------------------------------------------------
+
+    def quarantine(self, rows: list[dict[str, Any]]) -> None:
+        """Quarantine the events {"id", "reason"} (the caller counts them)."""
+        # A quarantined head keeps its rotation place and keeps blocking its
+        # flow, but leaves both dispatch indexes.
+        self.connection.executemany(
+            "UPDATE event SET state = 'quarantined', lease_until_ms = NULL, next_at_ms = NULL, "
+            "dispatch_ms = NULL, runnable = 0, reason = :reason WHERE id = :id",
+            rows,
+        )
+
+    def record(self, event_id: str, action: str, reason: str | None, actor: str | None,
+               generation: int | None, now_ms: int, detail: dict[str, Any]) -> None:
+        """Append one audit row."""
+        self.append_audit([audit_row(event_id, action, reason, actor, generation, now_ms, detail)])
+
+    def append_misfires(self, misfires: Sequence[tuple[str, str, dict[str, Any]]], now_ms: int) -> None:
+        """Record schedule slots that did not become instances: (instance id, reason, detail)."""
+        self.append_audit([audit_row(event_id, "misfire", reason, None, None, now_ms, detail)
+                           for event_id, reason, detail in misfires])
+
+    def append_audit(self, rows: list[dict[str, Any]]) -> None:
+        """Append audit rows made by audit_row."""
+        # Audit rows are appended, never changed.
+        self.connection.executemany(
+            "INSERT INTO audit (event_id, action, reason, actor, generation, at_ms, detail) "
+            "VALUES (:event_id, :action, :reason, :actor, :generation, :at_ms, :detail)",
+            rows,
+        )
+
+
+def audit_row(event_id: str, action: str, reason: str | None, actor: str | None,
+              generation: int | None, now_ms: int, detail: dict[str, Any]) -> dict[str, Any]:
+    """The parameters of one audit row."""
+    return {"event_id": event_id, "action": action, "reason": reason, "actor": actor,
+            "generation": generation, "at_ms": now_ms, "detail": canonical(detail)}
