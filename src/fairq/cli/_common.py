@@ -17,11 +17,15 @@ from ..types import AuditEntry, EventInfo, Stats
 EXIT_OK = 0
 EXIT_REFUSED = 1
 EXIT_USAGE = 2  # argparse's own exit status for usage errors
+EXIT_INTERRUPTED = 130  # 128 + SIGINT: stopped by Ctrl-C
+EXIT_PIPE_CLOSED = 141  # 128 + SIGPIPE: the reader of stdout went away (`| head`)
 
 
-def database_path(args: argparse.Namespace) -> str:
-    """--db, else $FAIRQ_DB, else ./fairq.db."""
-    return args.db or os.environ.get("FAIRQ_DB") or "fairq.db"
+def database_path(args: argparse.Namespace | str | None = None) -> str:
+    """The database every command and example uses: --db (parsed `args`, or
+    the option's value as a string), else $FAIRQ_DB, else ./fairq.db."""
+    given = getattr(args, "db", None) if isinstance(args, argparse.Namespace) else args
+    return given or os.environ.get("FAIRQ_DB") or "fairq.db"
 
 
 def open_existing(args: argparse.Namespace, **settings: Any) -> Queue:
@@ -30,6 +34,8 @@ def open_existing(args: argparse.Namespace, **settings: Any) -> Queue:
     path = database_path(args)
     if not os.path.exists(path):
         raise FairqError(f"no fairq database at {path} (set --db or FAIRQ_DB, or run fairq init)")
+    if os.path.isdir(path):
+        raise FairqError(f"{path} is a directory, not a fairq database (set --db or FAIRQ_DB)")
     return Queue(path, **settings)
 
 

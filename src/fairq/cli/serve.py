@@ -44,8 +44,9 @@ def serve(args: argparse.Namespace) -> int:
             server = Server(queue, token=token, host=args.host, port=args.port,
                             max_request_bytes=args.max_request_bytes, max_connections=args.max_connections,
                             drain_seconds=args.drain_seconds)
-        except OSError as exc:
-            raise FairqError(f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}") from exc
+        except (OSError, OverflowError) as exc:  # OverflowError: a port outside 0-65535
+            reason = getattr(exc, "strerror", None) or exc
+            raise FairqError(f"cannot listen on {args.host}:{args.port}: {reason}") from exc
         # Leaving this block closes the server first, which waits for every
         # request thread, and only then the Queue they share.
         with server:
