@@ -288,3 +288,21 @@ def test_a_handler_with_a_syntax_error_is_one_line_from_a_real_process(folder: P
     assert done.returncode == 1
     assert done.stderr.startswith("fairq: handler 'broken_syntax:handle': cannot import broken_syntax: SyntaxError")
     assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1
+
+
+def test_a_locked_database_is_one_line_naming_the_write_lock(folder: Path, capsys, monkeypatch) -> None:
+    import functools
+
+    monkeypatch.setattr("fairq.cli._common.Queue", functools.partial(fairq.Queue, busy_timeout=0.2))
+    holder = sqlite3.connect(folder / "good.db", isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")  # another process's writer, holding the write lock
+    try:
+        status, _, err = run_in_process(["--db", "good.db", "redrive", "E0", "--expected-generation", "0",
+                                         "--reason", "why"], capsys)
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert status == 1
+    assert err.count("database is locked") == 1, err
+    assert "another process or connection held the write lock" in err
+    assert len(err.strip().splitlines()) == 1

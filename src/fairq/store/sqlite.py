@@ -71,7 +71,8 @@ def is_busy(exc: BaseException) -> bool:
 def raise_busy_as_busy(exc: BaseException) -> None:
     """If `exc` is a lock timeout, raise fairq.Busy from it; otherwise return."""
     if isinstance(exc, sqlite3.OperationalError) and is_busy(exc):
-        raise Busy(f"database is locked: {exc}") from exc
+        raise Busy(f"{exc}: another process or connection held the write lock "
+                   "past the busy timeout; nothing was written") from exc
 
 
 @contextlib.contextmanager
