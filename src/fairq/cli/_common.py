@@ -41,7 +41,8 @@ def open_existing(args: argparse.Namespace, **settings: Any) -> Queue:
 
 def stats_json(stats: Stats) -> dict[str, Any]:
     """A Stats as plain JSON values (the unbounded lag bucket's bound is "+Inf")."""
-    return to_json(stats)
+    found: dict[str, Any] = to_json(stats)
+    return found
 
 
 def print_json(value: Any) -> None:
@@ -51,12 +52,14 @@ def print_json(value: Any) -> None:
 
 def event_json(info: EventInfo) -> dict[str, Any]:
     """An EventInfo as plain JSON values (times in queue-clock seconds)."""
-    return to_json(info)
+    found: dict[str, Any] = to_json(info)
+    return found
 
 
 def audit_json(entry: AuditEntry) -> dict[str, Any]:
     """An AuditEntry as plain JSON values."""
-    return to_json(entry)
+    found: dict[str, Any] = to_json(entry)
+    return found
 
 
 def when(seconds: float | None) -> str:
