@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import fairq
+from fairq.cli import database_path
 
 CATEGORIES = ("book", "pen", "bag")
 MAX_AMOUNT = 9_999_999
@@ -274,7 +275,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.mode == "child":
         return child(args.path)
     if args.mode == "work":
-        return work(args.db or os.environ.get("FAIRQ_DB") or "fairq.db", args.accept)
+        return work(database_path(args.db), args.accept)
     with tempfile.TemporaryDirectory(prefix="paid-orders-") as directory:
         failed = check(story(Path(directory)))
     return 1 if args.check and failed else 0
