@@ -1,4 +1,4 @@
-"""Rule 6: the stored clock never goes back; configuration and reads never move it."""
+"""The stored clock never goes back; configuration and reads never move it."""
 
 from __future__ import annotations
 

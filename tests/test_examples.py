@@ -23,7 +23,7 @@ def test_fair_relay_reproduces_every_scenario() -> None:
     assert "DIFF" not in done.stdout
 
 
-def test_paid_orders_reproduces_the_seeds_numbers() -> None:
+def test_paid_orders_reproduces_its_documented_numbers() -> None:
     done = subprocess.run([sys.executable, str(ROOT / "examples" / "paid_orders.py"), "--check"],
                           capture_output=True, text=True, timeout=120,  # the timeout only stops a hang
                           env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
