@@ -1,4 +1,4 @@
-"""Seed 000's fair relay, end to end, on two SQLite files.
+"""The fair relay, end to end, on two SQLite files.
 
 A sender queue (queue.db) relays counting events of flows A, B, C to a
 receiver (receiver.db) that adds each event's delta to its flow's total in

@@ -1,8 +1,10 @@
 """A handler module for `fairq work`, and a backlog to try it on.
 
-    python examples/handlers.py --fill 2000        # enqueue 2000 orders into ./fairq.db
+    python examples/handlers.py --fill 2000        # enqueue 2000 orders into $FAIRQ_DB, else ./fairq.db
     fairq work examples.handlers:handle            # handle them; Ctrl-C stops cleanly
     fairq work examples.handlers:handle --concurrency 4 --batch 50
+
+Both open the same database: --db, else $FAIRQ_DB, else ./fairq.db.
 
 The handler shows the contract: returning acks the event, raising
 fairq.Retry retries it, raising fairq.Fail quarantines it (it then blocks
@@ -17,6 +19,7 @@ import random
 import time
 
 import fairq
+from fairq.cli import database_path
 
 SKUS = ("book", "pen", "bag")
 
@@ -53,7 +56,7 @@ def fill(path: str, n: int) -> None:
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--db", default="fairq.db")
+    parser.add_argument("--db", help="database file (default: $FAIRQ_DB, else ./fairq.db)")
     parser.add_argument("--fill", type=int, default=1000, metavar="N", help="orders to enqueue")
     args = parser.parse_args()
-    fill(args.db, args.fill)
+    fill(database_path(args.db), args.fill)

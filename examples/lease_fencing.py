@@ -1,4 +1,4 @@
-"""Seed 002's timeline: a periodic report, a worker that stalls, a fenced completion.
+"""A fenced timeline: a periodic report, a worker that stalls, a fenced completion.
 
 A schedule `report` has slots at 10 and 20 (every 10 s from 10); leases last
 5 s. Worker A claims slot 10 and stalls; worker B reclaims it when A's lease

@@ -1,4 +1,4 @@
-"""Seed 004's paid-orders pipeline: totals counted exactly once, whatever happens.
+"""A paid-orders pipeline: totals counted exactly once, whatever happens.
 
 Events about paid orders arrive as JSONL. A handler adds each order's amount
 to an `effects` table that lives in the queue's own SQLite file, and writes
@@ -6,7 +6,7 @@ that row in the same transaction as the ACK (`q.ack(lease, effect=...)`):
 so a repeated line, a retried event or a handler that dies between its INSERT
 and the COMMIT can never count an order twice or lose one.
 
-    python examples/paid_orders.py              # the seed's story, step by step (model clock)
+    python examples/paid_orders.py              # the story, step by step (model clock)
     python examples/paid_orders.py --check      # ... and exit 1 if any number differs
     python examples/paid_orders.py work [--accept toy]   # handle what $FAIRQ_DB (or --db) holds now
 
@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import fairq
+from fairq.cli import database_path
 
 CATEGORIES = ("book", "pen", "bag")
 MAX_AMOUNT = 9_999_999
@@ -37,7 +38,7 @@ BACKOFF = fairq.Backoff(base=1, factor=2, cap=60, jitter=False)  # a transient e
 MAX_ATTEMPTS = 3  # after the third claim of a round the event is quarantined
 CRASH_CODE = 86
 
-# The seed's envelope rules, as fairq.Queue.ingest limits.
+# The envelope a file of orders must fit, as fairq.Queue.ingest limits.
 LIMITS = {"max_bytes": 1_000_000, "max_lines": 1000, "max_body_bytes": 10_000, "id_pattern": r"E[0-9]{4}"}
 
 ORDERS = b"".join(
@@ -145,11 +146,11 @@ class Shop:
         return {"lines": len(done), "created": created, "duplicates": len(done) - created}
 
 
-# -- the seed's story ----------------------------------------------------------
+# -- the story: repeats, a retry, a crash before COMMIT, a quarantine, a redrive
 
 
 def story(directory: Path) -> dict[str, Any]:
-    """Every step of the seed's demo; returns what each step saw."""
+    """Every step of the story; returns what each step saw."""
     shop = Shop(directory / "shop.db")
     seen: dict[str, Any] = {"ingest": shop.ingest(ORDERS, now=1000)}
 
@@ -274,7 +275,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.mode == "child":
         return child(args.path)
     if args.mode == "work":
-        return work(args.db or os.environ.get("FAIRQ_DB") or "fairq.db", args.accept)
+        return work(database_path(args.db), args.accept)
     with tempfile.TemporaryDirectory(prefix="paid-orders-") as directory:
         failed = check(story(Path(directory)))
     return 1 if args.check and failed else 0

@@ -10,9 +10,9 @@ import pytest
 
 import fairq
 
-# The seed's settings: 3 claims per round, backoff 2 then 4 (cap 8), no jitter,
+# Small settings that make retries and quarantine quick to reach: 3 claims per round, backoff 2 then 4 (cap 8), no jitter,
 # a lease of 5 logical seconds.
-SEED_BACKOFF = fairq.Backoff(base=2.0, factor=2.0, cap=8.0, jitter=False)
+SHORT_BACKOFF = fairq.Backoff(base=2.0, factor=2.0, cap=8.0, jitter=False)
 
 
 @pytest.fixture
@@ -27,7 +27,7 @@ def make_queue(db_path: Path) -> Iterator[Callable[..., fairq.Queue]]:
     def make(**kw: object) -> fairq.Queue:
         kw.setdefault("lease_seconds", 5)
         kw.setdefault("max_attempts", 3)
-        kw.setdefault("backoff", SEED_BACKOFF)
+        kw.setdefault("backoff", SHORT_BACKOFF)
         q = fairq.Queue(db_path, **kw)  # type: ignore[arg-type]
         opened.append(q)
         return q

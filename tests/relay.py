@@ -1,6 +1,6 @@
 """A receiver for relay tests: an Inbox plus a projection of summed deltas.
 
-It mirrors seed 000's counting business: each accepted event adds its delta to
+It mirrors the fair relay's counting business (examples/fair_relay.py): each accepted event adds its delta to
 its flow's total, in seq order, in the same transaction as the receipt.
 """
 

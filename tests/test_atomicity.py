@@ -1,4 +1,4 @@
-"""Rule 5: each verb is one transaction; a failing write anywhere leaves nothing partial.
+"""Each verb is one transaction; a failing write anywhere leaves nothing partial.
 
 For every verb and every table it writes, a TEMP trigger makes that write
 RAISE(ABORT). The verb must surface the error (never a success, never a

@@ -1,4 +1,4 @@
-"""Rule 7: every refusal is an InvalidInput naming the field, and nothing is written."""
+"""Every refusal is an InvalidInput naming the field, and nothing is written."""
 
 from __future__ import annotations
 
@@ -71,7 +71,7 @@ ENQUEUE_CASES = [
 @pytest.mark.parametrize("override, field", ENQUEUE_CASES)
 def test_a_bad_enqueue_names_the_field_and_writes_nothing(make_queue, db_path, override, field) -> None:
     q = make_queue(max_body_bytes=256)
-    q.enqueue("seed", {}, flow="F", now=1)
+    q.enqueue("existing", {}, flow="F", now=1)
     before = snapshot(db_path)
     args = {"event_id": "e1", "body": {"ok": True}, "flow": "F", "delay": 0, "now": 1} | override
     with pytest.raises(fairq.InvalidInput) as info:
@@ -94,7 +94,7 @@ def test_a_bad_enqueue_names_the_field_and_writes_nothing(make_queue, db_path, o
     ("not a list", "items"),
 ])
 def test_a_bad_batch_names_the_item_and_writes_nothing(q, db_path, items, field) -> None:
-    q.enqueue("seed", {}, now=1)
+    q.enqueue("existing", {}, now=1)
     before = snapshot(db_path)
     with pytest.raises(fairq.InvalidInput) as info:
         q.enqueue_many(items, now=1)

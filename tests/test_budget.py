@@ -1,4 +1,4 @@
-"""Rule 4: attempts count durable claims; backoff is bounded and replays exactly."""
+"""Attempts count durable claims; backoff is bounded and replays exactly."""
 
 from __future__ import annotations
 

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import fairq
+import fairq.cli
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -76,3 +77,29 @@ def test_usage_errors_exit_2(tmp_path) -> None:
     assert fairq_cli("frobnicate", cwd=tmp_path).returncode == 2
     assert fairq_cli(cwd=tmp_path).returncode == 2
     assert fairq_cli("status", "--bogus", cwd=tmp_path).returncode == 2
+
+
+def test_events_says_on_stderr_when_it_cut_the_listing(tmp_path, capsys) -> None:
+    with fairq.Queue(tmp_path / "q.db") as q:
+        q.enqueue_many([(f"e{i}", {}) for i in range(5)], now=0)
+    assert fairq.cli.main(["--db", str(tmp_path / "q.db"), "events", "--limit", "2", "--json"]) == 0
+    out, err = capsys.readouterr()
+    assert [e["event_id"] for e in json.loads(out)] == ["e0", "e1"]
+    assert err.startswith("fairq: showing 2 of 5 events; use --limit N")
+    assert fairq.cli.main(["--db", str(tmp_path / "q.db"), "events", "--limit", "5"]) == 0
+    out, err = capsys.readouterr()
+    assert len(out.splitlines()) == 6 and err == ""
+    assert fairq.cli.main(["--db", str(tmp_path / "q.db"), "events", "--flow", "e3", "--limit", "1"]) == 0
+    assert capsys.readouterr().err == ""  # the only event of that flow
+
+
+def test_show_of_a_purged_event_says_only_a_tombstone_remains(tmp_path, capsys) -> None:
+    import time
+
+    with fairq.Queue(tmp_path / "q.db") as q:
+        q.enqueue("gone", {}, flow="F")
+        q.ack(q.claim())
+        assert q.purge(acked_before=time.time() + 1).events == 1
+    assert fairq.cli.main(["--db", str(tmp_path / "q.db"), "show", "gone"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("fairq: no event 'gone'; if it was purged, only a tombstone of its id remains")

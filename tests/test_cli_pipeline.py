@@ -24,7 +24,7 @@ ORDERS = (
     '{"event_id": "E0003", "body": {"category": "book", "amount_cents": 5000}}\n'
     '{"event_id": "E0004", "body": {"category": "toy", "amount_cents": 3000}}\n'
 )
-SEED_LIMITS = ["--max-bytes", "1000000", "--max-lines", "1000", "--max-body-bytes", "10000",
+ORDER_LIMITS = ["--max-bytes", "1000000", "--max-lines", "1000", "--max-body-bytes", "10000",
                "--id-pattern", "E[0-9]{4}"]
 
 
@@ -73,7 +73,7 @@ def test_init_refuses_a_file_that_is_not_a_database(tmp_path: Path) -> None:
 
 
 def test_enqueue_reports_created_and_duplicate_lines_as_json(shop: Path) -> None:
-    first = cli(shop, "enqueue", "orders.jsonl", *SEED_LIMITS)
+    first = cli(shop, "enqueue", "orders.jsonl", *ORDER_LIMITS)
     assert first.returncode == 0, first.stderr
     assert json.loads(first.stdout) == {"lines": 5, "created": 4, "duplicates": 1}
     again = cli(shop, "enqueue", "orders.jsonl")

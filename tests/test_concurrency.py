@@ -1,4 +1,4 @@
-"""Rule 10: many processes and threads on one real file.
+"""Many processes and threads on one real file.
 
 Assertions are on the set of ids and final states, never on who won.
 Timeouts here exist only to stop a hang.

@@ -1,4 +1,4 @@
-"""Rule 9: a real process killed at each named point; recovery ends with one effect, acked.
+"""A real process killed at each named point; recovery ends with one effect, acked.
 
 The child runs with FAIRQ_CRASH_AT=<point> and dies there with os._exit(86):
 no finally blocks, no rollback. The parent checks what is durable, lets the

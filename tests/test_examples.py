@@ -23,7 +23,7 @@ def test_fair_relay_reproduces_every_scenario() -> None:
     assert "DIFF" not in done.stdout
 
 
-def test_paid_orders_reproduces_the_seeds_numbers() -> None:
+def test_paid_orders_reproduces_its_documented_numbers() -> None:
     done = subprocess.run([sys.executable, str(ROOT / "examples" / "paid_orders.py"), "--check"],
                           capture_output=True, text=True, timeout=120,  # the timeout only stops a hang
                           env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
@@ -81,3 +81,20 @@ def test_paid_orders_sends_every_malformed_order_to_quarantine_at_once(tmp_path)
         assert info.reason.startswith("invalid_payload: "), info.reason
     assert shop.totals() == {"bag": 9_999_999, "total": 9_999_999, "effects": 1}
     shop.queue.close()
+
+
+def test_the_handlers_example_fills_the_database_the_worker_reads(tmp_path) -> None:
+    # Both honour $FAIRQ_DB: what --fill enqueues, `fairq work` claims.
+    (tmp_path / "examples").symlink_to(ROOT / "examples")
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "FAIRQ_DB": "orders.db"}
+    fill = subprocess.run([sys.executable, "examples/handlers.py", "--fill", "40"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert fill.returncode == 0, fill.stderr
+    assert fill.stdout.startswith("orders.db: {'ready': 40")
+    work = subprocess.run([sys.executable, "-m", "fairq", "work", "examples.handlers:handle", "--until-idle"],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert work.returncode == 0, work.stderr
+    assert "fairq work: claimed 0," not in work.stderr
+    with fairq.Queue(tmp_path / "orders.db") as q:
+        assert q.stats().counts["acked"] > 0
+    assert not (tmp_path / "fairq.db").exists()

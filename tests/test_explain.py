@@ -38,7 +38,7 @@ def test_a_delayed_head_waits_until_its_time(q: fairq.Queue) -> None:
 
 def test_a_retried_head_is_backing_off_with_its_reason(q: fairq.Queue) -> None:
     q.enqueue_many([("a1", {}, "A"), ("a2", {}, "A")], now=0)
-    q.retry(q.claim(now=0), "payment service down", now=0)  # seed backoff: 2 s
+    q.retry(q.claim(now=0), "payment service down", now=0)  # the fixture's short backoff: 2 s
     answer = q.why_blocked("A", now=1)
     assert (answer.why, answer.until, answer.reason, answer.attempts) == (
         "backing_off", 2.0, "payment service down", 1)

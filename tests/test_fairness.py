@@ -1,4 +1,4 @@
-"""Rule 1: a claim takes a turn when it is made; weights; new flows join behind."""
+"""A claim takes a turn when it is made; weights; new flows join behind."""
 
 from __future__ import annotations
 
@@ -54,7 +54,7 @@ def test_a_stream_of_new_flows_cannot_starve_an_old_flow(q: fairq.Queue) -> None
         if lease.flow == "A":
             a_claims.append((i, q.stats(now=0).flows - 1))
         q.ack(lease, now=0)
-    # The seed's relay would serve A once (new flows always go first). Here A
+    # A relay that always serves new flows first would serve A once. Here A
     # is served again and again, and between two of its claims each flow that
     # was already waiting gets at most one turn: newcomers queue behind A.
     assert len(a_claims) >= 10
@@ -73,7 +73,7 @@ def test_new_flows_created_one_by_one_queue_behind_an_old_flow(q: fairq.Queue) -
         order.append(lease.event_id)
         q.ack(lease, now=0)
     order += drain_order(q, now=0)
-    # The seed's relay gives B1, C1, D1 all before A2; here A keeps its place.
+    # New-flows-first would give B1, C1, D1 all before A2; here A keeps its place.
     assert order == ["A1", "A2", "B1", "A3", "C1", "D1"]
 
 

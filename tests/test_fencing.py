@@ -1,4 +1,4 @@
-"""Rule 3: only the current, unexpired holder can settle or extend."""
+"""Only the current, unexpired holder can settle or extend."""
 
 from __future__ import annotations
 

@@ -11,7 +11,7 @@ import pytest
 import fairq
 from test_atomicity import inject, snapshot
 
-SEED = {"max_bytes": 1_000_000, "max_lines": 1000, "max_body_bytes": 10_000}
+ORDER_LIMITS = {"max_bytes": 1_000_000, "max_lines": 1000, "max_body_bytes": 10_000}
 
 
 def line(event_id: str = "E0001", body: object = None, **extra: object) -> bytes:
@@ -61,7 +61,7 @@ MALFORMED = [
     ("nesting deeper than bodies may be", b'{"event_id": "a", "body": ' + b"[" * 150 + b"]" * 150 + b"}\n",
      1, "body" + "[0]" * 100, {}),
     ("an unknown key", GOOD + line("E0003", payload={"x": 1}), 3, "payload", {}),
-    ("the seed's payload key instead of body", b'{"event_id": "E0003", "payload": {}}\n', 1, "payload", {}),
+    ("a payload key instead of body", b'{"event_id": "E0003", "payload": {}}\n', 1, "payload", {}),
     ("no body", b'{"event_id": "E0003"}\n', 1, "body", {}),
     ("no event_id", b'{"body": {}}\n', 1, "event_id", {}),
     ("a numeric event_id", b'{"event_id": 3, "body": {}}\n', 1, "event_id", {}),
@@ -78,7 +78,7 @@ MALFORMED = [
     ("a UTF-16 file", '{"event_id": "a", "body": 1}\n'.encode("utf-16"), 1, "encoding", {}),
     ("a BOM that is not at the start", GOOD + b"\xef\xbb\xbf" + line("E0003"), 3, "encoding", {}),
     ("an event_id outside the pattern", GOOD + line("E12345"), 3, "event_id", {"id_pattern": r"E\d{4}"}),
-    ("a body over the seed's 10,000 bytes", line("E0003", {"s": "x" * 9_993}), 1, "body", SEED),
+    ("a body over a 10,000-byte limit", line("E0003", {"s": "x" * 9_993}), 1, "body", ORDER_LIMITS),
     ("a line over its limit", GOOD + line("E0003", {"s": "x" * 100}), 3, "line", {"max_line_bytes": 100}),
     ("more lines than allowed", GOOD + b"\r\n  \n" + line("E0003"), 5, "file", {"max_lines": 2}),
     ("a file over its limit", GOOD * 10, 13, "file", {"max_bytes": 900}),  # lines 1-12 are 888 bytes
@@ -151,23 +151,23 @@ def test_a_conflict_with_a_stored_event_refuses_the_whole_file_with_its_new_line
     assert_nothing_written(stored)
 
 
-def test_the_seeds_limits_accept_exactly_up_to_each_limit(q: fairq.Queue) -> None:
+def test_tight_limits_accept_exactly_up_to_each_limit(q: fairq.Queue) -> None:
     def padded(i: int, size: int) -> bytes:  # one line of exactly `size` bytes, newline included
         stub = line(f"E{i:04d}", {"pad": ""})
         return line(f"E{i:04d}", {"pad": "x" * (size - len(stub))})
 
     full = b"".join(padded(i, 1000) for i in range(1000))
     assert len(full) == 1_000_000
-    assert len(q.ingest(full, now=0, **SEED)) == 1000
+    assert len(q.ingest(full, now=0, **ORDER_LIMITS)) == 1000
     with pytest.raises(fairq.InvalidInput, match="over the limit of 1000000 bytes"):
-        q.ingest(full + b"\n", now=0, **SEED)
+        q.ingest(full + b"\n", now=0, **ORDER_LIMITS)
     with pytest.raises(fairq.InvalidInput, match="more than 1000 non-blank lines") as refused:
-        q.ingest(b"".join(padded(i, 900) for i in range(1001)), now=0, **SEED)
+        q.ingest(b"".join(padded(i, 900) for i in range(1001)), now=0, **ORDER_LIMITS)
     assert refused.value.line == 1001
     body = {"s": "x" * (10_000 - len('{"s":""}'))}
-    assert q.ingest(line("E9999", body), now=0, **SEED)[0].created
+    assert q.ingest(line("E9999", body), now=0, **ORDER_LIMITS)[0].created
     with pytest.raises(fairq.InvalidInput, match="10001 bytes of canonical JSON, over the limit of 10000"):
-        q.ingest(line("E9998", {"s": body["s"] + "x"}), now=0, **SEED)
+        q.ingest(line("E9998", {"s": body["s"] + "x"}), now=0, **ORDER_LIMITS)
 
 
 def test_flows_get_seqs_in_file_order_and_delays_are_kept(q: fairq.Queue) -> None:

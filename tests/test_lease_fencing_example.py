@@ -1,4 +1,4 @@
-"""examples/lease_fencing.py reproduces seed 002's timeline, and --check catches a difference."""
+"""examples/lease_fencing.py reproduces its fenced timeline, and --check catches a difference."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ def example():
     return module
 
 
-def test_the_example_reproduces_every_step_of_the_seed_timeline() -> None:
+def test_the_example_reproduces_every_step_of_its_timeline() -> None:
     done = subprocess.run([sys.executable, str(EXAMPLE), "--check"], capture_output=True, text=True,
                           timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT / "src")})  # timeout: hangs only
     assert done.returncode == 0, done.stdout + done.stderr
@@ -31,7 +31,7 @@ def test_the_example_reproduces_every_step_of_the_seed_timeline() -> None:
     assert "DIFF" not in done.stdout
 
 
-def test_the_expected_timeline_is_the_seeds(example) -> None:
+def test_the_expected_timeline_is_the_documented_one(example) -> None:
     steps = {(t, who, what): result for t, who, what, result in example.EXPECTED}
     assert steps[(9, "worker-a", "claim")] == {"claimed": None}
     assert steps[(10, "worker-a", "claim")]["generation"] == 1

@@ -1,4 +1,4 @@
-"""Rule 2: nothing overtakes a flow's head."""
+"""Nothing overtakes a flow's head."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Rule 11: no statement on the hot path scans events or flows, or sorts.
+"""No statement on the hot path scans events or flows, or sorts.
 
 Every statement the verbs run is recorded as it was prepared (SQL text and
 bound parameters, by wrapping fairq's own connection class) on a file with a

@@ -1,4 +1,4 @@
-"""Seed 000's relay, end to end: queue.db -> claim -> receiver.db (Inbox) -> settle."""
+"""The fair relay, end to end: queue.db -> claim -> receiver.db (Inbox) -> settle."""
 
 from __future__ import annotations
 

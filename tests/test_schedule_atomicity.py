@@ -1,4 +1,4 @@
-"""Rule 5 for schedules: a tick or a schedule change is one transaction.
+"""Schedules: a tick or a schedule change is one transaction.
 
 A TEMP trigger makes one write RAISE(ABORT); the call must surface the error
 and leave the file exactly as before (no instance without its misfires and

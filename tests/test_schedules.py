@@ -143,7 +143,7 @@ def test_remove_pause_and_resume_report_unknown_names(q) -> None:
         assert info.value.field == "name"
 
 
-# -- rule 6: configuration does not touch the clock ------------------------------------------
+# -- configuration does not touch the clock ------------------------------------------
 
 
 def test_configuration_with_an_explicit_start_never_reads_or_moves_the_clock(q) -> None:
@@ -285,7 +285,7 @@ def test_an_instance_is_leased_fenced_and_reclaimed_like_any_event(q) -> None:
 def test_a_failing_instance_retries_then_is_quarantined_and_blocks_later_slots_until_redrive(q) -> None:
     q.schedules.add("report", every=100, start=0, misfire="all")
     q.tick(now=100)
-    for t in (100, 102, 106):  # backoff 2 then 4 (the fixture's seed settings)
+    for t in (100, 102, 106):  # backoff 2 then 4 (the fixture's short backoff)
         lease = q.claim(now=t)
         assert lease.event_id == slot("report", 0)
         q.retry(lease, "downstream 503", now=t)
@@ -421,7 +421,7 @@ def test_a_re_added_schedule_whose_instance_id_is_taken_records_a_misfire_and_go
     assert q.get(slot("report", 0)).body["body"] == {"v": 1}
 
 
-# -- claim lag: the seed's SLO ---------------------------------------------------------------------
+# -- claim lag: due work is claimed promptly ---------------------------------------------------------------------
 
 
 def test_claim_lag_answers_the_slo_for_instances(q) -> None:

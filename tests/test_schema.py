@@ -1,4 +1,4 @@
-"""Rule 8: the file is marked, versioned, STRICT, checked; foreign files are refused."""
+"""The file is marked, versioned, STRICT, checked; foreign files are refused."""
 
 from __future__ import annotations
 

@@ -66,8 +66,8 @@ class Ingested(NamedTuple):
 
 @dataclass(frozen=True)
 class Limits:
-    """How much one file may hold, and the form of its ids. Seed 004's rules are
-    ``Limits.make(max_bytes=1_000_000, max_lines=1000, max_body_bytes=10_000,
+    """How much one file may hold, and the form of its ids. A tight envelope for
+    a file of order ids is ``Limits.make(max_bytes=1_000_000, max_lines=1000, max_body_bytes=10_000,
     id_pattern=r"E[0-9]{4}")``."""
 
     max_bytes: int  # the whole file, BOM and line ends included

@@ -2,24 +2,44 @@
 
 Each area's subcommands live in their own module with a ``register(sub)``
 function; this module only assembles them and maps errors to exit codes.
-Database: --db, else $FAIRQ_DB, else ./fairq.db; or a `fairq serve` at --url
-(else $FAIRQ_URL) for the commands in _common.REMOTE_COMMANDS. Exit status: 0 success,
-1 refused input or operation (the message on stderr says why), 2 usage.
+
+Database: ``--db`` (before or after the subcommand; after wins when both are
+given), else ``$FAIRQ_DB``, else ``./fairq.db`` (see ``database_path``); or a
+`fairq serve` at ``--url`` (else ``$FAIRQ_URL``) for the commands in
+``_common.REMOTE_COMMANDS``.
+
+Exit status: 0 success; 1 refused input or operation, or an error reading
+the database (one ``fairq: ...`` line on stderr says why); 2 usage;
+130 after Ctrl-C; 141 (128 + SIGPIPE, what a shell reports for ``cat``)
+when the reader of stdout went away, e.g. ``fairq events | head -1``.
+No traceback reaches the user: an unexpected exception prints one
+``fairq: internal error: ...`` line and exits 1; ``FAIRQ_DEBUG=1`` prints
+the traceback too.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import sqlite3
 import sys
+import traceback
 from collections.abc import Sequence
 
 from .. import __version__
 from ..errors import FairqError
 from . import clock, demo, ingest, inspect, ops, schedules, serve, work
-from ._common import EXIT_REFUSED, target_problem
+from ._common import EXIT_INTERRUPTED, EXIT_PIPE_CLOSED, EXIT_REFUSED, database_path, target_problem
+
+__all__ = ["build_parser", "database_path", "main"]
 
 # Every module that adds subcommands; the order is the order of `fairq --help`.
 COMMAND_MODULES = (ingest, inspect, ops, clock, demo, schedules, serve, work)
+
+# Subcommands that never open the database named by --db / $FAIRQ_DB.
+WITHOUT_DATABASE = frozenset({"demo"})
+
+DB_HELP = "database file (default: $FAIRQ_DB, else ./fairq.db)"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -27,17 +47,45 @@ def build_parser() -> argparse.ArgumentParser:
         prog="fairq", description="Durable, fair, fenced work queues in one SQLite file."
     )
     parser.add_argument("--version", action="version", version=f"fairq {__version__}")
-    parser.add_argument("--db", help="database file (default: $FAIRQ_DB, else ./fairq.db)")
+    parser.add_argument("--db", help=DB_HELP)
     parser.add_argument("--url", help="a `fairq serve` to work on instead of a file (default: $FAIRQ_URL; "
                         "token from $FAIRQ_TOKEN)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     for module in COMMAND_MODULES:
         module.register(sub)
+    for path, command in commands(parser):
+        if path[0] not in WITHOUT_DATABASE and "--db" not in command._option_string_actions:
+            # SUPPRESS: when absent after the subcommand, the global --db (or None) stays.
+            command.add_argument("--db", default=argparse.SUPPRESS, help=DB_HELP)
     return parser
 
 
+def commands(parser: argparse.ArgumentParser,
+             path: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], argparse.ArgumentParser]]:
+    """Every runnable command under `parser`, as (words, parser): ("status",),
+    ("schedules", "add"), ... in the order of --help."""
+    found = []
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, child in action.choices.items():
+                found += commands(child, (*path, name)) or [((*path, name), child)]
+    return found
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run one fairq command; returns its exit status (see the module docstring)."""
+    try:
+        return _run(argv)
+    except BrokenPipeError:
+        _silence_stdout()
+        return EXIT_PIPE_CLOSED
+    except KeyboardInterrupt:
+        print("fairq: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+
+
+def _run(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
@@ -47,7 +95,35 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as exc:  # argparse exits 2 on usage errors, 0 on --help
         return int(exc.code or 0)
     try:
-        return int(args.func(args))
+        status = int(args.func(args))
+        sys.stdout.flush()  # a closed pipe shows here, not at interpreter exit
+        return status
+    except (BrokenPipeError, KeyboardInterrupt):
+        raise
     except FairqError as exc:
-        print(f"fairq: {exc}", file=sys.stderr)
-        return EXIT_REFUSED
+        return _refused(str(exc))
+    except sqlite3.Error as exc:
+        return _refused(f"database error in {database_path(args)}: {exc}")
+    except OSError as exc:
+        return _refused(str(exc))
+    except Exception as exc:  # the last resort: one line, never a traceback unless asked
+        if os.environ.get("FAIRQ_DEBUG") == "1":
+            traceback.print_exc()
+        return _refused(f"internal error: {type(exc).__name__}: {exc} (FAIRQ_DEBUG=1 shows the traceback)")
+
+
+def _refused(message: str) -> int:
+    print(f"fairq: {message}", file=sys.stderr)
+    return EXIT_REFUSED
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null so the interpreter's final flush cannot fail
+    again (the recipe in the signal module's documentation)."""
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):  # not a real file (a test's capture)
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, fd)
+    os.close(devnull)

@@ -18,6 +18,8 @@ from ..types import AuditEntry, EventInfo, Stats
 EXIT_OK = 0
 EXIT_REFUSED = 1
 EXIT_USAGE = 2  # argparse's own exit status for usage errors
+EXIT_INTERRUPTED = 130  # 128 + SIGINT: stopped by Ctrl-C
+EXIT_PIPE_CLOSED = 141  # 128 + SIGPIPE: the reader of stdout went away (`| head`)
 
 
 #: Commands that run against a server given by --url or $FAIRQ_URL (through open_target).
@@ -58,9 +60,11 @@ def open_target(args: argparse.Namespace, **settings: Any) -> Queue | Client:
     return Client(url, token=os.environ.get("FAIRQ_TOKEN") or None, **lease)
 
 
-def database_path(args: argparse.Namespace) -> str:
-    """--db, else $FAIRQ_DB, else ./fairq.db."""
-    return args.db or os.environ.get("FAIRQ_DB") or "fairq.db"
+def database_path(args: argparse.Namespace | str | None = None) -> str:
+    """The database every command and example uses: --db (parsed `args`, or
+    the option's value as a string), else $FAIRQ_DB, else ./fairq.db."""
+    given = getattr(args, "db", None) if isinstance(args, argparse.Namespace) else args
+    return given or os.environ.get("FAIRQ_DB") or "fairq.db"
 
 
 def open_existing(args: argparse.Namespace, **settings: Any) -> Queue:
@@ -69,6 +73,8 @@ def open_existing(args: argparse.Namespace, **settings: Any) -> Queue:
     path = database_path(args)
     if not os.path.exists(path):
         raise FairqError(f"no fairq database at {path} (set --db or FAIRQ_DB, or run fairq init)")
+    if os.path.isdir(path):
+        raise FairqError(f"{path} is a directory, not a fairq database (set --db or FAIRQ_DB)")
     return Queue(path, **settings)
 
 
@@ -89,7 +95,8 @@ def read_target(args: argparse.Namespace) -> Queue | Client:
 
 def stats_json(stats: Stats) -> dict[str, Any]:
     """A Stats as plain JSON values (the unbounded lag bucket's bound is "+Inf")."""
-    return to_json(stats)
+    found: dict[str, Any] = to_json(stats)
+    return found
 
 
 def print_json(value: Any) -> None:
@@ -99,12 +106,14 @@ def print_json(value: Any) -> None:
 
 def event_json(info: EventInfo) -> dict[str, Any]:
     """An EventInfo as plain JSON values (times in queue-clock seconds)."""
-    return to_json(info)
+    found: dict[str, Any] = to_json(info)
+    return found
 
 
 def audit_json(entry: AuditEntry) -> dict[str, Any]:
     """An AuditEntry as plain JSON values."""
-    return to_json(entry)
+    found: dict[str, Any] = to_json(entry)
+    return found
 
 
 def when(seconds: float | None) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("demo", help="run a short fair-relay scenario and tell what happened")
     p.add_argument("--keep-in", metavar="DIR",
                    help="run in this new or empty folder and keep its databases (default: a temporary folder)")

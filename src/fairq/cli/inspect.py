@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 
 from ..errors import FairqError
 from ..types import State
@@ -19,6 +20,7 @@ from ._common import (
 )
 
 REASON_WIDTH = 60  # characters of a reason shown in the events table
+MAX_LIMIT = 1_000_000  # the largest --limit Queue.events accepts
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -60,8 +62,13 @@ def status(args: argparse.Namespace) -> int:
 
 
 def events(args: argparse.Namespace) -> int:
+    # One more than asked tells whether the listing is cut (an invalid --limit goes through as given).
+    probe = args.limit + 1 if 1 <= args.limit < MAX_LIMIT else args.limit
     with read_target(args) as q:
-        found = q.events(state=args.state, flow=args.flow, limit=args.limit)
+        found = q.events(state=args.state, flow=args.flow, limit=probe)
+        if len(found) > args.limit:
+            found = found[: args.limit]
+            _note_cut(len(found), None if args.flow else _matching(q.stats(top=0).counts, args.state))
     if args.json:
         print_json([event_json(e) for e in found])
         return EXIT_OK
@@ -77,7 +84,10 @@ def show(args: argparse.Namespace) -> int:
     with read_target(args) as q:
         info = q.get(args.event_id)
         if info is None:
-            raise FairqError(f"no event {args.event_id!r}")
+            purged = q.stats(top=0).tombstones > 0
+            raise FairqError(f"no event {args.event_id!r}" + (
+                "; if it was purged, only a tombstone of its id remains (its body and audit trail are gone)"
+                if purged else ""))
         trail = q.audit(args.event_id)
     if args.json:
         print_json({"event": event_json(info), "audit": [audit_json(a) for a in trail]})
@@ -93,6 +103,17 @@ def show(args: argparse.Namespace) -> int:
         print_table(["at", "action", "generation", "actor", "reason"],
                     [[when(a.at), a.action, a.generation, a.actor, a.reason] for a in trail])
     return EXIT_OK
+
+
+def _matching(counts: dict[str, int], state: str | None) -> int:
+    return counts.get(state, 0) if state else sum(counts.values())
+
+
+def _note_cut(shown: int, total: int | None) -> None:
+    """Say on stderr that the listing stops at --limit (stdout stays one table or one JSON array)."""
+    of = f"{shown} of {total}" if total is not None else f"the first {shown}"
+    print(f"fairq: showing {of} events; use --limit N (at most {MAX_LIMIT}) or --state/--flow to see others",
+          file=sys.stderr)
 
 
 def _short(text: str | None) -> str | None:

@@ -16,7 +16,7 @@ from ._common import EXIT_OK, open_existing, open_target, read_target, print_jso
 _UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86_400}
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("redrive", help="give a quarantined event a new round (audited)")
     p.add_argument("event_id", metavar="ID")
     p.add_argument("--expected-generation", type=int, required=True, metavar="N",

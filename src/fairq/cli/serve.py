@@ -71,8 +71,9 @@ def serve(args: argparse.Namespace) -> int:
     with Queue(path) as queue:
         try:
             server = Server(queue, **settings)
-        except OSError as exc:
-            raise FairqError(f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}") from exc
+        except (OSError, OverflowError) as exc:  # OverflowError: a port outside 0-65535
+            reason = getattr(exc, "strerror", None) or exc
+            raise FairqError(f"cannot listen on {args.host}:{args.port}: {reason}") from exc
         # Leaving this block closes the server first, which waits for every
         # request thread, and only then the Queue they share.
         with server:

@@ -79,8 +79,8 @@ def load_handler(spec: str) -> Callable[..., Any]:
         sys.path.insert(0, os.getcwd())
     try:
         found: Any = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise FairqError(f"handler {spec!r}: cannot import {module_name}: {exc}") from exc
+    except (Exception, SystemExit) as exc:  # SyntaxError, or whatever the module raises at import
+        raise FairqError(f"handler {spec!r}: cannot import {module_name}: {type(exc).__name__}: {exc}") from exc
     for part in attribute.split("."):
         try:
             found = getattr(found, part)

@@ -52,7 +52,8 @@ def raise_typed(exc: BaseException, path: object) -> None:
         return
     code = _primary_code(exc)
     if code in (_SQLITE_BUSY, _SQLITE_LOCKED):
-        raise Busy(f"database is locked: {exc}") from exc
+        raise Busy(f"{exc}: another process or connection held the write lock "
+                   "past the busy timeout; nothing was written") from exc
     if code == _SQLITE_FULL:
         raise DiskFull(path, f"{path!s}: the disk or the file's size limit is full ({exc}); "
                              "nothing from this call was written: free space and call again") from exc
