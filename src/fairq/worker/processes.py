@@ -6,13 +6,17 @@ child gives its running handler the stop timeout to finish and settles it.
 A second signal SIGKILLs the children and exits at once. Children ignore
 SIGINT: a terminal's Ctrl-C reaches the whole process group, and the parent
 decides. Counts live in shared memory, so the parent's Worker.counts() adds
-up all of its children. A child that exits with an error, on its own or
-while stopping, stops the rest, and run() raises.
+up all of its children. A child whose handler ran past the worker's timeout
+settles it as a retry and exits; the parent starts another in its place. A
+child that exits with an error, on its own or while stopping, stops the
+rest, and run() raises. This module knows the Worker only through its
+attributes (it does not import it): the child builds one of the class it is given.
 """
 
 from __future__ import annotations
 
 import functools
+import logging
 import multiprocessing
 import multiprocessing.connection
 import os
@@ -23,16 +27,19 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from .errors import FairqError
-from .http.client import Client
-from .queue import Queue
-from .worker import StopSignals, Worker, _Tally
+from ..errors import FairqError
+from .counts import Tally
+from .signals import StopSignals
 
 CTX = multiprocessing.get_context("spawn")
 #: A child's exit status when handlers were still running at the end of the stop timeout.
 EXIT_ABANDONED = 3
+#: A child's exit status after its handler ran past the timeout (its batch settled): it is replaced.
+EXIT_TIMEOUT = 4
 #: Seconds the parent waits past the stop timeout before it SIGKILLs a child.
 KILL_MARGIN = 5.0
+
+log = logging.getLogger("fairq.worker")
 
 
 def shared_counts(n: int) -> Any:
@@ -40,15 +47,26 @@ def shared_counts(n: int) -> Any:
     return CTX.Array("q", n)
 
 
-def run_processes(worker: Worker, until_idle: bool, *, signals: bool) -> dict[str, int]:
+def run_processes(worker: Any, mode: str | None, *, signals: bool) -> dict[str, int]:
     """Worker.run() with `worker.concurrency` child processes."""
     options = {"owner": worker._owner_arg, "batch": worker.batch, "lease_seconds": worker.lease_seconds,
-               "stop_timeout": worker.stop_timeout, "idle_min": worker.idle_min, "idle_max": worker.idle_max}
-    args = (reopener(worker.queue), worker.handler, options, worker.process_init, worker._tally._values,
-            until_idle)
-    children = [CTX.Process(target=_child, args=args, name=f"fairq-worker-{i}")
-                for i in range(worker.concurrency)]
+               "timeout": worker.timeout, "tick": worker.tick, "stop_timeout": worker.stop_timeout,
+               "idle_min": worker.idle_min, "idle_max": worker.idle_max}
+    args = (type(worker), reopener(worker.queue), worker.handler, options, worker.process_init,
+            worker._tally.values, mode, worker.concurrency)
     main = threading.current_thread() is threading.main_thread()
+
+    def start(i: int) -> Any:
+        child = CTX.Process(target=_child, args=args, name=f"fairq-worker-{i}")
+        previous = signal.signal(signal.SIGINT, signal.SIG_IGN) if main else None  # inherited by the child
+        try:
+            child.start()
+        finally:
+            if previous is not None:
+                signal.signal(signal.SIGINT, previous)
+        return child
+
+    children: list[Any] = []
 
     def kill_all() -> None:
         _send(children, signal.SIGKILL)
@@ -57,13 +75,7 @@ def run_processes(worker: Worker, until_idle: bool, *, signals: bool) -> dict[st
     deadline: float | None = None  # set when the children were told to stop
     killed: list[Any] = []  # children SIGKILLed at the deadline: counted as abandoned, not as failed
     with StopSignals((signal.SIGTERM, signal.SIGINT) if signals else (), on_second=kill_all) as received:
-        previous = signal.signal(signal.SIGINT, signal.SIG_IGN) if main else None  # inherited by the children
-        try:
-            for child in children:
-                child.start()
-        finally:
-            if previous is not None:
-                signal.signal(signal.SIGINT, previous)
+        children.extend(start(i) for i in range(worker.concurrency))
         while live := [c for c in children if c.exitcode is None]:
             failure = failure or _failure(children, stopping=deadline is not None)
             asked = received.signum is not None or worker._stop.is_set()
@@ -75,13 +87,27 @@ def run_processes(worker: Worker, until_idle: bool, *, signals: bool) -> dict[st
                 killed = live
                 worker._tally.add("abandoned", len(live))
                 break
+            if deadline is None:
+                children = _replace_timed_out(children, start)
             multiprocessing.connection.wait([c.sentinel for c in live], timeout=0.05)
     for child in children:
         child.join()
     failure = failure or _failure([c for c in children if c not in killed], stopping=deadline is not None)
     if failure is not None:
         raise failure
-    return worker.counts()
+    return worker.counts()  # type: ignore[no-any-return]
+
+
+def _replace_timed_out(children: list[Any], start: Callable[[int], Any]) -> list[Any]:
+    """The children, each one that exited after a timeout replaced by a new one."""
+    out = []
+    for i, child in enumerate(children):
+        if child.exitcode == EXIT_TIMEOUT:
+            log.warning("worker.replaced pid=%s reason=timeout", child.pid)
+            child.join()
+            child = start(i)
+        out.append(child)
+    return out
 
 
 def _send(children: list[Any], signum: int) -> None:
@@ -98,7 +124,7 @@ def _failure(children: list[Any], *, stopping: bool) -> FairqError | None:
     """The error to raise for the first of these children whose exit status
     says it failed; None if none did. A child stopped by the parent's SIGTERM
     before it installed its own handler (it had claimed nothing) did not fail."""
-    ok = (0, EXIT_ABANDONED, -signal.SIGTERM) if stopping else (0, EXIT_ABANDONED)
+    ok = (0, EXIT_ABANDONED, EXIT_TIMEOUT) + ((-signal.SIGTERM,) if stopping else ())
     for child in children:
         if child.exitcode is not None and child.exitcode not in ok:
             return FairqError(f"worker process {child.pid} exited with status {child.exitcode}; "
@@ -106,21 +132,32 @@ def _failure(children: list[Any], *, stopping: bool) -> FairqError | None:
     return None
 
 
-def reopener(queue: Queue | Client) -> Callable[[], Queue | Client]:
-    """What a child process calls to open the worker's queue again: the same file, or the same server."""
-    where = queue.url if isinstance(queue, Client) else os.fspath(queue.path)
+def reopener(queue: Any) -> Callable[[], Any]:
+    """What a child process calls to open the worker's queue again: the same server (a Client's
+    url), or the same file (a Queue's path), with the same settings()."""
+    where = getattr(queue, "url", None) or os.fspath(queue.path)
     return functools.partial(type(queue), where, **queue.settings())
 
 
-def _child(reopen: Callable[[], Queue | Client], handler: Callable[..., Any], options: dict[str, Any],
-           process_init: Callable[[], Any] | None, shared: Any, until_idle: bool) -> None:
+def _child(worker_class: Any, reopen: Callable[[], Any], handler: Callable[..., Any], options: dict[str, Any],
+           process_init: Callable[[], Any] | None, shared: Any, mode: str | None, peers: int) -> None:
     """One worker process: a one-thread Worker on its own connection; SIGTERM stops it gracefully."""
     if process_init is not None:
         process_init()
     with reopen() as queue:
-        worker = Worker(queue, handler, **options)
-        worker._tally = _Tally(parent=_Tally(shared))
+        worker = worker_class(queue, handler, **options)
+        worker._tally = Tally(parent=Tally(shared))
+        worker.peers = peers
+        worker.idle_needs_no_inflight = True
+        worker._heartbeat.on_timeout = _exit_replaced
         with StopSignals((signal.SIGTERM,)) as received:
-            worker._run_threads(until_idle, received)
+            worker.run_threads(mode, received)
         abandoned = worker._heartbeat.running()
     sys.exit(EXIT_ABANDONED if abandoned else 0)
+
+
+def _exit_replaced() -> None:
+    """End a worker process whose handler ran past its timeout (its batch is settled): the parent
+    starts another. The handler's thread cannot be stopped any other way."""
+    logging.shutdown()
+    os._exit(EXIT_TIMEOUT)
