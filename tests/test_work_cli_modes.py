@@ -53,7 +53,7 @@ def test_help_names_each_stop_mode(tmp_path) -> None:
 def test_a_hung_handler_process_is_killed_at_its_timeout_and_replaced(tmp_path, marks) -> None:
     db = tmp_path / "q.db"
     with fairq.Queue(db) as q:
-        q.enqueue_many([("hang", {"sleep": 600}, "H")] + [(f"e{i}", {}, "E") for i in range(3)])
+        q.enqueue_many([("hang", {"sleep": 600}, "H")] + [(f"e{i}", {"sleep": 0}, "E") for i in range(3)])
     began = time.monotonic()
     code, err = run(db, "work_handlers:slow", "--processes", "--timeout", "1", "--max-attempts", "1",
                     "--until-empty", marks=marks)
@@ -63,7 +63,7 @@ def test_a_hung_handler_process_is_killed_at_its_timeout_and_replaced(tmp_path, 
         hang = q.get("hang")
         assert hang.state is fairq.State.QUARANTINED and "timeout" in hang.reason
         assert all(q.get(f"e{i}").state is fairq.State.ACKED for i in range(3))
-    assert "handler.timeout event_id=hang" in err
+    assert "event=handler.timeout event_id=hang" in err and "event=worker.replaced" in err
 
 
 def test_work_ticks_schedules_unless_told_not_to(tmp_path) -> None:

@@ -76,7 +76,8 @@ def run_processes(worker: Any, mode: str | None, *, signals: bool) -> dict[str, 
     killed: list[Any] = []  # children SIGKILLed at the deadline: counted as abandoned, not as failed
     with StopSignals((signal.SIGTERM, signal.SIGINT) if signals else (), on_second=kill_all) as received:
         children.extend(start(i) for i in range(worker.concurrency))
-        while live := [c for c in children if c.exitcode is None]:
+        while live := [c for c in _replace_timed_out(children, start, replace=deadline is None)
+                       if c.exitcode is None]:
             failure = failure or _failure(children, stopping=deadline is not None)
             asked = received.signum is not None or worker._stop.is_set()
             if deadline is None and (asked or failure is not None):
@@ -87,8 +88,6 @@ def run_processes(worker: Any, mode: str | None, *, signals: bool) -> dict[str, 
                 killed = live
                 worker._tally.add("abandoned", len(live))
                 break
-            if deadline is None:
-                children = _replace_timed_out(children, start)
             multiprocessing.connection.wait([c.sentinel for c in live], timeout=0.05)
     for child in children:
         child.join()
@@ -98,16 +97,15 @@ def run_processes(worker: Any, mode: str | None, *, signals: bool) -> dict[str, 
     return worker.counts()  # type: ignore[no-any-return]
 
 
-def _replace_timed_out(children: list[Any], start: Callable[[int], Any]) -> list[Any]:
-    """The children, each one that exited after a timeout replaced by a new one."""
-    out = []
+def _replace_timed_out(children: list[Any], start: Callable[[int], Any], *, replace: bool) -> list[Any]:
+    """The children, after (unless the worker is stopping) each one that exited after a
+    timeout was replaced in place by a new one."""
     for i, child in enumerate(children):
-        if child.exitcode == EXIT_TIMEOUT:
+        if replace and child.exitcode == EXIT_TIMEOUT:
             log.warning("worker.replaced pid=%s reason=timeout", child.pid)
             child.join()
-            child = start(i)
-        out.append(child)
-    return out
+            children[i] = start(i)
+    return children
 
 
 def _send(children: list[Any], signum: int) -> None:
