@@ -32,7 +32,7 @@ log = logging.getLogger("fairq.cli")
 RATES = ("claimed", "acked", "retried", "quarantined")
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("work", help="run MODULE:FUNCTION on claimed events until stopped (Ctrl-C)")
     p.add_argument("handler", metavar="MODULE:FUNCTION",
                    help="the handler, a plain function of one fairq.Job (async handlers are not supported "

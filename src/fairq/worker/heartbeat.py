@@ -153,7 +153,8 @@ class Heartbeat:
             for job in late:
                 if self._held.get(id(job)) is not job:
                     continue  # taken with an earlier late job of its batch
-                taken, decisions = [], []
+                taken: list[Job] = []
+                decisions: list[Decision] = []
                 for other in job._batch:
                     if self._held.pop(id(other), None) is None:
                         continue

@@ -134,7 +134,8 @@ def reopener(queue: Any) -> Callable[[], Any]:
     """What a child process calls to open the worker's queue again: the same server (a Client's
     url), or the same file (a Queue's path), with the same settings()."""
     where = getattr(queue, "url", None) or os.fspath(queue.path)
-    return functools.partial(type(queue), where, **queue.settings())
+    opener: Callable[..., Any] = type(queue)
+    return functools.partial(opener, where, **queue.settings())
 
 
 def _child(worker_class: Any, reopen: Callable[[], Any], handler: Callable[..., Any], options: dict[str, Any],
