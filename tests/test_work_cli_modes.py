@@ -21,7 +21,7 @@ def run(db: Path, *args: str, **kw) -> tuple[int, str]:
 def test_worker_processes_each_claim_part_of_a_backlog_across_eight_flows(tmp_path) -> None:
     db = tmp_path / "q.db"
     with fairq.Queue(db) as q:
-        q.enqueue_many([(f"f{f}-{i}", {"sleep": 0.1}, f"F{f}") for f in range(8) for i in range(6)])
+        q.enqueue_many([(f"f{f}-{i}", {"sleep": 0.2}, f"F{f}") for f in range(8) for i in range(6)])
     code, err = run(db, "work_handlers:steady", "--processes", "--concurrency", "4", "--batch", "50",
                     "--until-idle")
     assert code == 0, err

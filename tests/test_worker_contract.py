@@ -184,6 +184,46 @@ def test_a_handler_past_its_timeout_is_retried_with_reason_timeout_and_its_flow_
     assert worker.counts()["lost"] == 0
 
 
+def test_a_timeout_settles_its_whole_batch_at_once(make_queue) -> None:
+    # One thread, one batch of three flows: A acks, B hangs past the timeout,
+    # C has not started. B is retried with reason timeout, A's ack is written
+    # and C is given back unspent, all while B's handler still runs.
+    q = make_queue(lease_seconds=30)
+    q.enqueue_many([("a", {}, "A"), ("b", {"hang": True}, "B"), ("c", {}, "C")])
+    release, finished = threading.Event(), []
+
+    def handler(job: fairq.Job) -> None:
+        if job.body.get("hang"):
+            release.wait(HANG)
+        finished.append(job.event_id)
+
+    worker = fairq.Worker(q, handler, batch=3, timeout=0.3)
+    result: list[list[fairq.Handled]] = []
+    runner = threading.Thread(target=lambda: result.append(worker.step()))
+    runner.start()
+    try:
+        watcher = fairq.Queue(q.path)
+        wait_until(lambda: watcher.get("b").reason == "timeout", "the late handler was not given up")
+        assert watcher.get("a").state is fairq.State.ACKED
+        c = watcher.get("c")
+        assert c.state is fairq.State.READY and c.attempts == 0
+        watcher.close()
+    finally:
+        release.set()
+        runner.join(HANG)
+    assert finished == ["a", "b"]  # c was released, never run
+    assert [(h.event_id, h.outcome, h.reason) for h in result[0]] == [
+        ("a", fairq.ACK, None), ("b", fairq.RETRY, "timeout"), ("c", fairq.Outcome.RELEASE, None)]
+    assert worker.counts() == dict(worker.counts(), acked=1, retried=1, released=1, lost=0)
+
+
+def test_a_batch_among_several_claimers_takes_a_fair_share_of_the_heads(q: fairq.Queue) -> None:
+    q.enqueue_many([(f"f{f}-{i}", {}, f"F{f}") for f in range(8) for i in range(2)])
+    handled = fairq.Worker(q, ok, concurrency=4, batch=50).step()
+    assert len(handled) == 2  # 8 claimable heads among 4 claimers
+    assert len(fairq.Worker(q, ok, batch=50).step()) == 8  # a lone claimer takes them all
+
+
 def test_a_timeout_must_be_positive(q: fairq.Queue) -> None:
     with pytest.raises(fairq.InvalidInput) as refused:
         fairq.Worker(q, ok, timeout=0)

@@ -1,11 +1,12 @@
 """`fairq work MODULE:FUNCTION`: run a handler on claimed events until stopped.
 
-Logs go to stderr through logging.getLogger("fairq"), one key=value record
-per line; on a terminal a progress line shows claimed / acked / retried /
-quarantined per second. Exit status: 0 after a clean stop (Ctrl-C or SIGTERM:
-running handlers finish and are settled) or, with --until-idle, when nothing
-is left to claim; 1 if handlers were still running when the stop timeout
-ended (their leases expire); 128 + signal number after a second signal.
+Every logger's records (fairq's and the handler's own) go to stderr, one
+per line, as key=value text or JSON (cli._logs); on a terminal a progress
+line shows claimed / acked / retried / quarantined per second. Exit status:
+0 after a clean stop (Ctrl-C or SIGTERM: running handlers finish and are
+settled) or once the stop mode (--until-idle, --until-empty) is reached; 1
+if handlers were still running when the stop timeout ended (their leases
+expire) or the handler was refused; 128 + signal number after a second signal.
 """
 
 from __future__ import annotations
@@ -86,13 +87,16 @@ def work(args: argparse.Namespace) -> int:
         finally:
             if progress is not None:
                 progress.close()
-    if args.log_format == "json":
+    if args.log_format == "json":  # every line a JSON object
         log.info("work.done %s", " ".join(f"{name}={counts[name]}" for name in COUNTS))
     else:
         print("fairq work: " + ", ".join(f"{name} {counts[name]}" for name in COUNTS), file=sys.stderr)
     if counts["abandoned"]:
-        print(f"fairq work: {counts['abandoned']} handlers were still running after {args.stop_timeout} s; "
-              "their leases will expire and other workers take the events over", file=sys.stderr)
+        if args.log_format == "json":
+            log.warning("work.abandoned handlers=%d stop_timeout=%s", counts["abandoned"], args.stop_timeout)
+        else:
+            print(f"fairq work: {counts['abandoned']} handlers were still running after {args.stop_timeout} s; "
+                  "their leases will expire and other workers take the events over", file=sys.stderr)
         return EXIT_REFUSED
     return EXIT_OK
 
