@@ -5,7 +5,6 @@ and what is logged. Timeouts here only stop hangs."""
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import gc
 import logging

@@ -11,7 +11,7 @@ from typing import Any
 
 from ..errors import Busy, LeaseLost, StaleLease, Unavailable
 from ..types import Outcome
-from .job import DONE, GONE, RELEASE, RELEASED, RUNNING, WAITING, Decision, Handled, Job
+from .job import DONE, GONE, RELEASE, RELEASED, RUNNING, TAKEN, WAITING, Decision, Handled, Job
 from .verbs import QueueVerbs
 
 log = logging.getLogger("fairq.worker")
@@ -55,6 +55,7 @@ class Heartbeat:
         self.settle = settle
         self.on_timeout = on_timeout
         self._lock = threading.Lock()
+        self._settled = threading.Condition(self._lock)  # notified when a timeout's settle is over
         self._held: dict[int, Job] = {}
         self._thread: threading.Thread | None = None
 
@@ -96,6 +97,11 @@ class Heartbeat:
             for job in waiting:
                 del self._held[id(job)]
             return waiting
+
+    def wait_settled(self, jobs: Sequence[Job]) -> None:
+        """Wait until no job here is being settled by a timeout (the settle is one queue call)."""
+        with self._settled:
+            self._settled.wait_for(lambda: all(job._phase != TAKEN for job in jobs))
 
     def running(self) -> int:
         """Held jobs whose handler runs now."""
@@ -149,7 +155,7 @@ class Heartbeat:
             return
         with self._lock:
             late = [j for j in self._held.values() if j._phase == RUNNING and j._deadline and j._deadline <= now]
-            batches: list[tuple[list[Job], list[Decision]]] = []
+            batches: list[tuple[list[Job], list[Decision], list[Job]]] = []
             for job in late:
                 if self._held.get(id(job)) is not job:
                     continue  # taken with an earlier late job of its batch
@@ -163,26 +169,30 @@ class Heartbeat:
                     elif other._phase == DONE and other._decision is not None:
                         decisions.append(other._decision)
                     else:
-                        other._phase = RELEASED
                         decisions.append(RELEASE)
                     taken.append(other)
-                batches.append((taken, decisions))
-        for taken, decisions in batches:
-            late = [job for job in taken if job._phase == RUNNING]
-            for job in late:
+                batches.append((taken, decisions, [j for j in taken if j._phase == RUNNING]))
+                for other in taken:
+                    other._phase = TAKEN
+        for taken, decisions, running in batches:
+            for job in running:
                 log.warning("handler.timeout event_id=%s attempts=%d timeout=%s", job.event_id, job.attempts,
                             self.timeout)
             try:
                 handled = self.settle(taken, decisions)
             except BaseException as exc:  # a queue error: raised by the batch's step()
                 log.error("heartbeat.error error=%r", f"{type(exc).__name__}: {exc}")
+                handled = []
                 for job in taken:
                     job._failure = exc
-                continue
-            for job, result in zip(taken, handled):
-                job._handled = result
-            for job in late:  # its handler runs on; what it returns is not settled
+            for job in running:  # its handler runs on; what it returns is not settled
                 job._lose(StaleLease(job.event_id, job.lease.generation,
                                      f"{job.event_id}: the handler ran past its {self.timeout} s timeout"))
+            with self._settled:
+                for job, result in zip(taken, handled):
+                    job._handled = result
+                for job in taken:
+                    job._phase = GONE
+                self._settled.notify_all()
         if batches and self.on_timeout is not None:
             self.on_timeout()

@@ -16,8 +16,8 @@ Decision = tuple[Outcome, str | None, float | None]
 #: The decision for a job the worker gives back unused.
 RELEASE: Decision = (Outcome.RELEASE, None, None)
 #: A held job's phases (Job._phase); Heartbeat.begin() answers GONE for a job
-#: run() or a timeout took back.
-WAITING, RUNNING, DONE, RELEASED, GONE = "waiting", "running", "done", "released", "gone"
+#: run() or a timeout took back; TAKEN: a timeout took its batch and settles it.
+WAITING, RUNNING, DONE, RELEASED, GONE, TAKEN = "waiting", "running", "done", "released", "gone", "taken"
 
 
 class Retry(Exception):

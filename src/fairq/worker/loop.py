@@ -28,11 +28,11 @@ from .. import _validate as v
 from ..errors import InvalidInput, LeaseLost
 from ..queue import MAX_BATCH
 from ..types import Outcome, State
-from .processes import reopener, run_processes, shared_counts
 from .counts import COUNTS, Tally
 from .handler import check_handler, decide
 from .heartbeat import Heartbeat
 from .job import GONE, RELEASE, RELEASED, RUNNING, Decision, Handled, Job
+from .processes import reopener, run_processes, shared_counts
 from .signals import StopSignals
 from .verbs import QueueVerbs, check_queue
 
@@ -176,8 +176,10 @@ class Worker:
 
     def _settle_batch(self, jobs: Sequence[Job]) -> list[Handled]:
         """Settle the batch's decided jobs; a job a timeout settled is reported as it was."""
-        mine = [job for job in jobs if job._handled is None and job._decision is not None]
-        settled = dict(zip(map(id, mine), self._settle(mine, [job._decision for job in mine])))  # type: ignore[misc]
+        self._heartbeat.wait_settled(jobs)
+        mine = [job for job in jobs if job._phase != GONE and job._decision is not None]
+        decisions = [job._decision for job in mine if job._decision is not None]
+        settled = dict(zip(map(id, mine), self._settle(mine, decisions)))
         return [h for job in jobs if (h := job._handled or settled.get(id(job))) is not None]
 
     def _settle(self, jobs: Sequence[Job], decisions: Sequence[Decision]) -> list[Handled]:
