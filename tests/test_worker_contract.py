@@ -268,3 +268,26 @@ def test_a_quarantine_is_logged_at_error_with_its_reason(q: fairq.Queue, caplog)
     fairq.Worker(q, handler).run(until_idle=True, signals=False)
     errors = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR and r.name == "fairq.worker"]
     assert len(errors) == 1 and "event_id=o5" in errors[0] and "unknown sku 'toy'" in errors[0]
+
+
+def test_a_worker_over_a_client_shares_batches_and_runs_until_empty(tmp_path) -> None:
+    from http_support import TOKEN, start_serve
+
+    proc, url = start_serve(tmp_path / "q.db", "--port", "0", env={"FAIRQ_TOKEN": TOKEN})
+    try:
+        with fairq.Client(url, token=TOKEN) as client:
+            client.enqueue_many([(f"e{i}", {}, f"F{i % 4}") for i in range(12)])
+            attempts: dict[str, int] = {}
+
+            def handler(job: fairq.Job) -> None:
+                attempts[job.event_id] = job.attempts
+                if job.attempts == 1:
+                    raise fairq.Retry("first try", delay=0.2)
+
+            counts = fairq.Worker(client, handler, concurrency=2, batch=10, tick=True).run(
+                until_empty=True, signals=False)
+            assert counts["acked"] == 12 and counts["retried"] == 12
+            assert client.stats().counts["ready"] == 0
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=HANG)
