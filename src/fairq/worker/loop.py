@@ -16,7 +16,6 @@ from __future__ import annotations
 import logging
 import math
 import os
-import pickle
 import signal
 import socket
 import threading
@@ -32,7 +31,7 @@ from .counts import COUNTS, Tally
 from .handler import check_handler, decide
 from .heartbeat import Heartbeat
 from .job import GONE, RELEASE, RELEASED, RUNNING, Decision, Handled, Job
-from .processes import reopener, run_processes, shared_counts
+from .processes import check_sendable, run_processes, shared_counts
 from .signals import StopSignals
 from .verbs import QueueVerbs, check_queue
 
@@ -106,19 +105,12 @@ class Worker:
         self.peers = self.concurrency
         #: A worker process's until_idle also waits for its siblings' leases.
         self.idle_needs_no_inflight = False
+
         if processes:
-            for name, value in (("handler", handler), ("process_init", process_init)):
-                _check_picklable(name, value, "must be importable by name to run in processes "
-                                              "(a module-level function)")
-            try:
-                reopen = reopener(self.queue)
-            except AttributeError as exc:
-                raise InvalidInput("queue", f"cannot be opened again in worker processes: {exc}") from None
-            _check_picklable("queue", reopen, "its settings() must pickle to open it again in each "
-                                              "worker process (e.g. clock= a module-level function)")
-            self._tally = Tally(shared_counts(len(COUNTS)))
+            check_sendable(handler, process_init, self.queue)
+            self.tally = Tally(shared_counts(len(COUNTS)))
         else:
-            self._tally = Tally()
+            self.tally = Tally()
 
     # -- one round -------------------------------------------------------------
 
@@ -135,7 +127,7 @@ class Worker:
         leases = self.queue.claim_many(self._claim_size(), owner=self.owner, lease_seconds=self.lease_seconds)
         if not leases:
             return []
-        self._tally.add("claimed", len(leases))
+        self.tally.add("claimed", len(leases))
         jobs = [Job(lease, self._stop) for lease in leases]
         for job in jobs:
             job._batch = jobs
@@ -205,10 +197,10 @@ class Worker:
 
     def _count(self, job: Job, h: Handled) -> None:
         if h.settled is None:
-            self._tally.add("lost")
+            self.tally.add("lost")
             log.warning("lease.lost event_id=%s outcome=%s error=%r", h.event_id, h.outcome, str(h.lost))
             return
-        self._tally.add("released" if h.outcome is Outcome.RELEASE else _COUNT_FOR[h.settled.state])
+        self.tally.add("released" if h.outcome is Outcome.RELEASE else _COUNT_FOR[h.settled.state])
         if h.settled.state is State.QUARANTINED:
             log.error("event.quarantined event_id=%s attempts=%d reason=%r", h.event_id, job.attempts, h.reason)
         else:
@@ -264,9 +256,9 @@ class Worker:
         for thread in threads:
             thread.join(max(0.0, deadline - time.monotonic()))
         self._release_unstarted()
-        abandoned = self._heartbeat.running()
+        abandoned = self.running_handlers()
         if abandoned:
-            self._tally.add("abandoned", abandoned)
+            self.tally.add("abandoned", abandoned)
             log.warning("worker.abandoned handlers=%d stop_timeout=%s", abandoned, self.stop_timeout)
         counts = self.counts()
         log.info("worker.stop %s", " ".join(f"{k}={n}" for k, n in counts.items()))
@@ -360,6 +352,25 @@ class Worker:
         """An idle thread's wait before its next claim: monotonic, and a stop ends it at once."""
         stop.wait(seconds)
 
+    def child_options(self) -> dict[str, Any]:
+        """The settings a worker process builds its own one-thread Worker with."""
+        return {"owner": self._owner_arg, "batch": self.batch, "lease_seconds": self.lease_seconds,
+                "timeout": self.timeout, "tick": self.tick, "stop_timeout": self.stop_timeout,
+                "idle_min": self.idle_min, "idle_max": self.idle_max}
+
+    @property
+    def stop_requested(self) -> bool:
+        """True once stop() was called in this run."""
+        return self._stop.is_set()
+
+    def running_handlers(self) -> int:
+        """Handlers of this worker running now (still held: not given up after a timeout)."""
+        return self._heartbeat.running()
+
+    def on_timeout(self, callback: Callable[[], Any]) -> None:
+        """Call `callback` (in the heartbeat thread) after a timeout's batch is settled."""
+        self._heartbeat.on_timeout = callback
+
     def stop(self) -> None:
         """Stop claiming; running handlers finish (within `stop_timeout`) and are settled.
 
@@ -372,17 +383,9 @@ class Worker:
         released (given back unstarted), quarantined, lost (not settled: the
         lease was gone) and abandoned (still running when the stop timeout
         ended); the keys are COUNTS."""
-        return self._tally.snapshot()
+        return self.tally.snapshot()
 
 
 def default_owner() -> str:
     """host:pid, the owner label of a worker that was given none."""
     return f"{socket.gethostname()}:{os.getpid()}"[: v.MAX_ID_CHARS]
-
-
-def _check_picklable(name: str, value: Any, problem: str) -> None:
-    """Refuse, as InvalidInput on `name`, what cannot be sent to a spawned process."""
-    try:
-        pickle.dumps(value)
-    except Exception as exc:
-        raise InvalidInput(name, f"{problem}: {exc}") from None

@@ -20,6 +20,7 @@ import logging
 import multiprocessing
 import multiprocessing.connection
 import os
+import pickle
 import signal
 import sys
 import threading
@@ -27,7 +28,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ..errors import FairqError
+from ..errors import FairqError, InvalidInput
 from .counts import Tally
 from .signals import StopSignals
 
@@ -49,11 +50,8 @@ def shared_counts(n: int) -> Any:
 
 def run_processes(worker: Any, mode: str | None, *, signals: bool) -> dict[str, int]:
     """Worker.run() with `worker.concurrency` child processes."""
-    options = {"owner": worker._owner_arg, "batch": worker.batch, "lease_seconds": worker.lease_seconds,
-               "timeout": worker.timeout, "tick": worker.tick, "stop_timeout": worker.stop_timeout,
-               "idle_min": worker.idle_min, "idle_max": worker.idle_max}
-    args = (type(worker), reopener(worker.queue), worker.handler, options, worker.process_init,
-            worker._tally.values, mode, worker.concurrency)
+    args = (type(worker), reopener(worker.queue), worker.handler, worker.child_options(), worker.process_init,
+            worker.tally.values, mode, worker.concurrency)
     main = threading.current_thread() is threading.main_thread()
 
     def start(i: int) -> Any:
@@ -79,14 +77,14 @@ def run_processes(worker: Any, mode: str | None, *, signals: bool) -> dict[str, 
         while live := [c for c in _replace_timed_out(children, start, replace=deadline is None)
                        if c.exitcode is None]:
             failure = failure or _failure(children, stopping=deadline is not None)
-            asked = received.signum is not None or worker._stop.is_set()
+            asked = received.signum is not None or worker.stop_requested
             if deadline is None and (asked or failure is not None):
                 _send(children, signal.SIGTERM)
                 deadline = time.monotonic() + worker.stop_timeout + KILL_MARGIN
             if deadline is not None and time.monotonic() > deadline:
                 kill_all()
                 killed = live
-                worker._tally.add("abandoned", len(live))
+                worker.tally.add("abandoned", len(live))
                 break
             multiprocessing.connection.wait([c.sentinel for c in live], timeout=0.05)
     for child in children:
@@ -130,6 +128,25 @@ def _failure(children: list[Any], *, stopping: bool) -> FairqError | None:
     return None
 
 
+def check_sendable(handler: Any, process_init: Any, queue: Any) -> None:
+    """Refuse, as InvalidInput, what cannot be sent to a spawned worker process."""
+    for name, value in (("handler", handler), ("process_init", process_init)):
+        _check_picklable(name, value, "must be importable by name to run in processes (a module-level function)")
+    try:
+        reopen = reopener(queue)
+    except AttributeError as exc:
+        raise InvalidInput("queue", f"cannot be opened again in worker processes: {exc}") from None
+    _check_picklable("queue", reopen, "its settings() must pickle to open it again in each "
+                                      "worker process (e.g. clock= a module-level function)")
+
+
+def _check_picklable(name: str, value: Any, problem: str) -> None:
+    try:
+        pickle.dumps(value)
+    except Exception as exc:
+        raise InvalidInput(name, f"{problem}: {exc}") from None
+
+
 def reopener(queue: Any) -> Callable[[], Any]:
     """What a child process calls to open the worker's queue again: the same server (a Client's
     url), or the same file (a Queue's path), with the same settings()."""
@@ -145,13 +162,13 @@ def _child(worker_class: Any, reopen: Callable[[], Any], handler: Callable[..., 
         process_init()
     with reopen() as queue:
         worker = worker_class(queue, handler, **options)
-        worker._tally = Tally(parent=Tally(shared))
+        worker.tally = Tally(parent=Tally(shared))
         worker.peers = peers
         worker.idle_needs_no_inflight = True
-        worker._heartbeat.on_timeout = _exit_replaced
+        worker.on_timeout(_exit_replaced)
         with StopSignals((signal.SIGTERM,)) as received:
             worker.run_threads(mode, received)
-        abandoned = worker._heartbeat.running()
+        abandoned = worker.running_handlers()
     sys.exit(EXIT_ABANDONED if abandoned else 0)
 
 
