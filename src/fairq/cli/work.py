@@ -41,8 +41,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--concurrency", type=int, default=1, metavar="N", help="handlers at once (default 1)")
     p.add_argument("--processes", action="store_true", help="run N processes instead of N threads")
     p.add_argument("--batch", type=int, default=1, metavar="N",
-                   help="claim and settle up to N events per transaction, at most a fair share of the "
-                        "claimable flows when N > 1 claimers run (default 1)")
+                   help="claim and settle up to N events per transaction; with --concurrency above 1, "
+                        "no more than a fair share of the claimable flows (default 1)")
     p.add_argument("--owner", metavar="NAME", help="the owner label on leases (default host:pid)")
     p.add_argument("--lease-seconds", type=float, default=30.0, metavar="S",
                    help="each claim's lease; a heartbeat extends it every S/3 (default 30)")
