@@ -19,7 +19,7 @@ from collections.abc import Iterator
 import pytest
 
 import fairq
-from fairq.worker import _Heartbeat
+from fairq.worker import Heartbeat
 
 HANG = 30.0  # seconds; only to stop a hung test
 
@@ -76,7 +76,7 @@ def beats() -> Iterator[Beats]:
 
 def driven(worker: fairq.Worker, beats: Beats) -> fairq.Worker:
     """The worker, its heartbeat sleeping on `beats`."""
-    worker._heartbeat = _Heartbeat(worker.queue, worker.lease_seconds, sleep=beats.sleep)
+    worker._heartbeat = Heartbeat(worker.queue, worker.lease_seconds, sleep=beats.sleep, settle=worker._settle)
     return worker
 
 

@@ -243,18 +243,19 @@ def test_until_idle_does_not_stop_while_a_settle_has_just_made_work_claimable(q:
     worker = fairq.Worker(q, handler, concurrency=2)
     end_round = worker._end_round
 
-    def scripted(handled, seen, idle_stop) -> None:
+    def scripted(handled, seen, mode) -> bool:
         if handled and not a_ended.is_set():  # A, after acking A1
-            end_round(handled, seen, idle_stop)
+            done = end_round(handled, seen, mode)
             a_ended.set()
             b_ended.wait(HANG)
-        elif not handled and not b_ended.is_set():  # B, after its claim found nothing
+            return done
+        if not handled and not b_ended.is_set():  # B, after its claim found nothing
             b_found_nothing.set()
             a_ended.wait(HANG)
-            end_round(handled, seen, idle_stop)
+            done = end_round(handled, seen, mode)
             b_ended.set()
-        else:
-            end_round(handled, seen, idle_stop)
+            return done
+        return end_round(handled, seen, mode)
 
     worker._end_round = scripted
     counts = worker.run(until_idle=True)

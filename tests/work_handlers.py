@@ -72,3 +72,27 @@ def relay(job: fairq.Job) -> None:
         raise fairq.Retry(answer)
     if outcome == "fail":
         raise fairq.Fail(answer)
+
+
+async def async_handle(job: fairq.Job) -> None:
+    """An async handler: refused, not acked unrun."""
+
+
+def takes_nothing() -> None:
+    """A handler that cannot take a Job."""
+
+
+def steady(job: fairq.Job) -> None:
+    """Sleep body["sleep"] seconds (default 0), then ack; a process's handler logs each event it handles."""
+    import logging
+
+    logging.getLogger("work_handlers").info("handling %s in %d", job.event_id, os.getpid())
+    time.sleep(job.body.get("sleep", 0))
+
+
+def retry_once(job: fairq.Job) -> None:
+    """The first attempt retries after body["delay"] seconds; the second acks; body["fail"] quarantines."""
+    if job.body.get("fail"):
+        raise fairq.Fail("refused by the test")
+    if job.attempts == 1:
+        raise fairq.Retry("first try", delay=job.body.get("delay", 0.3))

@@ -1,11 +1,12 @@
 """`fairq work MODULE:FUNCTION`: run a handler on claimed events until stopped.
 
-Logs go to stderr through logging.getLogger("fairq"), one key=value record
-per line; on a terminal a progress line shows claimed / acked / retried /
-quarantined per second. Exit status: 0 after a clean stop (Ctrl-C or SIGTERM:
-running handlers finish and are settled) or, with --until-idle, when nothing
-is left to claim; 1 if handlers were still running when the stop timeout
-ended (their leases expire); 128 + signal number after a second signal.
+Every logger's records (fairq's and the handler's own) go to stderr, one
+per line, as key=value text or JSON (cli._logs); on a terminal a progress
+line shows claimed / acked / retried / quarantined per second. Exit status:
+0 after a clean stop (Ctrl-C or SIGTERM: running handlers finish and are
+settled) or once the stop mode (--until-idle, --until-empty) is reached; 1
+if handlers were still running when the stop timeout ended (their leases
+expire) or the handler was refused; 128 + signal number after a second signal.
 """
 
 from __future__ import annotations
@@ -21,57 +22,94 @@ import time
 from collections.abc import Callable
 from typing import IO, Any
 
-from ..errors import FairqError
-from ..worker import COUNTS, Worker
+from ..errors import FairqError, InvalidInput
+from ..worker import COUNTS, Worker, check_handler
 from ._common import EXIT_OK, EXIT_REFUSED, open_target
+from ._logs import JsonFormatter, KeyValueFormatter
+
+log = logging.getLogger("fairq.cli")
 
 #: What the progress line shows, per second.
 RATES = ("claimed", "acked", "retried", "quarantined")
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("work", help="run MODULE:FUNCTION on claimed events until stopped (Ctrl-C)")
     p.add_argument("handler", metavar="MODULE:FUNCTION",
-                   help="the handler; MODULE is imported from the current directory or sys.path")
+                   help="the handler, a plain function of one fairq.Job (async handlers are not supported "
+                        "yet); MODULE is imported from the current directory or sys.path")
     p.add_argument("--concurrency", type=int, default=1, metavar="N", help="handlers at once (default 1)")
     p.add_argument("--processes", action="store_true", help="run N processes instead of N threads")
     p.add_argument("--batch", type=int, default=1, metavar="N",
-                   help="claim and settle up to N events per transaction (default 1)")
+                   help="claim and settle up to N events per transaction; with --concurrency above 1, "
+                        "no more than a fair share of the claimable flows (default 1)")
     p.add_argument("--owner", metavar="NAME", help="the owner label on leases (default host:pid)")
     p.add_argument("--lease-seconds", type=float, default=30.0, metavar="S",
                    help="each claim's lease; a heartbeat extends it every S/3 (default 30)")
+    p.add_argument("--timeout", type=float, metavar="S",
+                   help="a handler still running after S seconds is given up: its event is retried with "
+                        "reason 'timeout' (with --processes its process is killed and replaced; a thread "
+                        "runs on, unused) (default: no timeout)")
     p.add_argument("--max-attempts", type=int, default=5, metavar="N",
                    help="claims per round before an event is quarantined (default 5)")
     p.add_argument("--stop-timeout", type=float, default=30.0, metavar="S",
                    help="after Ctrl-C or SIGTERM, seconds running handlers get to finish (default 30)")
-    p.add_argument("--until-idle", action="store_true", help="stop when nothing is left to claim")
-    p.add_argument("--log-level", default="INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR"))
+    p.add_argument("--no-tick", dest="tick", action="store_false",
+                   help="do not turn due schedule slots into events (by default the worker ticks "
+                        "schedules about once a second; ticking from many processes is safe)")
+    until = p.add_mutually_exclusive_group()
+    until.add_argument("--until-idle", action="store_true",
+                       help="stop as soon as nothing is claimable now and no handler runs; events backing "
+                            "off after a retry or delayed into the future are left ready for later")
+    until.add_argument("--until-empty", action="store_true",
+                       help="stop once nothing is ready, waiting (delayed or in retry backoff) or inflight: "
+                            "waits through backoffs and delays; quarantined events, which need a redrive, "
+                            "do not count")
+    p.add_argument("--log-level", default="INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR"),
+                   help="the lowest level logged, for fairq's records and the handler's own (default INFO)")
+    p.add_argument("--log-format", default="text", choices=("text", "json"),
+                   help="text: key=value records; json: one JSON object per line (default text)")
     p.set_defaults(func=work)
 
 
 def work(args: argparse.Namespace) -> int:
     handler = load_handler(args.handler)
-    configure_logging(args.log_level)
+    configure_logging(args.log_level, args.log_format)
     with open_target(args, lease_seconds=args.lease_seconds, max_attempts=args.max_attempts) as q:
         worker = Worker(q, handler, owner=args.owner, concurrency=args.concurrency, batch=args.batch,
-                        processes=args.processes, stop_timeout=args.stop_timeout,
-                        process_init=functools.partial(configure_logging, args.log_level))
+                        processes=args.processes, stop_timeout=args.stop_timeout, timeout=args.timeout,
+                        tick=args.tick,
+                        process_init=functools.partial(configure_logging, args.log_level, args.log_format))
+        log.info("work.start %s handler=%s", source(q), args.handler)
         progress = Progress(worker, sys.stderr) if sys.stderr.isatty() else None
         try:
-            counts = worker.run(until_idle=args.until_idle)
+            counts = worker.run(until_idle=args.until_idle, until_empty=args.until_empty)
         finally:
             if progress is not None:
                 progress.close()
-    print("fairq work: " + ", ".join(f"{name} {counts[name]}" for name in COUNTS), file=sys.stderr)
+    if args.log_format == "json":  # every line a JSON object
+        log.info("work.done %s", " ".join(f"{name}={counts[name]}" for name in COUNTS))
+    else:
+        print("fairq work: " + ", ".join(f"{name} {counts[name]}" for name in COUNTS), file=sys.stderr)
     if counts["abandoned"]:
-        print(f"fairq work: {counts['abandoned']} handlers were still running after {args.stop_timeout} s; "
-              "their leases will expire and other workers take the events over", file=sys.stderr)
+        if args.log_format == "json":
+            log.warning("work.abandoned handlers=%d stop_timeout=%s", counts["abandoned"], args.stop_timeout)
+        else:
+            print(f"fairq work: {counts['abandoned']} handlers were still running after {args.stop_timeout} s; "
+                  "their leases will expire and other workers take the events over", file=sys.stderr)
         return EXIT_REFUSED
     return EXIT_OK
 
 
+def source(queue: Any) -> str:
+    """Which database a worker drains, for its first log record: url=... or db=... (never a token)."""
+    url = getattr(queue, "url", None)
+    return f"url={url}" if url else f"db={os.path.abspath(os.fspath(queue.path))}"
+
+
 def load_handler(spec: str) -> Callable[..., Any]:
-    """The function named by MODULE:FUNCTION, importing MODULE from the current directory if need be."""
+    """The function named by MODULE:FUNCTION, importing MODULE from the current directory if need be;
+    refused (FairqError) if it cannot be a handler (see fairq.worker.check_handler)."""
     module_name, _, attribute = spec.partition(":")
     if not module_name or not attribute:
         raise FairqError(f"handler {spec!r}: expected MODULE:FUNCTION, e.g. examples.handlers:handle")
@@ -86,22 +124,25 @@ def load_handler(spec: str) -> Callable[..., Any]:
             found = getattr(found, part)
         except AttributeError:
             raise FairqError(f"handler {spec!r}: {module_name} has no {attribute}") from None
-    if not callable(found):
-        raise FairqError(f"handler {spec!r} is not callable")
-    return found
+    try:
+        return check_handler(found)
+    except InvalidInput as exc:
+        raise FairqError(f"handler {spec!r}: {exc.problem}") from None
 
 
-def configure_logging(level: str) -> None:
-    """Send the "fairq" logger's records to stderr as `time level pid message` lines (once per process)."""
-    logger = logging.getLogger("fairq")
-    logger.setLevel(level)
-    if any(getattr(h, "_fairq_cli", False) for h in logger.handlers):
-        return
+def configure_logging(level: str, fmt: str = "text") -> None:
+    """Send every logger's records (fairq's and the handler's own) to stderr, one record per line:
+    key=value text or JSON. A later call (another command in the same process)
+    replaces the handler an earlier one added, so records go to today's stderr."""
+    root = logging.getLogger()
+    root.setLevel(level)
+    for old in [h for h in root.handlers if getattr(h, "_fairq_cli", False)]:
+        root.removeHandler(old)
     handler = logging.StreamHandler(sys.stderr)
-    clear = "\r\x1b[K" if sys.stderr.isatty() else ""  # over the progress line, not after it
-    handler.setFormatter(logging.Formatter(clear + "%(asctime)s %(levelname)s pid=%(process)d %(message)s"))
+    clear = "\r\x1b[K" if sys.stderr.isatty() and fmt == "text" else ""  # over the progress line, not after it
+    handler.setFormatter(JsonFormatter() if fmt == "json" else KeyValueFormatter(clear))
     handler._fairq_cli = True  # type: ignore[attr-defined]
-    logger.addHandler(handler)
+    root.addHandler(handler)
 
 
 class Progress:

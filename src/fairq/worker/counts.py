@@ -1,0 +1,30 @@
+"""What a worker counts (COUNTS) and the tally its threads and processes share."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+#: What a worker counts; Worker.counts() and run() return these keys.
+COUNTS = ("claimed", "acked", "retried", "released", "quarantined", "lost", "abandoned")
+
+
+class Tally:
+    """The COUNTS of a worker, shared by its threads (and, given a shared
+    multiprocessing array, by its processes). Each count also goes to
+    `parent`, if given (a child process's own tally feeds its parent's)."""
+
+    def __init__(self, shared: Any = None, parent: Tally | None = None) -> None:
+        self.values = shared if shared is not None else [0] * len(COUNTS)
+        self._lock = shared.get_lock() if shared is not None else threading.Lock()
+        self._parent = parent
+
+    def add(self, name: str, n: int = 1) -> None:
+        with self._lock:
+            self.values[COUNTS.index(name)] += n
+        if self._parent is not None:
+            self._parent.add(name, n)
+
+    def snapshot(self) -> dict[str, int]:
+        with self._lock:
+            return dict(zip(COUNTS, self.values[:]))

@@ -1,0 +1,82 @@
+"""The handler's side of the contract: refuse a handler that cannot work when
+the worker is built, and turn what one handler call did into a Decision.
+
+The try/except wraps only the handler call: nothing the queue raises passes
+through here.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from ..errors import InvalidInput
+from ..types import Outcome
+from .job import Decision, Fail, Job, Retry, describe
+
+log = logging.getLogger("fairq.worker")
+
+#: The retry reason of a handler that returned an awaitable instead of finishing.
+AWAITABLE = "handler returned an awaitable: async handlers are not supported yet"
+
+
+def check_handler(handler: Any) -> Callable[[Job], Any]:
+    """The handler, if a worker can call it with one Job; else InvalidInput on "handler".
+
+    Refused: anything not callable, an async function (its coroutine would
+    never run), and a callable whose signature cannot bind one positional
+    argument. A callable whose signature cannot be read is accepted.
+    """
+    if not callable(handler):
+        raise InvalidInput("handler", "must be callable")
+    name = getattr(handler, "__qualname__", None) or type(handler).__name__
+    if _is_async(handler):
+        raise InvalidInput("handler", f"{name} is an async function; async handlers are not supported yet: "
+                                      "wrap it in a plain function that calls asyncio.run(...)")
+    try:
+        signature = inspect.signature(handler)
+    except (TypeError, ValueError):  # a builtin or extension callable: it will tell when called
+        return handler  # type: ignore[no-any-return]
+    try:
+        signature.bind(object())
+    except TypeError:
+        raise InvalidInput("handler", f"{name}{signature} cannot be called with one argument, the Job "
+                                      "(def handle(job): ...)") from None
+    return handler  # type: ignore[no-any-return]
+
+
+def _is_async(handler: Any) -> bool:
+    """True for an async function, a partial of one, or an object whose __call__ is one."""
+    call = getattr(handler, "__call__", None)
+    return inspect.iscoroutinefunction(handler) or (
+        not inspect.isroutine(handler) and call is not None and inspect.iscoroutinefunction(call))
+
+
+def decide(handler: Callable[[Job], Any], job: Job) -> Decision:
+    """Run the handler on one job: (outcome, reason, delay) for its settle.
+
+    Return: ack, unless it returned an awaitable (closed unrun, a retry).
+    Retry and Fail: their decision. Any other Exception: a retry named by
+    describe(). BaseException propagates.
+    """
+    try:
+        result = handler(job)
+    except Retry as decision:
+        return Outcome.RETRY, decision.reason, decision.delay
+    except Fail as decision:
+        return Outcome.FAIL, decision.reason, None
+    except Exception as exc:
+        reason = describe(exc)
+        if not job.lost:  # giving up on a lost lease (job.check()) is no handler error
+            log.warning("handler.error event_id=%s attempts=%d error=%r", job.event_id, job.attempts, reason,
+                        exc_info=exc)
+        return Outcome.RETRY, reason, None
+    if inspect.isawaitable(result):
+        close = getattr(result, "close", None)
+        if callable(close):
+            close()  # a coroutine never awaited: closed, so no "never awaited" warning
+        log.warning("handler.error event_id=%s attempts=%d error=%r", job.event_id, job.attempts, AWAITABLE)
+        return Outcome.RETRY, AWAITABLE, None
+    return Outcome.ACK, None, None

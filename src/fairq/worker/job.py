@@ -1,0 +1,139 @@
+"""What a handler meets and what it decides: Job, Retry, Fail, Handled, and a
+safe description of a handler's exception. No queue calls here."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+from .. import _validate as v
+from ..errors import LeaseLost
+from ..types import Lease, Outcome, Settled
+
+#: A handler's decision: (outcome, reason, delay) for its settle.
+Decision = tuple[Outcome, str | None, float | None]
+#: The decision for a job the worker gives back unused.
+RELEASE: Decision = (Outcome.RELEASE, None, None)
+#: A held job's phases (Job._phase); Heartbeat.begin() answers GONE for a job
+#: run() or a timeout took back; TAKEN: a timeout took its batch and settles it.
+WAITING, RUNNING, DONE, RELEASED, GONE, TAKEN = "waiting", "running", "done", "released", "gone", "taken"
+
+
+class Retry(Exception):
+    """Raised by a handler: settle the event as retry, after `delay` seconds
+    (None: the queue's backoff). Past the retry budget it is quarantined."""
+
+    def __init__(self, reason: str, delay: float | None = None) -> None:
+        self.reason = v.reason(reason, "reason", required=True)
+        self.delay = v.optional_seconds(delay, "delay")
+        super().__init__(self.reason)
+
+
+class Fail(Exception):
+    """Raised by a handler: quarantine the event now, with `reason`; it blocks its flow until a redrive."""
+
+    def __init__(self, reason: str) -> None:
+        self.reason = v.reason(reason, "reason", required=True)
+        super().__init__(self.reason)
+
+
+class Job:
+    """One claimed event in a handler's hands.
+
+    `lease` is the Lease (the heartbeat keeps its lease_until current);
+    event_id, flow, seq, body and attempts are read from it. `lost` turns
+    True when a heartbeat finds the lease gone (it expired and the event was
+    claimed again, or it was settled elsewhere), or when the handler ran past
+    the worker's timeout and the event was retried: the event belongs to
+    someone else now, and this handler's result will not be settled. A long
+    handler checks `lost` (or calls check()) between steps and gives up early.
+    `stopping` turns True when the worker is asked to stop: finish soon.
+    """
+
+    __slots__ = ("lease", "_stop", "_lost", "_phase", "_failure", "_batch", "_decision", "_deadline",
+                 "_handled")
+
+    def __init__(self, lease: Lease, stop: threading.Event) -> None:
+        self.lease = lease
+        self._stop = stop
+        self._lost: LeaseLost | None = None
+        self._phase = WAITING  # changed only under the Heartbeat's lock
+        self._failure: BaseException | None = None  # a heartbeat error that is not transient
+        self._batch: list[Job] = [self]  # the jobs claimed with this one
+        self._decision: Decision | None = None  # the handler's, once it is done
+        self._deadline: float | None = None  # monotonic time its handler times out
+        self._handled: Handled | None = None  # set when a timeout settled the job's batch
+
+    @property
+    def event_id(self) -> str:
+        """The event's id."""
+        return self.lease.event_id
+
+    @property
+    def flow(self) -> str | None:
+        """The event's flow (None: a flow of its own)."""
+        return self.lease.flow
+
+    @property
+    def seq(self) -> int:
+        """The event's position in its flow."""
+        return self.lease.seq
+
+    @property
+    def body(self) -> Any:
+        """The event's JSON body."""
+        return self.lease.body
+
+    @property
+    def attempts(self) -> int:
+        """Claims of the event in this round, this one included."""
+        return self.lease.attempts
+
+    @property
+    def lost(self) -> bool:
+        """True once the lease was found lost or the handler timed out; the result will not be settled."""
+        return self._lost is not None
+
+    @property
+    def stopping(self) -> bool:
+        """True once the worker was asked to stop."""
+        return self._stop.is_set()
+
+    def check(self) -> None:
+        """Raise the StaleLease or LeaseExpired a heartbeat met (or a timeout caused), if any."""
+        if self._lost is not None:
+            raise self._lost
+
+    def _lose(self, error: LeaseLost) -> None:
+        self._lost = error
+
+
+@dataclass(frozen=True)
+class Handled:
+    """What a worker did with one claimed event.
+
+    outcome and reason: the handler's decision (retry "timeout" when it ran
+    past the worker's timeout). settled: the state the settle left the event
+    in; None when the lease was lost first (`lost` says how) and nothing was
+    written.
+    """
+
+    event_id: str
+    outcome: Outcome
+    reason: str | None
+    settled: Settled | None
+    lost: LeaseLost | None = None
+
+
+def describe(exc: BaseException) -> str:
+    """A handler exception as a retry reason: its type and message, printable,
+    bounded. Never raises, even for an exception whose __str__ does."""
+    name = type(exc).__name__
+    try:
+        message = str(exc).strip()
+    except Exception as broken:  # the exception cannot say what it is: say that instead
+        message = f"<str() raised {type(broken).__name__}>"
+    text = f"{name}: {message}" if message else name
+    text = text.replace("\x00", "\\0").encode("utf-8", "backslashreplace").decode("utf-8")
+    return text[: v.MAX_REASON_CHARS]
