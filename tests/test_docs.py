@@ -23,6 +23,7 @@ PUBLIC = [
     "Client", "RemoteError", "Unavailable",
     "Blocked", "Purged", "Worker", "Job", "Handled", "Retry", "Fail",
     "UnknownSchedule",
+    "Policy", "PolicyMismatch",
 ]
 
 

@@ -16,9 +16,10 @@ from .errors import (
 )
 from .errors import RemoteError, Unavailable
 from .errors import UnknownSchedule
+from .errors import PolicyMismatch
 from .http import Client
 from .inbox import Inbox
-from .policy import Backoff
+from .policy import Backoff, Policy
 from .queue import Queue
 from .types import (
     ACK,
@@ -84,4 +85,6 @@ __all__ = [
     "Retry",
     "Fail",
     "UnknownSchedule",
+    "Policy",
+    "PolicyMismatch",
 ]

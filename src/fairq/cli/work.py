@@ -38,10 +38,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--batch", type=int, default=1, metavar="N",
                    help="claim and settle up to N events per transaction (default 1)")
     p.add_argument("--owner", metavar="NAME", help="the owner label on leases (default host:pid)")
-    p.add_argument("--lease-seconds", type=float, default=30.0, metavar="S",
-                   help="each claim's lease; a heartbeat extends it every S/3 (default 30)")
-    p.add_argument("--max-attempts", type=int, default=5, metavar="N",
-                   help="claims per round before an event is quarantined (default 5)")
+    p.add_argument("--lease-seconds", type=float, metavar="S",
+                   help="each claim's lease; a heartbeat extends it every S/3 (default: the stored policy's)")
+    p.add_argument("--max-attempts", type=int, metavar="N",
+                   help="refuse to start unless the stored policy has N claims per round "
+                        "(change it with fairq policy set)")
     p.add_argument("--stop-timeout", type=float, default=30.0, metavar="S",
                    help="after Ctrl-C or SIGTERM, seconds running handlers get to finish (default 30)")
     p.add_argument("--until-idle", action="store_true", help="stop when nothing is left to claim")
@@ -52,9 +53,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 def work(args: argparse.Namespace) -> int:
     handler = load_handler(args.handler)
     configure_logging(args.log_level)
-    with open_existing(args, lease_seconds=args.lease_seconds, max_attempts=args.max_attempts) as q:
+    with open_existing(args, max_attempts=args.max_attempts) as q:
         worker = Worker(q, handler, owner=args.owner, concurrency=args.concurrency, batch=args.batch,
-                        processes=args.processes, stop_timeout=args.stop_timeout,
+                        processes=args.processes, lease_seconds=args.lease_seconds, stop_timeout=args.stop_timeout,
                         process_init=functools.partial(configure_logging, args.log_level))
         progress = Progress(worker, sys.stderr) if sys.stderr.isatty() else None
         try:

@@ -86,11 +86,13 @@ class _Clock:
 class QueueStore:
     """A queue database file: opens it, migrates it, hands out transactions."""
 
-    def __init__(self, path: Any, *, synchronous: str, busy_timeout: float) -> None:
+    def __init__(self, path: Any, *, synchronous: str, busy_timeout: float,
+                 seed: Callable[[sqlite3.Connection], None] | None = None) -> None:
         self.db = Database(path, synchronous=synchronous, busy_timeout=busy_timeout,
                            inspect=lambda conn: refuse_foreign(conn, path))
         try:
-            self.version = ensure_schema(self.db)
+            # seed stores the opener's policy if this open creates or upgrades the file.
+            self.version = ensure_schema(self.db, seed)
         except BaseException:
             self.db.close()
             raise
