@@ -14,11 +14,11 @@ from collections.abc import Sequence
 
 from .. import __version__
 from ..errors import FairqError
-from . import clock, demo, ingest, inspect, ops, schedules, serve, work
+from . import clock, demo, ingest, inspect, ops, policy, schedules, serve, work
 from ._common import EXIT_REFUSED
 
 # Every module that adds subcommands; the order is the order of `fairq --help`.
-COMMAND_MODULES = (ingest, inspect, ops, clock, demo, schedules, serve, work)
+COMMAND_MODULES = (ingest, inspect, ops, clock, policy, demo, schedules, serve, work)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -55,7 +55,8 @@ def work(args: argparse.Namespace) -> int:
     configure_logging(args.log_level)
     with open_existing(args, max_attempts=args.max_attempts) as q:
         worker = Worker(q, handler, owner=args.owner, concurrency=args.concurrency, batch=args.batch,
-                        processes=args.processes, lease_seconds=args.lease_seconds, stop_timeout=args.stop_timeout,
+                        processes=args.processes, lease_seconds=args.lease_seconds,
+                        stop_timeout=args.stop_timeout,
                         process_init=functools.partial(configure_logging, args.log_level))
         progress = Progress(worker, sys.stderr) if sys.stderr.isatty() else None
         try:
