@@ -151,6 +151,7 @@ class Queue:
         open, from its next call; audited (action "policy_set", the policy
         before and after in its detail). Fields left None keep their value.
         Returns the policy now stored; when nothing changes, no row is written.
+        Does not move the stored clock.
         A new max_attempts judges events from their next claim or settle:
         one already past it is quarantined then, not at once.
         """
@@ -159,9 +160,11 @@ class Queue:
             raise InvalidInput("policy", "give max_attempts, backoff or lease_seconds to change")
         reason = v.reason(reason, "reason", required=True)
         actor = v.optional_identifier(actor, "actor")
-        requested = self._requested(None)
+        reading_ms = self._requested(None)[0]
         with self._store.transaction("set_policy") as tx:
-            now_ms = tx.now(*requested)
+            # Configuration does not move the stored clock; the audit row gets
+            # the time a call would run at now.
+            now_ms = max(reading_ms, tx.stored_now())
             stored = PolicyTxn(tx)
             before = stored.current()
             after = stored.change(_policy_args.changed(before, fields), reason=reason, actor=actor,
