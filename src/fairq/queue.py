@@ -158,7 +158,7 @@ class Queue:
         fields = _policy_args.given(max_attempts=max_attempts, backoff=backoff, lease_seconds=lease_seconds)
         if not fields:
             raise InvalidInput("policy", "give max_attempts, backoff or lease_seconds to change")
-        reason = v.reason(reason, "reason", required=True)
+        why = v.reason(reason, "reason", required=True)
         actor = v.optional_identifier(actor, "actor")
         reading_ms = self._requested(None)[0]
         with self._store.transaction("set_policy") as tx:
@@ -167,11 +167,10 @@ class Queue:
             now_ms = max(reading_ms, tx.stored_now())
             stored = PolicyTxn(tx)
             before = stored.current()
-            after = stored.change(_policy_args.changed(before, fields), reason=reason, actor=actor,
-                                  now_ms=now_ms)
+            after = stored.change(_policy_args.changed(before, fields), reason=why, actor=actor, now_ms=now_ms)
         if after.version != before.version:
             log.warning("retry policy changed by %s to version %d: %s (%s)", actor, after.version,
-                        {name: getattr(after, name) for name in fields}, reason)
+                        {name: getattr(after, name) for name in fields}, why)
         return after
 
     def _requested(self, now: float | None, field: str = "now") -> tuple[int, bool]:

@@ -12,7 +12,7 @@ from ..store.policy_store import policy_json
 from ._common import EXIT_OK, open_existing, print_json
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("policy", help="the retry policy stored in the queue: show it, change it (audited)")
     verbs = p.add_subparsers(dest="policy_command", metavar="VERB")
     verbs.required = True

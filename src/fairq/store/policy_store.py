@@ -64,7 +64,7 @@ class PolicyTxn:
         """The stored policy as this transaction sees it."""
         return read_policy(self._tx.connection)
 
-    def change(self, new: Policy, *, reason: str, actor: str | None, now_ms: int) -> Policy:
+    def change(self, new: Policy, *, reason: str | None, actor: str | None, now_ms: int) -> Policy:
         """Store `new` as the next version, with one audit row ("policy_set")
         holding the policy before and after; returns what is now stored.
         Writes nothing when `new` equals the stored policy."""
