@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -171,6 +172,36 @@ def test_a_change_made_by_another_process_is_the_budget_from_then_on(db_path) ->
             claims += 1
             q.retry(lease, "still failing", delay=0, now=0)
         assert claims == 2 and q.get("e").state is fairq.State.QUARANTINED
+
+
+CREATOR = textwrap.dedent("""
+    import json, sys, time
+    import fairq
+    path, n, start = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
+    time.sleep(max(0.0, start - time.time()))   # all start together
+    try:
+        fairq.Queue(path, max_attempts=n, busy_timeout=30).close()
+        print(json.dumps({"opened": n}))
+    except fairq.PolicyMismatch as exc:
+        print(json.dumps({"refused": n, "stored": exc.stored}))
+""")
+
+
+def test_processes_racing_to_create_a_file_with_different_budgets_leave_exactly_one(tmp_path) -> None:
+    path, start = tmp_path / "new.db", time.time() + 1.0
+    procs = [subprocess.Popen([sys.executable, "-c", CREATOR, str(path), str(n), str(start)],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              env={**os.environ, "PYTHONPATH": SRC})
+             for n in range(1, 7)]
+    answers = []
+    for proc in procs:
+        out, err = proc.communicate(timeout=60)
+        assert proc.returncode == 0, err
+        answers.append(json.loads(out))
+    (winner,) = [a["opened"] for a in answers if "opened" in a]
+    assert all(a["stored"] == winner for a in answers if "refused" in a)
+    with fairq.Queue(path) as q:
+        assert q.policy().max_attempts == winner and q.policy().version == 1
 
 
 # -- the command line ----------------------------------------------------------------
