@@ -141,7 +141,8 @@ def worked(shop: Path) -> Path:
         q.ack(q.claim(owner="w1", lease_seconds=3600))
         q.retry(q.claim(owner="w1", lease_seconds=3600), "payment service unavailable", delay=3600)
         q.claim(owner="w2", lease_seconds=3600)
-        q.fail(q.claim(owner="w1", lease_seconds=3600), "invalid_payload: category 'toy' is not one of book, pen, bag")
+        q.fail(q.claim(owner="w1", lease_seconds=3600),
+               "invalid_payload: category 'toy' is not one of book, pen, bag")
     return shop
 
 
