@@ -82,10 +82,14 @@ def validate(body: Any, categories: tuple[str, ...]) -> tuple[str, int]:
 class Shop:
     """The queue and the effects table, in one SQLite file, and the handler."""
 
-    def __init__(self, path: Path | str, categories: tuple[str, ...] = CATEGORIES) -> None:
+    def __init__(self, path: Path | str, categories: tuple[str, ...] = CATEGORIES, *,
+                 policy: bool = True) -> None:
         self.path = path
         self.categories = categories
-        self.queue = fairq.Queue(path, lease_seconds=LEASE, max_attempts=MAX_ATTEMPTS, backoff=BACKOFF)
+        # The story's file is made with this example's retry policy; `work`
+        # (policy=False) runs on the file the shell made, under the policy stored there.
+        given = {"lease_seconds": LEASE, "max_attempts": MAX_ATTEMPTS, "backoff": BACKOFF} if policy else {}
+        self.queue = fairq.Queue(path, **given)
         with self._connect() as conn:
             conn.execute(EFFECTS)
 
@@ -254,7 +258,7 @@ def check(seen: dict[str, Any]) -> int:
 
 def work(path: str, accept: list[str]) -> int:
     """Handle every order claimable now (wall clock), then print the totals."""
-    shop = Shop(path, CATEGORIES + tuple(accept))
+    shop = Shop(path, CATEGORIES + tuple(accept), policy=False)
     while (said := shop.step()) != "idle":
         print(said)
     print(json.dumps(shop.snapshot()))

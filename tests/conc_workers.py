@@ -6,22 +6,22 @@ import fairq
 
 
 def race_one_claim(path: str, barrier, results) -> None:
-    q = fairq.Queue(path, lease_seconds=60, busy_timeout=30)
+    q = fairq.Queue(path, busy_timeout=30)
     barrier.wait()
-    lease = q.claim(owner="racer", now=0)
+    lease = q.claim(owner="racer", now=0, lease_seconds=60)
     results.put(None if lease is None else lease.event_id)
     q.close()
 
 
 def drain(path: str, name: str, barrier, results, stop_after_idle: int = 3) -> None:
     """Claim and ack until the queue stays idle; report claims and any order violation."""
-    q = fairq.Queue(path, lease_seconds=60, busy_timeout=30)
+    q = fairq.Queue(path, busy_timeout=30)
     barrier.wait()
     claimed: list[tuple[str, int]] = []
     violations: list[str] = []
     idle = 0
     while idle < stop_after_idle:
-        leases = q.claim_many(4, owner=name)
+        leases = q.claim_many(4, owner=name, lease_seconds=60)
         if not leases:
             idle += 1
             continue

@@ -137,11 +137,12 @@ def test_enqueue_usage_errors_exit_2(shop: Path) -> None:
 def worked(shop: Path) -> Path:
     """E0001 acked, E0002 retrying, E0003 inflight, E0004 quarantined."""
     cli(shop, "enqueue", "orders.jsonl")
-    with fairq.Queue(shop / "shop.db", lease_seconds=3600) as q:
-        q.ack(q.claim(owner="w1"))
-        q.retry(q.claim(owner="w1"), "payment service unavailable", delay=3600)
-        q.claim(owner="w2")
-        q.fail(q.claim(owner="w1"), "invalid_payload: category 'toy' is not one of book, pen, bag")
+    with fairq.Queue(shop / "shop.db") as q:  # `fairq enqueue` created it with the default policy
+        q.ack(q.claim(owner="w1", lease_seconds=3600))
+        q.retry(q.claim(owner="w1", lease_seconds=3600), "payment service unavailable", delay=3600)
+        q.claim(owner="w2", lease_seconds=3600)
+        q.fail(q.claim(owner="w1", lease_seconds=3600),
+               "invalid_payload: category 'toy' is not one of book, pen, bag")
     return shop
 
 

@@ -108,7 +108,7 @@ def test_threads_sharing_one_queue_drain_without_duplicates(q: fairq.Queue) -> N
 
 
 def test_threads_with_a_queue_each_drain_without_duplicates(db_path) -> None:
-    with fairq.Queue(db_path) as q:
+    with fairq.Queue(db_path, lease_seconds=600) as q:
         q.enqueue_many([(f"e{i}", {}, f"f{i % 5}") for i in range(200)])
     seen: list[str] = []
 

@@ -61,7 +61,7 @@ def count(path: Path, sql: str) -> int:
 @pytest.mark.parametrize("point, state, receipts", RELAY_POINTS, ids=[p[0] for p in RELAY_POINTS])
 def test_a_relay_killed_at_each_point_recovers_to_exactly_one_effect(tmp_path, point, state, receipts) -> None:
     queue_db, receiver_db = tmp_path / "queue.db", tmp_path / "receiver.db"
-    with fairq.Queue(queue_db) as q:
+    with fairq.Queue(queue_db, lease_seconds=5, max_attempts=3) as q:
         q.enqueue("A1", {"delta": 7}, flow="A", now=0)
     Receiver(receiver_db).close()
 
@@ -83,7 +83,7 @@ def test_a_relay_killed_at_each_point_recovers_to_exactly_one_effect(tmp_path, p
 @pytest.mark.parametrize("point, state, effects", EFFECT_POINTS, ids=[p[0] for p in EFFECT_POINTS])
 def test_an_effect_killed_at_each_point_commits_once_with_its_ack(tmp_path, point, state, effects) -> None:
     queue_db = tmp_path / "queue.db"
-    with fairq.Queue(queue_db) as q:
+    with fairq.Queue(queue_db, lease_seconds=5, max_attempts=3) as q:
         q.enqueue("E0003", {"delta": 5000}, now=0)
         conn = sqlite3.connect(queue_db)
         conn.execute("CREATE TABLE effects (event_id TEXT PRIMARY KEY, amount INTEGER NOT NULL)")
@@ -105,7 +105,7 @@ def test_an_effect_killed_at_each_point_commits_once_with_its_ack(tmp_path, poin
 
 def test_without_a_crash_point_the_child_completes(tmp_path) -> None:
     queue_db, receiver_db = tmp_path / "queue.db", tmp_path / "receiver.db"
-    with fairq.Queue(queue_db) as q:
+    with fairq.Queue(queue_db, lease_seconds=5, max_attempts=3) as q:
         q.enqueue("A1", {"delta": 7}, flow="A", now=0)
     Receiver(receiver_db).close()
     assert run_child(queue_db, receiver_db, "relay", None) == 0

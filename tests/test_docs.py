@@ -50,6 +50,7 @@ PUBLIC = [
     "Blocked", "Purged", "Worker", "Job", "Handled", "Retry", "Fail",
     "UnknownSchedule",
     "StoreError", "DiskFull", "ReadOnly", "Corrupt", "UsageError",
+    "Policy", "PolicyMismatch",
 ]
 
 

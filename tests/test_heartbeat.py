@@ -122,12 +122,12 @@ def test_without_a_beat_the_same_lease_lapses(make_queue, beats) -> None:
 
 def test_a_lost_lease_is_told_to_the_handler_and_not_settled(make_queue, beats) -> None:
     q = make_queue(lease_seconds=30)
-    thief = make_queue(lease_seconds=60)
+    thief = make_queue(lease_seconds=30)  # the file's policy; its claims ask for 60
     q.enqueue("e", {})
     seen = {}
 
     def handler(job: fairq.Job) -> None:
-        seen["stolen"] = thief.claim(owner="thief", now=time.time() + 100)
+        seen["stolen"] = thief.claim(owner="thief", now=time.time() + 100, lease_seconds=60)
         assert not job.lost
         beats.beat()
         seen["lost"] = job.lost
@@ -147,11 +147,11 @@ def test_a_lost_lease_is_told_to_the_handler_and_not_settled(make_queue, beats) 
 
 def test_a_handler_that_gives_up_with_check_is_not_retried(make_queue, beats) -> None:
     q = make_queue(lease_seconds=30)
-    thief = make_queue(lease_seconds=60)
+    thief = make_queue(lease_seconds=30)  # the file's policy; its claims ask for 60
     q.enqueue("e", {})
 
     def handler(job: fairq.Job) -> None:
-        thief.claim(owner="thief", now=time.time() + 100)
+        thief.claim(owner="thief", now=time.time() + 100, lease_seconds=60)
         beats.beat()
         job.check()  # raises StaleLease: the heartbeat has met it
 
@@ -163,9 +163,10 @@ def test_a_handler_that_gives_up_with_check_is_not_retried(make_queue, beats) ->
 
 def test_a_lease_lost_before_the_settle_is_reported_not_raised(make_queue) -> None:
     q = make_queue(lease_seconds=30)  # no heartbeat comes in time: the settle's fence finds it
-    thief = make_queue(lease_seconds=60)
+    thief = make_queue(lease_seconds=30)  # the file's policy; its claims ask for 60
     q.enqueue("e", {})
-    [handled] = fairq.Worker(q, lambda job: thief.claim(owner="thief", now=time.time() + 100)).step()
+    [handled] = fairq.Worker(
+        q, lambda job: thief.claim(owner="thief", now=time.time() + 100, lease_seconds=60)).step()
     assert isinstance(handled.lost, fairq.LeaseLost) and handled.settled is None
     assert q.get("e").owner == "thief"
 

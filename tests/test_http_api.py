@@ -348,7 +348,7 @@ def test_now_effect_and_conn_cannot_cross_the_wire(client, tmp_path) -> None:
 
 # Queue methods the server does not offer; docs/http.md ("What a Client does
 # not do") says why for each.
-NOT_SERVED = {"ingest", "purge", "reset_clock"}
+NOT_SERVED = {"ingest", "purge", "reset_clock", "policy", "set_policy"}
 
 
 def shape(fn):
@@ -376,7 +376,7 @@ def test_the_docs_list_everything_a_client_does_not_do(client, q) -> None:
     for refused in ("now=", "effect=", "conn="):  # refused by test_now_effect_and_conn_cannot_cross_the_wire
         assert any(f"{refused}" in row for row in rows), refused
     settings_only_on_a_queue = {name for name in vars(q) if not name.startswith("_")} - set(dir(client))
-    assert settings_only_on_a_queue == {"path", "max_attempts", "backoff", "max_body_bytes", "max_clock_skew"}
+    assert settings_only_on_a_queue == {"path", "max_body_bytes", "max_clock_skew"}
     assert all(f"`{name}`" in rows[-1] for name in settings_only_on_a_queue)
 
 

@@ -2,7 +2,7 @@
 schema a fresh file gets, and keeps its events.
 
 tests/fixtures/schema_v1.sql is queue.sql as it was at user_version 1,
-schema_v2.sql as it was at 2 and schema_v3.sql at 3 (files made by earlier
+schema_v2.sql as it was at 2, schema_v3.sql at 3 and schema_v4.sql at 4 (files made by earlier
 builds of fairq carry those versions); they never change. Each later version adds a fixture of its
 own.
 """
@@ -70,7 +70,7 @@ def test_a_version_1_file_migrates_to_exactly_the_fresh_schema(tmp_path) -> None
     fairq.Queue(fresh).close()
     migrated = schema(old)
     assert migrated == schema(fresh)
-    assert migrated["user_version"] == migrate.LATEST == 4
+    assert migrated["user_version"] == migrate.LATEST == 5
     assert "schedule" in [name for _, name, _, _ in migrated["objects"]]
 
 
@@ -152,3 +152,42 @@ def test_a_version_3_file_keeps_its_audit_rows_and_can_record_a_clock_reset(tmp_
         assert [a.action for a in q.audit()] == ["retry", "redrive", "clock_reset"]
     fairq.Queue(fresh).close()
     assert schema(old) == schema(fresh)
+
+
+def build_v4(path: Path) -> None:
+    """A version 4 file with an audit row and a ready event, as an older fairq left it."""
+    conn = sqlite3.connect(path)
+    conn.executescript((FIXTURES / "schema_v4.sql").read_text(encoding="utf-8"))
+    conn.executescript("""
+        INSERT INTO event (event_id, flow_id, seq, body, state, created_ms, due_ms, next_at_ms,
+                           pass, turn, dispatch_ms, runnable)
+        VALUES ('u1', NULL, 1, '{"n":1}', 'ready', 0, 0, 0, 0, 1, 0, 0);
+        UPDATE clock SET ready_n = 1, enqueued_total = 1, turn = 1, now_ms = 0;
+        INSERT INTO audit (id, event_id, action, reason, actor, generation, at_ms, detail)
+        VALUES (4, '', 'clock_reset', 'jumped', 'ops', NULL, 0, '{}');
+    """)
+    conn.execute(f"PRAGMA application_id = {migrate.APPLICATION_ID:d}")
+    conn.execute("PRAGMA user_version = 4")
+    conn.commit()
+    conn.close()
+
+
+def test_a_version_4_file_stores_the_policy_of_the_open_that_upgrades_it(tmp_path) -> None:
+    old, fresh = tmp_path / "old.db", tmp_path / "fresh.db"
+    build_v4(old)
+    with fairq.Queue(old, max_attempts=2, lease_seconds=8) as q:
+        assert q.policy() == fairq.Policy(max_attempts=2, backoff=fairq.Backoff(), lease_seconds=8.0)
+        assert [(a.action, a.reason) for a in q.audit()] == [("clock_reset", "jumped")]
+        q.set_policy(max_attempts=1, reason="fail fast")  # the widened audit CHECK takes the change
+        assert q.claim(now=0).lease_until == 8.0
+    with pytest.raises(fairq.PolicyMismatch):
+        fairq.Queue(old, max_attempts=2)  # the upgrade stored it; this open no longer decides it
+    fairq.Queue(fresh).close()
+    assert schema(old) == schema(fresh)
+
+
+def test_a_version_4_file_opened_without_arguments_stores_the_defaults(tmp_path) -> None:
+    path = tmp_path / "old.db"
+    build_v4(path)
+    with fairq.Queue(path) as q:
+        assert q.policy() == fairq.Policy() and q.policy().version == 1

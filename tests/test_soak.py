@@ -72,7 +72,7 @@ def test_workers_killed_at_random_lose_nothing_and_double_nothing(tmp_path) -> N
             expected[f"F{f}"] = expected.get(f"F{f}", 0) + delta
             wave.append((f"F{f}-{s}", {"delta": delta, "work": rng.choice([10, 30, 60])}, f"F{f}"))
         waves.append(wave)
-    fairq.Queue(queue_db).close()
+    fairq.Queue(queue_db, max_attempts=1000).close()  # the budget every worker below checks
     Receiver(receiver_db).close()
     env = {k: v for k, v in os.environ.items() if k not in ("FAIRQ_DB", "FAIRQ_CRASH_AT")}
     env.update(PYTHONPATH=str(ROOT / "src"), FAIRQ_TEST_INBOX=str(receiver_db), FAIRQ_TEST_LOG=str(logs))

@@ -52,7 +52,7 @@ def test_help_names_each_stop_mode(tmp_path) -> None:
 
 def test_a_hung_handler_process_is_killed_at_its_timeout_and_replaced(tmp_path, marks) -> None:
     db = tmp_path / "q.db"
-    with fairq.Queue(db) as q:
+    with fairq.Queue(db, max_attempts=1) as q:  # the stored budget: one claim per round
         q.enqueue_many([("hang", {"sleep": 600}, "H")] + [(f"e{i}", {"sleep": 0}, "E") for i in range(3)])
     began = time.monotonic()
     code, err = run(db, "work_handlers:slow", "--processes", "--timeout", "1", "--max-attempts", "1",

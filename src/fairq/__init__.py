@@ -16,10 +16,10 @@ from .errors import (
 )
 from .errors import RemoteError, Unavailable
 from .errors import UnknownSchedule
-from .errors import Corrupt, DiskFull, ReadOnly, StoreError, UsageError
+from .errors import Corrupt, DiskFull, PolicyMismatch, ReadOnly, StoreError, UsageError
 from .http import Client
 from .inbox import Inbox
-from .policy import Backoff
+from .policy import Backoff, Policy
 from .queue import Queue
 from .types import (
     ACK,
@@ -90,4 +90,6 @@ __all__ = [
     "ReadOnly",
     "Corrupt",
     "UsageError",
+    "Policy",
+    "PolicyMismatch",
 ]

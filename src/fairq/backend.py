@@ -19,7 +19,7 @@ from contextlib import AbstractContextManager
 from typing import Any, NamedTuple, Protocol, TypeVar
 
 from .errors import LeaseLost
-from .policy import Backoff
+from .policy import Backoff, Policy
 from .types import (AuditEntry, ClockReset, Enqueued, EventInfo, Lease, Misfire, Outcome, Schedule,
                     Settled, Stats)
 
@@ -98,6 +98,7 @@ class Snapshot(Protocol):
     def events(self, *, state: str | None, flow: str | None, limit: int) -> list[EventInfo]: ...
     def audit(self, event_id: str | None, *, limit: int | None) -> list[AuditEntry]: ...
     def stats(self, now_ms: int, *, top: int) -> Stats: ...
+    def policy(self) -> Policy: ...
 
     def flow_head(self, name: str) -> tuple[int, EventInfo | None] | None:
         """(the seq the flow's next event gets, its head or None when all is
@@ -120,6 +121,14 @@ class WriteTxn(Protocol):
         stored clock); raises ClockError for an explicit time before it."""
 
     def stored_now(self) -> int: ...
+
+    def policy(self) -> Policy:
+        """The stored retry policy as this transaction sees it (another
+        process may have changed it since this one last looked)."""
+
+    def set_policy(self, new: Policy, *, reason: str | None, actor: str | None, now_ms: int) -> Policy:
+        """Store `new` as the next policy version with one audit row; returns
+        what is stored. No write when it equals the stored policy."""
 
     def enqueue_many(self, items: Sequence[NewEvent], now_ms: int) -> list[Enqueued]:
         """Store new events at the ends of their flows; identical repeats

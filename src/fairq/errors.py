@@ -32,6 +32,7 @@ __all__ = [
     "UsageError",
     "Unavailable",
     "RemoteError",
+    "PolicyMismatch",
 ]
 
 
@@ -177,3 +178,23 @@ class RemoteError(FairqError):
         self.status = status
         self.code = code
         super().__init__(message)
+
+
+class PolicyMismatch(FairqError):
+    """The queue stores another retry policy than the one given; nothing was written.
+
+    `field` is max_attempts, backoff or lease_seconds; `stored` and `given`
+    are its two values. Open the queue without that argument to use the
+    stored policy, or change the stored one with Queue.set_policy
+    (`fairq policy set`), which every process then follows.
+    """
+
+    def __init__(self, field: str, stored: object, given: object) -> None:
+        self.field = field
+        self.stored = stored
+        self.given = given
+        super().__init__(
+            f"{field}: the queue stores {stored!r}, {given!r} was given; open it without "
+            f"{field} to use the stored policy, or change it with Queue.set_policy(...) "
+            f"or `fairq policy set ... --reason TEXT` (see `fairq policy show`)"
+        )

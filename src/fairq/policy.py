@@ -11,7 +11,7 @@ import bisect
 import hashlib
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from .errors import ClockError, InvalidInput
 from .types import Outcome, State
@@ -31,6 +31,10 @@ __all__ = [
     "lag_bucket",
     "lag_counts",
     "lag_quantile",
+    "Policy",
+    "DEFAULT_MAX_ATTEMPTS",
+    "policy_json",
+    "DEFAULT_LEASE_SECONDS",
 ]
 
 #: A weight-1 flow moves this far along the rotation per claim; a weight-w flow
@@ -196,3 +200,32 @@ def decide(
         return Decision(State.QUARANTINED, None, "attempts_exhausted", attempts)
     wait = backoff.delay(event_id, generation, attempts) if delay is None else delay
     return Decision(State.READY, now_ms + to_ms(wait), None, attempts)
+
+
+
+#: The retry policy a new queue file stores when its opener gives none.
+DEFAULT_MAX_ATTEMPTS = 5
+DEFAULT_LEASE_SECONDS = 30.0
+
+
+@dataclass(frozen=True)
+class Policy:
+    """A queue's retry policy, stored in its file and shared by every process
+    that opens it: max_attempts claims per round before an event is
+    quarantined (a holder that died counts), the backoff between retries,
+    and lease_seconds, the lease a claim or extend gets when the call names
+    none. version counts the changes (1: as the file was created); it takes
+    no part in comparisons."""
+
+    max_attempts: int = DEFAULT_MAX_ATTEMPTS
+    backoff: Backoff = Backoff()
+    lease_seconds: float = DEFAULT_LEASE_SECONDS
+    version: int = field(default=1, compare=False)
+
+
+def policy_json(policy: Policy) -> dict[str, Any]:
+    """A Policy as plain JSON values (audit detail, CLI output)."""
+    b = policy.backoff
+    return {"max_attempts": policy.max_attempts, "lease_seconds": policy.lease_seconds,
+            "backoff": {"base": b.base, "factor": b.factor, "cap": b.cap, "jitter": b.jitter},
+            "version": policy.version}

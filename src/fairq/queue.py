@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any, Literal, overload
 
-from . import _crash, ingest
+from . import _crash, _policy_args, ingest
 from . import _validate as v
 from ._ids import new_event_id
 from ._maintenance import DEDUP_WINDOW as DEDUP_WINDOW  # re-exported (CLI)
@@ -27,7 +27,7 @@ from ._requests import lease_key as _lease_key  # re-exported (HTTP client)
 from ._requests import settle_parts as settle_parts  # re-exported (HTTP client)
 from .backend import AppConnection, NewEvent, Store
 from .errors import Conflict, InvalidInput, LeaseLost
-from .policy import DEFAULT_MAX_CLOCK_SKEW, MAX_WEIGHT, Backoff, to_ms
+from .policy import DEFAULT_MAX_CLOCK_SKEW, MAX_WEIGHT, Backoff, Policy, to_ms
 from .schedules import Schedules, expand_due
 from .store import open_store
 from .types import Enqueued, Lease, Outcome, Settled, State
@@ -48,9 +48,15 @@ Effect = Callable[[AppConnection], Any]
 class Queue(QueueReads, QueueMaintenance):
     """A durable, fair, fenced work queue in one SQLite file.
 
-    lease_seconds: how long a claim lasts unless extended; a holder that dies
-    keeps its event for this long. max_attempts: claims per round before the
-    event is quarantined (a worker that died counts). backoff: retry delays.
+    The retry policy is stored in the file, so every process decides an
+    event's fate the same way: lease_seconds, how long a claim lasts unless
+    the call or an extend says otherwise (a holder that dies keeps its event
+    for this long); max_attempts, claims per round before the event is
+    quarantined (a worker that died counts); backoff, the retry delays. The
+    open that creates the file stores the values given (defaults: 30 s, 5,
+    Backoff()). Later opens leave them None to use the stored policy; a
+    value given that differs from the stored one is refused (PolicyMismatch)
+    and nothing is written. set_policy changes it for every process, audited.
     synchronous: "full" (default) survives power loss; "normal" is faster but
     may lose the last commits on power loss (never on a process crash).
     busy_timeout: seconds to wait for another writer before raising Busy
@@ -75,8 +81,8 @@ class Queue(QueueReads, QueueMaintenance):
         self,
         path: Any,
         *,
-        lease_seconds: float = 30.0,
-        max_attempts: int = 5,
+        lease_seconds: float | None = None,
+        max_attempts: int | None = None,
         backoff: Backoff | None = None,
         synchronous: str = "full",
         busy_timeout: float = 10.0,
@@ -86,11 +92,7 @@ class Queue(QueueReads, QueueMaintenance):
         readonly: bool = False,
     ) -> None:
         path = store_path(path)
-        self.lease_seconds = v.seconds(lease_seconds, "lease_seconds", positive=True)
-        self.max_attempts = v.count(max_attempts, "max_attempts", low=1, high=1_000_000)
-        if backoff is not None and not isinstance(backoff, Backoff):
-            raise InvalidInput("backoff", f"must be a fairq.Backoff, not {type(backoff).__name__}")
-        self.backoff = backoff or Backoff()
+        given = _policy_args.given(max_attempts=max_attempts, backoff=backoff, lease_seconds=lease_seconds)
         self.max_body_bytes = v.count(max_body_bytes, "max_body_bytes", low=2, high=1 << 30)
         v.seconds(busy_timeout, "busy_timeout")
         if not callable(clock):
@@ -103,8 +105,13 @@ class Queue(QueueReads, QueueMaintenance):
         self.max_clock_skew = v.optional_seconds(max_clock_skew, "max_clock_skew")
         self._open_args = {"synchronous": synchronous, "busy_timeout": busy_timeout}
         self._store: Store = open_store(path, synchronous=synchronous, busy_timeout=busy_timeout,
-                                        readonly=readonly)
+                                        readonly=readonly, policy=_policy_args.initial(given))
         self.path = path
+        try:
+            _policy_args.check(self.policy(), given)
+        except BaseException:
+            self._store.close()
+            raise
 
     # -- lifecycle -------------------------------------------------------------
 
@@ -120,10 +127,60 @@ class Queue(QueueReads, QueueMaintenance):
 
     def settings(self) -> dict[str, Any]:
         """The keyword arguments that open this file again with the same behaviour:
-        ``fairq.Queue(q.path, **q.settings())`` (e.g. in a worker process)."""
-        return {"lease_seconds": self.lease_seconds, "max_attempts": self.max_attempts,
-                "backoff": self.backoff, "max_body_bytes": self.max_body_bytes, "clock": self._clock,
+        ``fairq.Queue(q.path, **q.settings())`` (e.g. in a worker process). The
+        retry policy is not among them: it is stored in the file."""
+        return {"max_body_bytes": self.max_body_bytes, "clock": self._clock,
                 "max_clock_skew": self.max_clock_skew, **self._open_args}
+
+    # -- the stored retry policy ---------------------------------------------------
+
+    def policy(self) -> Policy:
+        """The retry policy stored in the file, read now (any process may have changed it)."""
+        return self._store.read(lambda snapshot: snapshot.policy())
+
+    @property
+    def max_attempts(self) -> int:
+        """The stored policy's claims per round before quarantine, read now."""
+        return self.policy().max_attempts
+
+    @property
+    def backoff(self) -> Backoff:
+        """The stored policy's retry delays, read now."""
+        return self.policy().backoff
+
+    @property
+    def lease_seconds(self) -> float:
+        """The stored policy's lease for a claim or extend that names none, read now."""
+        return self.policy().lease_seconds
+
+    def set_policy(
+        self, *, max_attempts: int | None = None, backoff: Backoff | None = None,
+        lease_seconds: float | None = None, reason: str, actor: str | None = None,
+    ) -> Policy:
+        """Change the stored retry policy for every process that has the file
+        open, from its next call; audited (action "policy_set", the policy
+        before and after in its detail). Fields left None keep their value.
+        Returns the policy now stored; when nothing changes, no row is written.
+        Does not move the stored clock.
+        A new max_attempts judges events from their next claim or settle:
+        one already past it is quarantined then, not at once.
+        """
+        fields = _policy_args.given(max_attempts=max_attempts, backoff=backoff, lease_seconds=lease_seconds)
+        if not fields:
+            raise InvalidInput("policy", "give max_attempts, backoff or lease_seconds to change")
+        why = v.reason(reason, "reason", required=True)
+        actor = v.optional_identifier(actor, "actor")
+        reading_ms = self._requested(None)[0]
+        with self._store.transaction("set_policy") as tx:
+            # Configuration does not move the stored clock; the audit row gets
+            # the time a call would run at now.
+            now_ms = max(reading_ms, tx.stored_now())
+            before = tx.policy()
+            after = tx.set_policy(_policy_args.changed(before, fields), reason=why, actor=actor, now_ms=now_ms)
+        if after.version != before.version:
+            log.warning("retry policy changed by %s to version %d: %s (%s)", actor, after.version,
+                        {name: getattr(after, name) for name in fields}, why)
+        return after
 
     def _requested(self, now: float | None, field: str = "now") -> tuple[int, bool]:
         """(milliseconds, explicit?) for a call's `now` argument (requests.requested_time)."""
@@ -242,17 +299,14 @@ class Queue(QueueReads, QueueMaintenance):
         """Lease up to n heads in one transaction: at most one per flow, in fair order."""
         n = v.count(n, "n", low=1, high=_MAX_CLAIM)
         owner = v.optional_identifier(owner, "owner")
-        lease_ms = to_ms(self._lease_seconds(lease_seconds))
+        lease_ms = _lease_ms(lease_seconds)
         requested = self._requested(now)
         with self._store.transaction("claim") as tx:
             now_ms = tx.now(*requested)
-            return tx.claim_many(n, owner=owner, now_ms=now_ms, lease_ms=lease_ms,
-                                 max_attempts=self.max_attempts)
-
-    def _lease_seconds(self, value: float | None, field: str = "lease_seconds") -> float:
-        if value is None:
-            return self.lease_seconds
-        return v.seconds(value, field, positive=True)
+            policy = tx.policy()  # as stored now: any process may have changed it
+            return tx.claim_many(n, owner=owner, now_ms=now_ms,
+                                 lease_ms=to_ms(policy.lease_seconds) if lease_ms is None else lease_ms,
+                                 max_attempts=policy.max_attempts)
 
     # -- settle --------------------------------------------------------------------
 
@@ -281,8 +335,9 @@ class Queue(QueueReads, QueueMaintenance):
                 _crash.point("settle", "after_effect")
                 if now is None:
                     now_ms = tx.now(*self._requested(None))
-            result = tx.settle_many([item], now_ms=now_ms, max_attempts=self.max_attempts,
-                                    backoff=self.backoff)[0]
+            policy = tx.policy()
+            result = tx.settle_many([item], now_ms=now_ms, max_attempts=policy.max_attempts,
+                                    backoff=policy.backoff)[0]
             if isinstance(result, LeaseLost):
                 raise result
         _log_settled(result)
@@ -319,19 +374,23 @@ class Queue(QueueReads, QueueMaintenance):
             return []
         with self._store.transaction("settle") as tx:
             now_ms = tx.now(*requested)
-            results = tx.settle_many(batch, now_ms=now_ms, max_attempts=self.max_attempts,
-                                     backoff=self.backoff)
+            policy = tx.policy()
+            results = tx.settle_many(batch, now_ms=now_ms, max_attempts=policy.max_attempts,
+                                     backoff=policy.backoff)
         for result in results:
             _log_settled(result)
         return results
 
     def extend(self, lease: Lease, seconds: float | None = None, *, now: float | None = None) -> Lease:
-        """Heartbeat: the lease now ends at now + seconds (default lease_seconds). Fenced."""
+        """Heartbeat: the lease now ends at now + seconds (default: the stored
+        policy's lease_seconds). Fenced."""
         event_id, generation = lease_key(lease, "lease")
-        lease_ms = to_ms(self._lease_seconds(seconds, "seconds"))
+        lease_ms = _lease_ms(seconds, "seconds")
         requested = self._requested(now)
         with self._store.transaction("extend") as tx:
             now_ms = tx.now(*requested)
+            if lease_ms is None:
+                lease_ms = to_ms(tx.policy().lease_seconds)
             return tx.extend(event_id, generation, lease_ms=lease_ms, now_ms=now_ms)
 
     # -- redrive -------------------------------------------------------------------
@@ -390,6 +449,11 @@ class Queue(QueueReads, QueueMaintenance):
         requested = self._requested(now)
         with self._store.transaction("tick") as tx:
             return expand_due(tx, tx.now(*requested), ahead_ms)
+
+def _lease_ms(value: float | None, field: str = "lease_seconds") -> int | None:
+    """A call's own lease in milliseconds; None: the stored policy's, read in the call's transaction."""
+    return None if value is None else to_ms(v.seconds(value, field, positive=True))
+
 
 
 def _log_settled(result: Settled | LeaseLost) -> None:

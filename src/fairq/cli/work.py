@@ -44,14 +44,15 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                    help="claim and settle up to N events per transaction; with --concurrency above 1, "
                         "no more than a fair share of the claimable flows (default 1)")
     p.add_argument("--owner", metavar="NAME", help="the owner label on leases (default host:pid)")
-    p.add_argument("--lease-seconds", type=float, default=30.0, metavar="S",
-                   help="each claim's lease; a heartbeat extends it every S/3 (default 30)")
+    p.add_argument("--lease-seconds", type=float, metavar="S",
+                   help="each claim's lease; a heartbeat extends it every S/3 (default: the stored policy's)")
     p.add_argument("--timeout", type=float, metavar="S",
                    help="a handler still running after S seconds is given up: its event is retried with "
                         "reason 'timeout' (with --processes its process is killed and replaced; a thread "
                         "runs on, unused) (default: no timeout)")
-    p.add_argument("--max-attempts", type=int, default=5, metavar="N",
-                   help="claims per round before an event is quarantined (default 5)")
+    p.add_argument("--max-attempts", type=int, metavar="N",
+                   help="refuse to start unless the stored policy has N claims per round "
+                        "(change it with fairq policy set)")
     p.add_argument("--stop-timeout", type=float, default=30.0, metavar="S",
                    help="after Ctrl-C or SIGTERM, seconds running handlers get to finish (default 30)")
     p.add_argument("--no-tick", dest="tick", action="store_false",
@@ -75,9 +76,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 def work(args: argparse.Namespace) -> int:
     handler = load_handler(args.handler)
     configure_logging(args.log_level, args.log_format)
-    with open_target(args, lease_seconds=args.lease_seconds, max_attempts=args.max_attempts) as q:
+    with open_target(args, max_attempts=args.max_attempts) as q:
         worker = Worker(q, handler, owner=args.owner, concurrency=args.concurrency, batch=args.batch,
-                        processes=args.processes, stop_timeout=args.stop_timeout, timeout=args.timeout,
+                        processes=args.processes, lease_seconds=args.lease_seconds,
+                        stop_timeout=args.stop_timeout, timeout=args.timeout,
                         tick=args.tick,
                         process_init=functools.partial(configure_logging, args.log_level, args.log_format))
         log.info("work.start %s handler=%s", source(q), args.handler)

@@ -12,13 +12,15 @@ from __future__ import annotations
 from typing import Any
 
 from ..backend import Store
+from ..policy import Policy
 from .queue import QueueStore
 
 
-def open_store(path: Any, *, synchronous: str, busy_timeout: float, readonly: bool = False) -> Store:
+def open_store(path: Any, *, synchronous: str, busy_timeout: float, readonly: bool = False,
+               policy: Policy | None = None) -> Store:
     """Open (creating and migrating it if needed) the queue store at `path`.
 
     Every path is an SQLite file today; a URL scheme for another database
     would be routed here.
     """
-    return QueueStore(path, synchronous=synchronous, busy_timeout=busy_timeout, readonly=readonly)
+    return QueueStore(path, synchronous=synchronous, busy_timeout=busy_timeout, readonly=readonly, policy=policy)

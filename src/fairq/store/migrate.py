@@ -3,14 +3,16 @@
 A fresh file gets queue.sql, the one DDL source, and the latest version. An
 older fairq file gets each step in migrations/ after its version, in order,
 in one transaction. A file marked by another application, or written by a
-newer fairq, is refused with a SchemaError; nothing is changed.
+newer fairq, is refused with a SchemaError; nothing is changed. The open that
+creates the file, or upgrades it to the version that stores the retry
+policy, stores its policy in the same transaction (the `seed` callback).
 """
 
 from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from ..errors import SchemaError
 from .sqlite import Database, read_script
@@ -21,19 +23,22 @@ APPLICATION_ID = 0x66710001
 #: MIGRATIONS[v] upgrades a database from version v - 1 to version v.
 #: Version 1 is the first released schema; its steps start at 2.
 MIGRATIONS: dict[int, str] = {2: "migrations/0002_schedules.sql", 3: "migrations/0003_retention.sql",
-                              4: "migrations/0004_clock_reset.sql"}
-LATEST = 4
+                              4: "migrations/0004_clock_reset.sql", 5: "migrations/0005_policy.sql"}
+LATEST = 5
+#: The first version whose file stores the retry policy (table policy).
+POLICY_VERSION = 5
 
 #: Tables fairq owns in its file; a foreign table of the same name is refused.
-OWN_TABLES = ("clock", "flow", "event", "audit", "schedule", "tombstone", "retention")
+OWN_TABLES = ("clock", "flow", "event", "audit", "schedule", "tombstone", "retention", "policy")
 
 #: The tables each step creates: an application's own table of the same name
 #: in the file refuses the upgrade before anything changes.
-STEP_TABLES: dict[int, tuple[str, ...]] = {2: ("schedule",), 3: ("tombstone", "retention"), 4: ("audit",)}
+STEP_TABLES: dict[int, tuple[str, ...]] = {2: ("schedule",), 3: ("tombstone", "retention"), 4: ("audit",),
+                                           5: ("audit", "policy")}
 
 #: Tables a step creates again with their rows (fairq's own since an earlier
 #: version, so they are not clashes).
-REBUILT_TABLES: dict[int, tuple[str, ...]] = {4: ("audit",)}
+REBUILT_TABLES: dict[int, tuple[str, ...]] = {4: ("audit",), 5: ("audit",)}
 
 
 def refuse_foreign(conn: sqlite3.Connection, path: object) -> None:
@@ -86,8 +91,12 @@ def require_current(conn: sqlite3.Connection, path: object) -> None:
                           f"({LATEST}); open it for writing once (e.g. `fairq init`) to upgrade it")
 
 
-def ensure_schema(db: Database) -> int:
-    """Make the file a current fairq queue database; return its version."""
+def ensure_schema(db: Database, seed: Callable[[sqlite3.Connection], None] | None = None) -> int:
+    """Make the file a current fairq queue database; return its version.
+
+    seed(conn) runs in the same transaction when this call created the file
+    or upgraded it past POLICY_VERSION (its policy row then holds defaults),
+    never when another process did so first."""
     app_id, version = db.read(_marks)
     if app_id == APPLICATION_ID and version == LATEST:
         return version
@@ -102,6 +111,8 @@ def ensure_schema(db: Database) -> int:
             _refuse_clashes(conn, db.path, _new_tables(version))
             for step in range(version + 1, LATEST + 1):
                 db.run_script(conn, read_script(MIGRATIONS[step]))
+        if seed is not None and (app_id == 0 or version < POLICY_VERSION):
+            seed(conn)
         conn.execute(f"PRAGMA user_version = {LATEST:d}")
     return LATEST
 

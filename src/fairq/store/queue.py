@@ -26,16 +26,18 @@ tests/conftest.py recounts the rest after every test):
 from __future__ import annotations
 
 import os
+import functools
 import sqlite3
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from ..backend import NewEvent, SettleItem
 from ..errors import LeaseLost, SchemaError
-from ..policy import Backoff
+from ..policy import Backoff, Policy, policy_json
 from ..types import ClockReset, Enqueued, Lease, Settled
 from . import claim, enqueue, settle
 from .clock import ClockTxn
+from .policy_store import change_policy, read_policy, store_policy
 from .migrate import LATEST, ensure_schema, refuse_foreign, require_current
 from .reads import QueueReads
 from .retention import RetentionTxn
@@ -51,15 +53,18 @@ T = TypeVar("T")
 class QueueStore:
     """A queue database file: opens it, migrates it, hands out transactions."""
 
-    def __init__(self, path: Any, *, synchronous: str, busy_timeout: float, readonly: bool = False) -> None:
+    def __init__(self, path: Any, *, synchronous: str, busy_timeout: float, readonly: bool = False,
+                 policy: Policy | None = None) -> None:
         """readonly: open an existing, current queue file without writing it;
-        refuse a missing, empty, foreign or older one (SchemaError)."""
+        refuse a missing, empty, foreign or older one (SchemaError). policy:
+        the retry policy stored if this open creates or upgrades the file."""
+        seed = None if policy is None else functools.partial(store_policy, policy=policy)
         if readonly and not os.path.exists(path):
             raise SchemaError(f"no fairq database at {os.fsdecode(path)}; run `fairq init` or enqueue to create it")
         self.db = Database(path, synchronous=synchronous, busy_timeout=busy_timeout, readonly=readonly,
                            inspect=lambda conn: (require_current if readonly else refuse_foreign)(conn, path))
         try:
-            self.version = LATEST if readonly else ensure_schema(self.db)
+            self.version = LATEST if readonly else ensure_schema(self.db, seed)
         except BaseException:
             self.db.close()
             raise
@@ -89,6 +94,19 @@ class QueueTxn(TxnCore):
         """Store each new event at the end of its flow; identical repeats collapse.
         Any conflict raises before anything is written."""
         return enqueue.enqueue_many(self, items, now_ms)
+
+    def policy(self) -> Policy:
+        """The stored retry policy, as this transaction sees it."""
+        return read_policy(self.connection)
+
+    def set_policy(self, new: Policy, *, reason: str | None, actor: str | None, now_ms: int) -> Policy:
+        """Store `new` as the next policy version with one audit row
+        ("policy_set", the policy before and after); unchanged: no write."""
+        before, after = change_policy(self.connection, new)
+        if after.version != before.version:
+            self.record("", "policy_set", reason, actor, None, now_ms,
+                        {"from": policy_json(before), "to": policy_json(after)})
+        return after
 
     def claim_many(self, n: int, *, owner: str | None, now_ms: int, lease_ms: int,
                    max_attempts: int) -> list[Lease]:

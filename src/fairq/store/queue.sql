@@ -95,13 +95,14 @@ CREATE INDEX event_rotation ON event (pass, turn) WHERE runnable = 1;
 CREATE INDEX event_quarantined ON event (id) WHERE state = 'quarantined';
 
 -- Decisions that explain an event's history: retries, quarantines, expired
--- leases, redrives, misfired schedule slots; and clock resets, which concern
--- the whole queue. Rows are only ever appended.
+-- leases, redrives, misfired schedule slots; and clock resets and policy
+-- changes, which concern the whole queue. Rows are only ever appended.
 CREATE TABLE audit (
     id          INTEGER PRIMARY KEY,
-    event_id    TEXT NOT NULL,          -- not a foreign key: a misfired slot has no event; '' for a clock reset
+    event_id    TEXT NOT NULL,          -- not a foreign key: a misfired slot has no event; '' for the whole queue
     action      TEXT NOT NULL CHECK (action = 'retry' OR action = 'quarantine' OR action = 'expired'
-                                     OR action = 'redrive' OR action = 'misfire' OR action = 'clock_reset'),
+                                     OR action = 'redrive' OR action = 'misfire' OR action = 'clock_reset'
+                                     OR action = 'policy_set'),
     reason      TEXT,
     actor       TEXT,                   -- who decided (redrive), or the lease owner
     generation  INTEGER,                -- the event's generation after the decision
@@ -159,3 +160,19 @@ CREATE TABLE retention (
     purged_total  INTEGER NOT NULL CHECK (purged_total >= 0)   -- acked events purge removed; only grows
 ) STRICT;
 INSERT INTO retention VALUES (1, 0, 0);
+
+-- The queue's retry policy (one row), stored when the file is created so that
+-- every process that opens it decides an event's fate the same way. Changed
+-- only by Queue.set_policy, which appends an audit row ('policy_set').
+CREATE TABLE policy (
+    id              INTEGER PRIMARY KEY CHECK (id = 1),
+    max_attempts    INTEGER NOT NULL CHECK (max_attempts BETWEEN 1 AND 1000000),  -- claims per round
+    lease_ms        INTEGER NOT NULL CHECK (lease_ms >= 1),            -- a claim's lease unless the call gives one
+    backoff_base_s  REAL NOT NULL CHECK (backoff_base_s BETWEEN 0 AND 1e11),   -- first retry delay, seconds
+    backoff_factor  REAL NOT NULL CHECK (backoff_factor BETWEEN 1 AND 1e11),   -- growth per attempt
+    backoff_cap_s   REAL NOT NULL CHECK (backoff_cap_s BETWEEN 0 AND 1e11),    -- longest retry delay, seconds
+    backoff_jitter  INTEGER NOT NULL CHECK (backoff_jitter = 0 OR backoff_jitter = 1),
+    version         INTEGER NOT NULL CHECK (version >= 1)               -- +1 per change
+) STRICT;
+-- The defaults; the open that creates the file replaces them with its own values.
+INSERT INTO policy VALUES (1, 5, 30000, 1.0, 2.0, 300.0, 1, 1);

@@ -17,7 +17,9 @@ from typing import Any
 
 from .. import policy
 from ..policy import from_ms
+from ..policy import Policy
 from ..types import AuditEntry, EventInfo, State, Stats, UndecodableBody
+from .policy_store import read_policy
 from .schedules import ScheduleTxn
 
 #: The clock row's totals columns, in order (fairq.types.Stats.totals keys).
@@ -29,6 +31,10 @@ class QueueReads:
 
     def __init__(self, conn: sqlite3.Connection) -> None:
         self.connection = conn
+
+    def policy(self) -> Policy:
+        """The stored retry policy."""
+        return read_policy(self.connection)
 
     def schedules(self) -> ScheduleTxn:
         """The schedule statements, on this snapshot."""
