@@ -1,5 +1,5 @@
-"""Subcommands for operators: redrive a quarantined event, explain a stuck flow,
-export metrics, purge old acked events."""
+"""Subcommands for operators: redrive a quarantined event, set a flow's weight,
+explain a stuck flow, export metrics, purge old acked events."""
 
 from __future__ import annotations
 
@@ -25,6 +25,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--actor", metavar="NAME", help="who decided, for the audit trail")
     p.set_defaults(func=redrive)
 
+    p = sub.add_parser("set-weight", help="give a flow WEIGHT claims per rotation round (1 to 1000)")
+    p.add_argument("flow", metavar="FLOW")
+    p.add_argument("weight", type=int, metavar="WEIGHT", help="claims per round relative to other busy flows")
+    p.add_argument("--json", action="store_true", help="one JSON object on stdout (the default output too)")
+    p.set_defaults(func=set_weight)
+
     p = sub.add_parser("explain", help="say in one answer why a flow is not moving")
     p.add_argument("flow", metavar="FLOW")
     p.add_argument("--json", action="store_true", help="one JSON object on stdout")
@@ -49,6 +55,13 @@ def redrive(args: argparse.Namespace) -> int:
         generation = q.redrive(args.event_id, expected_generation=args.expected_generation,
                                reason=args.reason, actor=args.actor)
     print_json({"event_id": args.event_id, "generation": generation})
+    return EXIT_OK
+
+
+def set_weight(args: argparse.Namespace) -> int:
+    with open_target(args) as q:
+        q.set_weight(args.flow, args.weight)
+    print_json({"flow": args.flow, "weight": args.weight})
     return EXIT_OK
 
 
