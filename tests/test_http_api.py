@@ -445,3 +445,11 @@ def test_an_answer_that_is_not_the_expected_value_raises_remote_error() -> None:
         with pytest.raises(fairq.RemoteError) as caught:
             from_json(cls, data)
         assert caught.value.code == "bad_response"
+
+
+def test_stats_over_http_keep_the_local_order_of_states_and_totals(client) -> None:
+    """JSON objects arrive sorted by key; the Client puts counts and totals back in fairq's order."""
+    client.enqueue("o1", {"n": 1}, flow="a")
+    stats = client.stats()
+    assert list(stats.counts) == [s.value for s in fairq.State]
+    assert list(stats.totals)[:len(fairq.types.TOTALS)] == list(fairq.types.TOTALS)

@@ -170,6 +170,10 @@ class AuditEntry:
     detail: dict[str, Any] = field(default_factory=dict)
 
 
+#: The names of Stats.totals, in the order they are shown.
+TOTALS = ("enqueued", "claimed", "expired", "acked", "retried", "quarantined", "redriven")
+
+
 @dataclass(frozen=True)
 class Stats:
     """A snapshot of the queue.

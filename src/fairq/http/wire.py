@@ -27,7 +27,7 @@ from ..errors import (
     StaleLease,
     UnknownSchedule,
 )
-from ..types import Lease, Misfire, State
+from ..types import TOTALS, Lease, Misfire, State
 
 __all__ = [
     "LeaseRef",
@@ -94,8 +94,22 @@ def _number(value: Any) -> float | None:
 
 # Fields whose JSON form is not already the Python value, by field name (each
 # name means one thing across the value types).
+def _in_state_order(counts: dict[str, int]) -> dict[str, int]:
+    """Counts by state in the order of fairq.State (JSON objects arrive sorted by key)."""
+    known = {s.value: counts[s.value] for s in State if s.value in counts}
+    return {**known, **{k: n for k, n in counts.items() if k not in known}}
+
+
+def _in_totals_order(totals: dict[str, int]) -> dict[str, int]:
+    """Stats.totals in the order fairq.types.TOTALS names them, then the rest (purged)."""
+    known = {name: totals[name] for name in TOTALS if name in totals}
+    return {**known, **{k: n for k, n in totals.items() if k not in known}}
+
+
 _DECODE: dict[str, Callable[[Any], Any]] = {
     "state": State,
+    "counts": _in_state_order,
+    "totals": _in_totals_order,
     "misfire": Misfire,
     "claim_lag_median": _number,
     "claim_lag_p99": _number,

@@ -18,14 +18,11 @@ from typing import Any
 from .. import policy
 from ..policy import from_ms
 from ..policy import Policy
-from ..types import AuditEntry, EventInfo, State, Stats, UndecodableBody
+from ..types import TOTALS, AuditEntry, EventInfo, State, Stats, UndecodableBody
 from .policy_store import read_policy
 from .schedules import ScheduleTxn
 
 #: The clock row's totals columns, in order (fairq.types.Stats.totals keys).
-TOTALS = ("enqueued", "claimed", "expired", "acked", "retried", "quarantined", "redriven")
-
-
 class QueueReads:
     """The read statements, bound to a connection inside a transaction."""
 

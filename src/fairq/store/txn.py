@@ -21,7 +21,7 @@ from typing import Any
 
 from .. import policy
 from .._json import canonical
-from .reads import TOTALS
+from ..types import TOTALS
 from .sqlite import Database, JoinedTransaction, Transaction
 
 log = logging.getLogger("fairq")
