@@ -104,7 +104,7 @@ def test_a_failing_write_leaves_nothing_partial(make_queue, scenario: Scenario, 
     conn = q._store.db.conn
     before = snapshot(conn)
     inject(conn, table, op)
-    with pytest.raises(sqlite3.IntegrityError, match="injected failure"):
+    with pytest.raises(fairq.StoreError, match="injected failure"):
         scenario.act(q, ctx)
     assert snapshot(conn) == before
     assert not conn.in_transaction
@@ -137,7 +137,7 @@ def test_a_failing_receipt_insert_leaves_no_effect(tmp_path) -> None:
     conn = receiver.inbox._db.conn
     inject(conn, "fairq_receipt", "INSERT")
     lease = fairq.Lease("A1", "A", 1, {"delta": 4}, 1, 1, 1, None, 5.0)
-    with pytest.raises(sqlite3.IntegrityError, match="injected failure"):
+    with pytest.raises(fairq.StoreError, match="injected failure"):
         receiver.send(lease)
     assert receiver.projection() == {}
     assert receiver.receipts() == 0

@@ -12,6 +12,8 @@ from collections.abc import Callable
 
 import pytest
 
+from fairq import StoreError
+
 
 TABLES = ("clock", "flow", "event", "audit", "schedule")
 
@@ -46,7 +48,7 @@ def test_a_failing_schedule_write_leaves_nothing_partial(make_queue, scenario, t
     before = snapshot(conn)
     conn.execute(f"CREATE TEMP TRIGGER injected_failure BEFORE {op} ON main.{table} "
                  "BEGIN SELECT RAISE(ABORT, 'injected failure'); END")
-    with pytest.raises(sqlite3.IntegrityError, match="injected failure"):
+    with pytest.raises(StoreError, match="injected failure"):
         act(q)
     assert snapshot(conn) == before
     assert not conn.in_transaction

@@ -7,7 +7,7 @@ import sys
 from typing import Any
 
 from .._json import StrictJSONError, loads_strict
-from ..errors import InvalidInput
+from ..errors import InvalidInput, UnknownSchedule
 from .._json import to_json
 from ..policy import to_ms
 from ..queue import Queue
@@ -91,7 +91,9 @@ def list_schedules(args: argparse.Namespace) -> int:
 def change(args: argparse.Namespace) -> int:
     with open_existing(args) as q:
         if args.action == "remove":
-            if not q.schedules.remove(args.name):
+            try:
+                q.schedules.remove(args.name)
+            except UnknownSchedule:
                 print(f"fairq: no schedule is called {args.name!r}", file=sys.stderr)
                 return EXIT_REFUSED
             print(f"removed {args.name}")

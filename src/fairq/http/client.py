@@ -367,18 +367,17 @@ class RemoteSchedules:
                                   overlap=overlap, start=start, misfire=misfire, grace=grace)
         return from_json(Schedule, data)
 
-    def get(self, name: str) -> Schedule | None:
-        """Schedules.get on the server: the schedule called `name`, or None."""
-        data = self._client._call("GET", _schedule_path(name), absent="unknown_schedule")
-        return None if data is None else from_json(Schedule, data)
+    def get(self, name: str) -> Schedule:
+        """Schedules.get on the server; UnknownSchedule if there is none."""
+        return from_json(Schedule, self._client._call("GET", _schedule_path(name)))
 
     def list(self) -> list[Schedule]:
         """Schedules.list on the server: every schedule, by name."""
         return [from_json(Schedule, s) for s in self._client._call("GET", "/v1/schedules")["schedules"]]
 
-    def remove(self, name: str) -> bool:
-        """Schedules.remove on the server; False if there was none."""
-        return self._client._call("DELETE", _schedule_path(name), absent="unknown_schedule") is not None
+    def remove(self, name: str) -> None:
+        """Schedules.remove on the server; UnknownSchedule if there is none."""
+        self._client._call("DELETE", _schedule_path(name))
 
     def pause(self, name: str) -> Schedule:
         """Schedules.pause on the server; UnknownSchedule if there is none."""

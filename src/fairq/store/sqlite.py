@@ -20,8 +20,8 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from .. import _crash
-from ..errors import FairqError, InvalidInput, ReadOnly, SchemaError, UsageError
-from .failures import is_busy, raise_typed, translate
+from ..errors import InvalidInput, ReadOnly, SchemaError, UsageError
+from .failures import from_application, is_busy, raise_typed, translate
 
 T = TypeVar("T")
 
@@ -165,7 +165,7 @@ class Transaction:
                     if self.before_commit is not None:
                         self.before_commit()
                     if not conn.in_transaction:
-                        raise FairqError(
+                        raise UsageError(
                             f"{self._name}: the transaction was ended inside the call; nothing is certain"
                         )
                     _crash.point(self._name, "before_commit")
@@ -397,7 +397,7 @@ class Database:
         lets the same thread in, and SQLite would answer with a raw error."""
         self.refuse_closed()
         if self.conn.in_transaction:
-            raise FairqError(
+            raise UsageError(
                 "a fairq call from inside its own effect or apply: the transaction is still "
                 "open; use the connection the callback was given"
             )
@@ -411,13 +411,17 @@ class Database:
         fairq writes anything more.
         """
         conn.execute("SAVEPOINT fairq_callback")
-        with default_factories(conn):  # what the callback sets on the connection stays with it
-            result = fn(conn)
+        try:
+            with default_factories(conn):  # what the callback sets on the connection stays with it
+                result = fn(conn)
+        except BaseException as exc:
+            from_application(exc)  # the application's own error: it reaches the caller as it is
+            raise
         try:
             # Still inside: the callback's writes join this call's transaction.
             conn.execute("RELEASE fairq_callback")
         except sqlite3.OperationalError as exc:
-            raise FairqError(
+            raise UsageError(
                 f"{what} ended the transaction it runs in (COMMIT, ROLLBACK or `with conn:`); "
                 "fairq wrote nothing more, and what the callback committed stays"
             ) from exc
