@@ -30,7 +30,8 @@ from urllib.parse import quote, urlencode, urlsplit
 
 from .. import _validate as v
 from ..errors import InvalidInput, LeaseLost, RemoteError, Unavailable
-from ..queue import MAX_BATCH, Queue, _lease_key, settle_parts
+from ..leases import lease_key, settle_parts
+from ..queue import MAX_BATCH, Queue
 from ..types import (
     AuditEntry,
     Blocked,
@@ -303,7 +304,7 @@ def _wire_settle_item(item: Any) -> dict[str, Any]:
 
 
 def _wire_lease(lease: Any) -> dict[str, Any]:
-    event_id, generation = _lease_key(lease, "lease")
+    event_id, generation = lease_key(lease, "lease")
     return {"event_id": event_id, "generation": generation}
 
 

@@ -22,7 +22,8 @@ from typing import Any
 from .. import policy
 from .._json import canonical
 from .reads import TOTALS
-from .sqlite import Database, JoinedTransaction, Transaction
+from .sqlite import Database
+from .transactions import JoinedTransaction, Transaction
 
 log = logging.getLogger("fairq")
 
