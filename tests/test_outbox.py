@@ -93,7 +93,7 @@ def test_fairq_never_commits_the_applications_transaction(q: fairq.Queue, app, d
 def test_a_failed_call_undoes_only_its_own_writes(q: fairq.Queue, app, db_path) -> None:
     # The clock row is written last: the events are already inserted when it
     # fails, and must be undone, while the application's row stays its to decide.
-    inject(app, "clock", "UPDATE")
+    inject(app, "queue_state", "UPDATE")
     app.execute("BEGIN IMMEDIATE")
     app.execute("INSERT INTO orders VALUES ('o1', 500)")
     with pytest.raises(fairq.StoreError, match="injected failure"):

@@ -15,16 +15,16 @@ import pytest
 from fairq import StoreError
 
 
-TABLES = ("clock", "flow", "event", "audit", "schedule")
+TABLES = ("queue_state", "flow", "event", "audit", "schedule")
 
 # (name, setup, act, the writes act must make)
 SCENARIOS: list[tuple[str, Callable, Callable, list[tuple[str, str]]]] = [
     ("tick with instances and misfires", lambda q: q.schedules.add("report", every=10, start=20),
      lambda q: q.tick(now=50),
-     [("event", "INSERT"), ("flow", "INSERT"), ("audit", "INSERT"), ("schedule", "UPDATE"), ("clock", "UPDATE")]),
+     [("event", "INSERT"), ("flow", "INSERT"), ("audit", "INSERT"), ("schedule", "UPDATE"), ("queue_state", "UPDATE")]),
     ("tick ahead", lambda q: q.schedules.add("report", every=10, start=20, overlap=True),
      lambda q: q.tick(now=0, ahead=30),
-     [("event", "INSERT"), ("schedule", "UPDATE"), ("clock", "UPDATE")]),
+     [("event", "INSERT"), ("schedule", "UPDATE"), ("queue_state", "UPDATE")]),
     ("schedules.add with a start", lambda q: None,
      lambda q: q.schedules.add("report", cron="@daily", tz="Asia/Tokyo", start=0), [("schedule", "INSERT")]),
     ("schedules.pause", lambda q: q.schedules.add("report", every=10, start=0),

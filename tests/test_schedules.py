@@ -41,7 +41,7 @@ def missed_slots(q: fairq.Queue, name: str, every: int) -> list[str]:
 
 
 def stored_clock(q: fairq.Queue) -> int:
-    return q._store.db.conn.execute("SELECT now_ms FROM clock").fetchone()[0]
+    return q._store.db.conn.execute("SELECT now_ms FROM queue_state").fetchone()[0]
 
 
 # -- definitions -----------------------------------------------------------------------

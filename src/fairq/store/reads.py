@@ -22,7 +22,7 @@ from ..types import AuditEntry, EventInfo, State, Stats, UndecodableBody
 from .policy_store import read_policy
 from .schedules import ScheduleTxn
 
-#: The clock row's totals columns, in order (fairq.types.Stats.totals keys).
+#: The queue_state row's totals columns, in order (fairq.types.Stats.totals keys).
 TOTALS = ("enqueued", "claimed", "expired", "acked", "retried", "quarantined", "redriven")
 
 
@@ -113,7 +113,7 @@ class QueueReads:
         row = conn.execute(
             "SELECT ready_n, inflight_n, acked_n, quarantined_n, enqueued_total, claimed_total, "
             "expired_total, acked_total, retried_total, quarantined_total, redriven_total, claim_lag "
-            "FROM clock WHERE id = 1"
+            "FROM queue_state WHERE id = 1"
         ).fetchone()
         counts = dict(zip((s.value for s in State), row[:4]))
         totals = dict(zip(TOTALS, row[4:11]))
