@@ -150,3 +150,22 @@ def test_the_demo_lives_with_the_command_line() -> None:
     assert "fairq.demo" not in MODULES and "fairq.cli.demo" in MODULES
     from fairq.cli import demo
     assert callable(demo.run_demo) and callable(demo.register)
+
+
+def test_a_queue_and_a_client_have_every_verb_the_worker_protocol_names() -> None:
+    # mypy --strict (CI) checks the full signatures; this checks the names and
+    # keyword parameters at run time, so a renamed verb fails here too.
+    import inspect
+
+    from fairq.worker.verbs import QueueVerbs
+    verbs = [name for name, member in vars(QueueVerbs).items()
+             if not name.startswith("_") and (callable(member) or isinstance(member, property))]
+    assert {"claim_many", "settle_many", "extend", "stats", "tick", "settings", "lease_seconds"} <= set(verbs)
+    for cls in (fairq.Queue, fairq.Client):
+        for name in verbs:
+            assert hasattr(cls, name), f"{cls.__name__} lacks {name}"
+            wanted = getattr(QueueVerbs, name)
+            if callable(wanted):
+                theirs = inspect.signature(getattr(cls, name)).parameters
+                for param in inspect.signature(wanted).parameters:
+                    assert param in theirs, f"{cls.__name__}.{name} lacks {param}"

@@ -15,7 +15,7 @@ from ..types import Misfire, Schedule, slot_text
 from ._common import EXIT_OK, EXIT_REFUSED, database_path, open_existing, open_to_read, print_json
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("tick", help="turn every due schedule slot into an event (or a recorded misfire)")
     p.add_argument("--now", type=float, metavar="SECONDS",
                    help="tick at this queue-clock time (Unix seconds); default: the wall clock")

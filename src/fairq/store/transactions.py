@@ -116,7 +116,7 @@ class JoinedTransaction:
         self._factories: contextlib.AbstractContextManager[sqlite3.Connection] | None = None
 
     def __enter__(self) -> sqlite3.Connection:
-        conn = self._conn
+        conn: sqlite3.Connection = self._conn
         self._db.check_joinable(conn)
         self._factories = default_factories(conn)
         self._factories.__enter__()
