@@ -161,11 +161,17 @@ def test_a_queue_and_a_client_have_every_verb_the_worker_protocol_names() -> Non
     verbs = [name for name, member in vars(QueueVerbs).items()
              if not name.startswith("_") and (callable(member) or isinstance(member, property))]
     assert {"claim_many", "settle_many", "extend", "stats", "tick", "settings", "lease_seconds"} <= set(verbs)
-    for cls in (fairq.Queue, fairq.Client):
-        for name in verbs:
-            assert hasattr(cls, name), f"{cls.__name__} lacks {name}"
-            wanted = getattr(QueueVerbs, name)
-            if callable(wanted):
-                theirs = inspect.signature(getattr(cls, name)).parameters
-                for param in inspect.signature(wanted).parameters:
-                    assert param in theirs, f"{cls.__name__}.{name} lacks {param}"
+    queue = fairq.Queue(":memory:")
+    client = fairq.Client("http://127.0.0.1:9")  # connects only when called
+    try:
+        for obj in (queue, client):
+            kind = type(obj).__name__
+            assert isinstance(obj.lease_seconds, float), kind
+            for name in verbs:
+                wanted = getattr(QueueVerbs, name)
+                if callable(wanted):
+                    theirs = inspect.signature(getattr(obj, name)).parameters
+                    for param in list(inspect.signature(wanted).parameters)[1:]:  # after self
+                        assert param in theirs, f"{kind}.{name} lacks {param}"
+    finally:
+        queue.close()
