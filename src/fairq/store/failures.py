@@ -57,11 +57,13 @@ def from_application(exc: BaseException) -> None:
         setattr(exc, _APPLICATION_MARK, True)
 
 
-def raise_typed(exc: BaseException, path: object) -> None:
+def raise_typed(exc: BaseException, path: object, *, classified_only: bool = False) -> None:
     """If `exc` is an sqlite3 error of fairq's own statements, raise the fairq
     error for it from `exc`: Busy, DiskFull, ReadOnly, Corrupt, or else a
     plain StoreError. Otherwise (not an sqlite3 error, or an application's
-    own) return, and the caller re-raises `exc`."""
+    own) return, and the caller re-raises `exc`. classified_only: return for
+    an error that is none of the named ones too (opening a file, where the
+    caller says what it means)."""
     if not isinstance(exc, sqlite3.Error) or getattr(exc, _APPLICATION_MARK, False):
         return
     code = _primary_code(exc)
@@ -80,16 +82,18 @@ def raise_typed(exc: BaseException, path: object) -> None:
     if code in (_SQLITE_CORRUPT, _SQLITE_NOTADB):
         raise Corrupt(path, f"{path!s} is damaged or is not an SQLite database ({exc}); nothing was "
                             "written: restore it from a backup (sqlite3's .recover may save rows)") from exc
+    if classified_only:
+        return
     raise StoreError(path, f"{path!s}: a statement failed ({type(exc).__name__}: {exc}); what this "
                            "call wrote was rolled back") from exc
 
 
 @contextlib.contextmanager
-def translate(path: object) -> Iterator[None]:
+def translate(path: object, *, classified_only: bool = False) -> Iterator[None]:
     """Raise the fairq error for an sqlite3 error (raise_typed); every other
     error, and an application's own sqlite3 error, passes through as it is."""
     try:
         yield
     except sqlite3.Error as exc:
-        raise_typed(exc, path)
+        raise_typed(exc, path, classified_only=classified_only)
         raise

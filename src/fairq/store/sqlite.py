@@ -171,7 +171,9 @@ class Database:
         except sqlite3.Error as exc:
             raise SchemaError(f"cannot open {path!s}: {exc}") from exc
         try:
-            with translate(path):
+            # A lock timeout, a full disk, a damaged file are said as such;
+            # any other failure to open is said below.
+            with translate(path, classified_only=True):
                 if inspect is not None:
                     inspect(self.conn)
                 if not readonly:
@@ -180,7 +182,7 @@ class Database:
                 self.conn.execute("PRAGMA foreign_keys = ON")
                 check_json_functions(self.conn)
                 self.file = main_file(self.conn)
-        except sqlite3.DatabaseError as exc:
+        except sqlite3.Error as exc:
             self.conn.close()
             if not readonly and not _writable_folder(os.fsdecode(os.path.abspath(os.fspath(path)))):
                 raise ReadOnly(path, f"cannot open {path!s} to write ({exc}): its folder cannot be written "
