@@ -52,7 +52,7 @@ def check_invariants(path: Path) -> None:
         return
     conn = sqlite3.connect(path)
     try:
-        now = conn.execute("SELECT now_ms FROM clock").fetchone()[0]
+        now = conn.execute("SELECT now_ms FROM queue_state").fetchone()[0]
         # Within a flow, acks happen in seq order: the unacked events are a
         # suffix, seqs have no gaps, and next_seq follows the last one. Purge
         # removes a prefix of acked events: their tombstones sit below the
@@ -78,7 +78,7 @@ def check_invariants(path: Path) -> None:
         assert not early, f"runnable before due: {early}"
         actual = dict(conn.execute("SELECT state, count(*) FROM event GROUP BY state"))
         kept = dict(zip(("ready", "inflight", "acked", "quarantined"),
-                        conn.execute("SELECT ready_n, inflight_n, acked_n, quarantined_n FROM clock").fetchone()))
+                        conn.execute("SELECT ready_n, inflight_n, acked_n, quarantined_n FROM queue_state").fetchone()))
         for state, n in kept.items():
             assert n == actual.get(state, 0), f"count {state}={n}, recounted {actual.get(state, 0)}"
         tombstones = conn.execute("SELECT count(*) FROM tombstone").fetchone()[0]

@@ -17,7 +17,7 @@ import pytest
 import fairq
 from relay import Receiver
 
-TABLES = ("clock", "flow", "event", "audit")
+TABLES = ("queue_state", "flow", "event", "audit")
 
 
 def snapshot(conn: sqlite3.Connection) -> list:
@@ -57,21 +57,21 @@ def _expired_spent(q: fairq.Queue) -> None:
         q.claim(now=t)
 
 
-EVENT = [("event", "UPDATE"), ("clock", "UPDATE")]
-EVENT_AUDIT = [("event", "UPDATE"), ("audit", "INSERT"), ("clock", "UPDATE")]
+EVENT = [("event", "UPDATE"), ("queue_state", "UPDATE")]
+EVENT_AUDIT = [("event", "UPDATE"), ("audit", "INSERT"), ("queue_state", "UPDATE")]
 
 SCENARIOS = [
     Scenario("enqueue into a new flow", lambda q: None,
              lambda q, _: q.enqueue("x", {}, flow="F", now=1),
-             [("event", "INSERT"), ("flow", "INSERT"), ("clock", "UPDATE")]),
+             [("event", "INSERT"), ("flow", "INSERT"), ("queue_state", "UPDATE")]),
     Scenario("enqueue behind a head", lambda q: q.enqueue("h", {}, flow="F", now=0),
              lambda q, _: q.enqueue("x", {}, flow="F", now=1),
-             [("event", "INSERT"), ("flow", "INSERT"), ("flow", "UPDATE"), ("clock", "UPDATE")]),
+             [("event", "INSERT"), ("flow", "INSERT"), ("flow", "UPDATE"), ("queue_state", "UPDATE")]),
     Scenario("enqueue of an unordered event", lambda q: None,
-             lambda q, _: q.enqueue("x", {}, now=1), [("event", "INSERT"), ("clock", "UPDATE")]),
+             lambda q, _: q.enqueue("x", {}, now=1), [("event", "INSERT"), ("queue_state", "UPDATE")]),
     Scenario("enqueue_many", lambda q: q.enqueue("h", {}, flow="G", now=0),
              lambda q, _: q.enqueue_many([("a", {}, "F"), ("b", {}, "G"), ("c", {})], now=1),
-             [("event", "INSERT"), ("flow", "INSERT"), ("flow", "UPDATE"), ("clock", "UPDATE")]),
+             [("event", "INSERT"), ("flow", "INSERT"), ("flow", "UPDATE"), ("queue_state", "UPDATE")]),
     Scenario("claim", lambda q: q.enqueue("x", {}, flow="F", now=0),
              lambda q, _: q.claim(now=1), EVENT),
     Scenario("claim of an expired lease", lambda q: (q.enqueue("x", {}, now=0), q.claim(now=0)),
@@ -104,7 +104,7 @@ def test_a_failing_write_leaves_nothing_partial(make_queue, scenario: Scenario, 
     conn = q._store.db.conn
     before = snapshot(conn)
     inject(conn, table, op)
-    with pytest.raises(sqlite3.IntegrityError, match="injected failure"):
+    with pytest.raises(fairq.StoreError, match="injected failure"):
         scenario.act(q, ctx)
     assert snapshot(conn) == before
     assert not conn.in_transaction
@@ -137,7 +137,7 @@ def test_a_failing_receipt_insert_leaves_no_effect(tmp_path) -> None:
     conn = receiver.inbox._db.conn
     inject(conn, "fairq_receipt", "INSERT")
     lease = fairq.Lease("A1", "A", 1, {"delta": 4}, 1, 1, 1, None, 5.0)
-    with pytest.raises(sqlite3.IntegrityError, match="injected failure"):
+    with pytest.raises(fairq.StoreError, match="injected failure"):
         receiver.send(lease)
     assert receiver.projection() == {}
     assert receiver.receipts() == 0

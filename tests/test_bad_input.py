@@ -26,7 +26,7 @@ def snapshot(path) -> list:
     conn = sqlite3.connect(path)
     try:
         return [conn.execute(f"SELECT * FROM {t} ORDER BY 1").fetchall()  # noqa: S608 - fixed names
-                for t in ("clock", "flow", "event", "audit")]
+                for t in ("queue_state", "flow", "event", "audit")]
     finally:
         conn.close()
 

@@ -15,7 +15,7 @@ from conftest import check_invariants
 def stored_clock(path) -> int:
     conn = sqlite3.connect(path)
     try:
-        return conn.execute("SELECT now_ms FROM clock").fetchone()[0]
+        return conn.execute("SELECT now_ms FROM queue_state").fetchone()[0]
     finally:
         conn.close()
 

@@ -49,7 +49,7 @@ PUBLIC = [
     "Client", "RemoteError", "Unavailable",
     "Blocked", "Purged", "Worker", "Job", "Handled", "Retry", "Fail",
     "UnknownSchedule",
-    "StoreError", "DiskFull", "ReadOnly", "Corrupt", "UsageError",
+    "StoreError", "DiskFull", "ReadOnly", "Corrupt", "UsageError", "TransientError",
     "Policy", "PolicyMismatch",
 ]
 

@@ -222,7 +222,7 @@ def test_a_failing_insert_in_the_middle_of_a_file_leaves_nothing(make_queue) -> 
     conn.execute("CREATE TEMP TRIGGER third_fails BEFORE INSERT ON main.event WHEN NEW.event_id = 'E0003' "
                  "BEGIN SELECT RAISE(ABORT, 'injected failure'); END")
     data = b"".join(line(f"E000{i}", flow="F") for i in range(1, 6))
-    with pytest.raises(sqlite3.IntegrityError, match="injected failure"):
+    with pytest.raises(fairq.StoreError, match="injected failure"):
         q.ingest(data, now=1)
     assert snapshot(conn) == before and not conn.in_transaction
     conn.execute("DROP TRIGGER temp.third_fails")

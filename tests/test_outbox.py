@@ -66,7 +66,7 @@ def test_a_failing_business_write_leaves_no_event(q: fairq.Queue, app, db_path) 
 
 def test_a_failing_event_insert_leaves_no_business_row(q: fairq.Queue, app, db_path) -> None:
     inject(app, "event", "INSERT")  # a TEMP trigger on the application's connection
-    with pytest.raises(sqlite3.IntegrityError, match="injected failure"):
+    with pytest.raises(fairq.StoreError, match="injected failure"):
         place_order(q, app, "o1", 500)
     assert orders(db_path) == [] and q.get("paid-o1") is None
 
@@ -93,10 +93,10 @@ def test_fairq_never_commits_the_applications_transaction(q: fairq.Queue, app, d
 def test_a_failed_call_undoes_only_its_own_writes(q: fairq.Queue, app, db_path) -> None:
     # The clock row is written last: the events are already inserted when it
     # fails, and must be undone, while the application's row stays its to decide.
-    inject(app, "clock", "UPDATE")
+    inject(app, "queue_state", "UPDATE")
     app.execute("BEGIN IMMEDIATE")
     app.execute("INSERT INTO orders VALUES ('o1', 500)")
-    with pytest.raises(sqlite3.IntegrityError, match="injected failure"):
+    with pytest.raises(fairq.StoreError, match="injected failure"):
         q.enqueue("paid-o1", {}, flow="F", conn=app, now=1)
     assert app.in_transaction
     assert app.execute("SELECT count(*) FROM event").fetchone()[0] == 0

@@ -12,17 +12,19 @@ from collections.abc import Callable
 
 import pytest
 
+from fairq import StoreError
 
-TABLES = ("clock", "flow", "event", "audit", "schedule")
+
+TABLES = ("queue_state", "flow", "event", "audit", "schedule")
 
 # (name, setup, act, the writes act must make)
 SCENARIOS: list[tuple[str, Callable, Callable, list[tuple[str, str]]]] = [
     ("tick with instances and misfires", lambda q: q.schedules.add("report", every=10, start=20),
      lambda q: q.tick(now=50),
-     [("event", "INSERT"), ("flow", "INSERT"), ("audit", "INSERT"), ("schedule", "UPDATE"), ("clock", "UPDATE")]),
+     [("event", "INSERT"), ("flow", "INSERT"), ("audit", "INSERT"), ("schedule", "UPDATE"), ("queue_state", "UPDATE")]),
     ("tick ahead", lambda q: q.schedules.add("report", every=10, start=20, overlap=True),
      lambda q: q.tick(now=0, ahead=30),
-     [("event", "INSERT"), ("schedule", "UPDATE"), ("clock", "UPDATE")]),
+     [("event", "INSERT"), ("schedule", "UPDATE"), ("queue_state", "UPDATE")]),
     ("schedules.add with a start", lambda q: None,
      lambda q: q.schedules.add("report", cron="@daily", tz="Asia/Tokyo", start=0), [("schedule", "INSERT")]),
     ("schedules.pause", lambda q: q.schedules.add("report", every=10, start=0),
@@ -46,7 +48,7 @@ def test_a_failing_schedule_write_leaves_nothing_partial(make_queue, scenario, t
     before = snapshot(conn)
     conn.execute(f"CREATE TEMP TRIGGER injected_failure BEFORE {op} ON main.{table} "
                  "BEGIN SELECT RAISE(ABORT, 'injected failure'); END")
-    with pytest.raises(sqlite3.IntegrityError, match="injected failure"):
+    with pytest.raises(StoreError, match="injected failure"):
         act(q)
     assert snapshot(conn) == before
     assert not conn.in_transaction

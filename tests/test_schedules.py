@@ -41,7 +41,7 @@ def missed_slots(q: fairq.Queue, name: str, every: int) -> list[str]:
 
 
 def stored_clock(q: fairq.Queue) -> int:
-    return q._store.db.conn.execute("SELECT now_ms FROM clock").fetchone()[0]
+    return q._store.db.conn.execute("SELECT now_ms FROM queue_state").fetchone()[0]
 
 
 # -- definitions -----------------------------------------------------------------------
@@ -60,11 +60,12 @@ def test_a_schedule_is_stored_and_survives_reopening(make_queue, db_path) -> Non
     assert q.schedules is not None
 
 
-def test_list_is_by_name_and_get_of_an_unknown_name_is_none(q) -> None:
+def test_list_is_by_name_and_get_of_an_unknown_name_is_refused(q) -> None:
     q.schedules.add("b", every=60, start=0)
     q.schedules.add("a", cron="@hourly", start=0)
     assert [s.name for s in q.schedules.list()] == ["a", "b"]
-    assert q.schedules.get("c") is None
+    with pytest.raises(fairq.UnknownSchedule):
+        q.schedules.get("c")
 
 
 def test_adding_the_same_definition_again_changes_nothing(q) -> None:
@@ -136,8 +137,7 @@ def test_a_body_whose_instance_would_be_too_large_is_refused(make_queue) -> None
 
 
 def test_remove_pause_and_resume_report_unknown_names(q) -> None:
-    assert q.schedules.remove("nope") is False
-    for verb in (q.schedules.pause, q.schedules.resume):
+    for verb in (q.schedules.get, q.schedules.remove, q.schedules.pause, q.schedules.resume):
         with pytest.raises(fairq.InvalidInput) as info:
             verb("nope")
         assert info.value.field == "name"
@@ -403,8 +403,8 @@ def test_a_paused_schedule_is_held_and_resume_reconciles_by_its_policy(q) -> Non
 def test_removing_a_schedule_keeps_its_instances_and_records(q) -> None:
     q.schedules.add("report", every=10, start=0)
     q.tick(now=25)
-    assert q.schedules.remove("report") is True
-    assert q.schedules.get("report") is None
+    q.schedules.remove("report")
+    assert q.schedules.list() == []
     assert q.get(slot("report", 20)) is not None
     assert misfires(q) == [slot("report", 0), slot("report", 10)]
     assert q.tick(now=100) == []

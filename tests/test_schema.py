@@ -49,8 +49,8 @@ def test_durability_settings_reach_the_connection(make_queue, synchronous, level
     "UPDATE flow SET weight = 0",
     "UPDATE event SET dispatch_ms = 7",  # a head's dispatch time is its next_at
     "UPDATE event SET pass = NULL",  # a head without a rotation place
-    "UPDATE clock SET ready_n = -1",
-    "UPDATE clock SET tail = -1",
+    "UPDATE queue_state SET ready_n = -1",
+    "UPDATE queue_state SET tail = -1",
     "INSERT INTO audit (event_id, action, at_ms) VALUES ('x', 'shrug', 0)",
     "INSERT INTO event (event_id, flow_id, seq, body, created_ms, next_at_ms, due_ms) "
     "VALUES ('orphan', 999, 1, '{}', 0, 0, 0)",  # foreign key

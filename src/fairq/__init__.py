@@ -16,7 +16,7 @@ from .errors import (
 )
 from .errors import RemoteError, Unavailable
 from .errors import UnknownSchedule
-from .errors import Corrupt, DiskFull, PolicyMismatch, ReadOnly, StoreError, UsageError
+from .errors import Corrupt, DiskFull, PolicyMismatch, ReadOnly, StoreError, TransientError, UsageError
 from .http import Client
 from .inbox import Inbox
 from .policy import Backoff, Policy
@@ -90,6 +90,7 @@ __all__ = [
     "ReadOnly",
     "Corrupt",
     "UsageError",
+    "TransientError",
     "Policy",
     "PolicyMismatch",
 ]

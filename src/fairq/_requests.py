@@ -17,6 +17,7 @@ from typing import Any
 from . import _validate as v
 from .backend import NewEvent, SettleItem
 from .errors import InvalidInput
+from .leases import lease_key
 from .policy import to_ms
 from .types import Blocked, EventInfo, Outcome, State
 
@@ -88,25 +89,6 @@ def required_reason(value: Any, field: str = "reason") -> str:
     text = v.reason(value, field, required=True)
     assert text is not None  # required: a missing reason raised InvalidInput
     return text
-
-
-def lease_key(lease: Any, field: str) -> tuple[str, int]:
-    """(event_id, generation): all that settle and extend need from a lease."""
-    event_id = getattr(lease, "event_id", None)
-    generation = getattr(lease, "generation", None)
-    if event_id is None or generation is None:
-        raise InvalidInput(field, f"must be a fairq.Lease, not {type(lease).__name__}")
-    v.identifier(event_id, field + ".event_id")
-    v.count(generation, field + ".generation", low=1, high=2**62)
-    return event_id, generation
-
-
-def settle_parts(item: Any) -> tuple[Any, Any, Any, Any]:
-    """(lease, outcome, reason, delay) of one settle_many item; absent parts are None."""
-    if not isinstance(item, tuple) or len(item) not in (2, 3, 4):
-        raise InvalidInput("", "must be (lease, outcome), (lease, outcome, reason) "
-                           "or (lease, outcome, reason, delay)")
-    return item + (None,) * (4 - len(item))
 
 
 def blocked(flow: str, found: tuple[int, EventInfo | None] | None, now_ms: int, path: Any) -> Blocked:

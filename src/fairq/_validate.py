@@ -161,7 +161,7 @@ def _plain_json(value: Any, depth: int) -> bool:
     if kind is str or kind is bool or value is None:
         return True
     if kind is int:
-        return -_INT_BOUND < value < _INT_BOUND
+        return bool(-_INT_BOUND < value < _INT_BOUND)
     if kind is float:
         return math.isfinite(value)
     if depth >= MAX_DEPTH:

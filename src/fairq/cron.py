@@ -186,10 +186,10 @@ def _value(text: str, name: str, low: int, high: int, field: str) -> int:
     names = _NAMES.get(name)
     if names is None:
         raise InvalidInput(field, f"{text!r} is not a number")
-    value = names.get(text.lower())
-    if value is None:
+    named = names.get(text.lower())
+    if named is None:
         raise InvalidInput(field, f"{text!r} is not a number or one of {', '.join(names)}")
-    return value
+    return named
 
 
 def _number(text: str, field: str, what: str) -> int:

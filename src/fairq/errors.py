@@ -4,11 +4,15 @@ Every refusal is a FairqError subclass whose docstring is its default message;
 data about the refusal rides on attributes (``err.event_id``, ``err.field``).
 This module must not import anything else from fairq.
 
-Database failures that say something about the file -- a lock timeout
-(Busy), a full disk (DiskFull), a file that cannot be written (ReadOnly), a
-damaged file (Corrupt) -- become these errors, the driver's error kept as
-``__cause__``. Other ``sqlite3`` errors (a failing statement or trigger of the
-application's own) reach the caller as they are, never as a success or a retry.
+No ``sqlite3`` error of fairq's own statements escapes a public call: a lock
+timeout becomes Busy, a full disk DiskFull, a file that cannot be written
+ReadOnly, a damaged file Corrupt, and any other failure (a constraint, a
+trigger, a disk error) a plain StoreError -- never a success or a retry --
+the driver's error kept as ``__cause__``. What an application's own callback
+raises (a settle effect, an Inbox apply) reaches the caller as it is.
+
+TransientError marks the refusals that a later identical call may not meet
+(Busy, Unavailable); UsageError marks a programming mistake.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ __all__ = [
     "LeaseExpired",
     "RedriveRefused",
     "ClockError",
+    "TransientError",
     "Busy",
     "SchemaError",
     "StoreError",
@@ -63,7 +68,7 @@ class InvalidInput(FairqError, ValueError):
 
 
 class UnknownSchedule(InvalidInput):
-    """No schedule is called that (pause, resume); nothing was written.
+    """No schedule is called that (get, remove, pause, resume); nothing was written.
 
     An InvalidInput whose field is "name", so code that catches InvalidInput
     keeps working; `fairq serve` answers it with 404 rather than 400.
@@ -124,7 +129,11 @@ class ClockError(FairqError):
         )
 
 
-class Busy(FairqError):
+class TransientError(FairqError):
+    """The call met a passing condition (a lock held too long, a server out of reach); it may be made again."""
+
+
+class Busy(TransientError):
     """The database stayed locked by another writer past the busy timeout; nothing was written."""
 
 
@@ -156,14 +165,18 @@ class Corrupt(StoreError, SchemaError):
 
 
 class UsageError(FairqError):
-    """The call cannot be made in this state (e.g. on a closed Queue); nothing was written."""
+    """The call cannot be made in this state (e.g. on a closed Queue); nothing was written.
+
+    Also raised for a call made from inside its own settle effect or Inbox
+    apply, and for a callback that ends the transaction it runs in.
+    """
 
 
 def _at(line: int | None) -> str:
     return "" if line is None else f"line {line}: "
 
 
-class Unavailable(FairqError):
+class Unavailable(TransientError):
     """The fairq server could not be reached or did not answer; the call may or may not have taken effect."""
 
     def __init__(self, url: str, message: str | None = None) -> None:

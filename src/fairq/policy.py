@@ -12,6 +12,7 @@ import hashlib
 import json
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
 from .errors import ClockError, InvalidInput
 from .types import Outcome, State

@@ -21,13 +21,13 @@ from ._ids import new_event_id
 from ._maintenance import DEDUP_WINDOW as DEDUP_WINDOW  # re-exported (CLI)
 from ._maintenance import MAX_BATCH as MAX_BATCH  # re-exported (worker, HTTP)
 from ._maintenance import QueueMaintenance
+from ._queue_config import QueueConfig
 from ._queue_reads import QueueReads
-from ._requests import batch_item, store_path, lease_key, new_event, required_reason, requested_time, settle_item
-from ._requests import lease_key as _lease_key  # re-exported (HTTP client)
-from ._requests import settle_parts as settle_parts  # re-exported (HTTP client)
+from ._requests import batch_item, store_path, new_event, required_reason, requested_time, settle_item
+from .leases import lease_key, settle_parts
 from .backend import AppConnection, NewEvent, Store
 from .errors import Conflict, InvalidInput, LeaseLost
-from .policy import DEFAULT_MAX_CLOCK_SKEW, MAX_WEIGHT, Backoff, Policy, to_ms
+from .policy import DEFAULT_MAX_CLOCK_SKEW, Backoff, to_ms
 from .schedules import Schedules, expand_due
 from .store import open_store
 from .types import Enqueued, Lease, Outcome, Settled, State
@@ -45,7 +45,7 @@ _MAX_FILE_BYTES, _MAX_FILE_LINES = ingest.DEFAULT_MAX_BYTES, ingest.DEFAULT_MAX_
 Effect = Callable[[AppConnection], Any]
 
 
-class Queue(QueueReads, QueueMaintenance):
+class Queue(QueueReads, QueueMaintenance, QueueConfig):
     """A durable, fair, fenced work queue in one SQLite file.
 
     The retry policy is stored in the file, so every process decides an
@@ -131,56 +131,6 @@ class Queue(QueueReads, QueueMaintenance):
         retry policy is not among them: it is stored in the file."""
         return {"max_body_bytes": self.max_body_bytes, "clock": self._clock,
                 "max_clock_skew": self.max_clock_skew, **self._open_args}
-
-    # -- the stored retry policy ---------------------------------------------------
-
-    def policy(self) -> Policy:
-        """The retry policy stored in the file, read now (any process may have changed it)."""
-        return self._store.read(lambda snapshot: snapshot.policy())
-
-    @property
-    def max_attempts(self) -> int:
-        """The stored policy's claims per round before quarantine, read now."""
-        return self.policy().max_attempts
-
-    @property
-    def backoff(self) -> Backoff:
-        """The stored policy's retry delays, read now."""
-        return self.policy().backoff
-
-    @property
-    def lease_seconds(self) -> float:
-        """The stored policy's lease for a claim or extend that names none, read now."""
-        return self.policy().lease_seconds
-
-    def set_policy(
-        self, *, max_attempts: int | None = None, backoff: Backoff | None = None,
-        lease_seconds: float | None = None, reason: str, actor: str | None = None,
-    ) -> Policy:
-        """Change the stored retry policy for every process that has the file
-        open, from its next call; audited (action "policy_set", the policy
-        before and after in its detail). Fields left None keep their value.
-        Returns the policy now stored; when nothing changes, no row is written.
-        Does not move the stored clock.
-        A new max_attempts judges events from their next claim or settle:
-        one already past it is quarantined then, not at once.
-        """
-        fields = _policy_args.given(max_attempts=max_attempts, backoff=backoff, lease_seconds=lease_seconds)
-        if not fields:
-            raise InvalidInput("policy", "give max_attempts, backoff or lease_seconds to change")
-        why = v.reason(reason, "reason", required=True)
-        actor = v.optional_identifier(actor, "actor")
-        reading_ms = self._requested(None)[0]
-        with self._store.transaction("set_policy") as tx:
-            # Configuration does not move the stored clock; the audit row gets
-            # the time a call would run at now.
-            now_ms = max(reading_ms, tx.stored_now())
-            before = tx.policy()
-            after = tx.set_policy(_policy_args.changed(before, fields), reason=why, actor=actor, now_ms=now_ms)
-        if after.version != before.version:
-            log.warning("retry policy changed by %s to version %d: %s (%s)", actor, after.version,
-                        {name: getattr(after, name) for name in fields}, why)
-        return after
 
     def _requested(self, now: float | None, field: str = "now") -> tuple[int, bool]:
         """(milliseconds, explicit?) for a call's `now` argument (requests.requested_time)."""
@@ -416,18 +366,6 @@ class Queue(QueueReads, QueueMaintenance):
                                     actor=actor, now_ms=now_ms)
         log.info("redrive %s -> generation %d by %s: %s", event_id, generation, actor, reason)
         return generation
-
-    # -- configuration ---------------------------------------------------------------
-
-    def set_weight(self, flow: str, weight: int) -> None:
-        """Give a flow `weight` claims per rotation round (default 1, at most 1000).
-
-        Allowed before the flow has any event. Does not read or move the clock.
-        """
-        flow = v.identifier(flow, "flow")
-        weight = v.count(weight, "weight", low=1, high=MAX_WEIGHT)
-        with self._store.transaction("set_weight") as tx:
-            tx.set_weight(flow, weight)
 
     # -- schedules ---------------------------------------------------------------------
 

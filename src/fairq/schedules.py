@@ -298,20 +298,28 @@ class Schedules:
             grace_ms=grace_ms, next_slot_ms=start_ms,
         )
 
-    def get(self, name: str) -> Schedule | None:
-        """The schedule called `name`, or None."""
+    def get(self, name: str) -> Schedule:
+        """The schedule called `name`.
+
+        Raises UnknownSchedule (an InvalidInput) if no schedule is called `name`.
+        """
         name = v.identifier(name, "name")
-        return self._store.read(lambda tx: tx.schedules().get(name))
+        return _found(name, self._store.read(lambda tx: tx.schedules().get(name)))
 
     def list(self) -> list[Schedule]:
         """Every schedule, by name."""
         return self._store.read(lambda tx: tx.schedules().list())
 
-    def remove(self, name: str) -> bool:
-        """Delete a schedule; False if there was none. Its instances and misfire records stay."""
+    def remove(self, name: str) -> None:
+        """Delete a schedule. Its instances and misfire records stay.
+
+        Raises UnknownSchedule if no schedule is called `name`; nothing is written.
+        """
         name = v.identifier(name, "name")
         with self._store.transaction("schedule") as tx:
-            return tx.schedules().delete(name)
+            removed = tx.schedules().delete(name)
+        if not removed:
+            raise _unknown(name)
 
     def pause(self, name: str) -> Schedule:
         """Hold a schedule's expansion; its slots wait for resume (see resume).
@@ -330,9 +338,19 @@ class Schedules:
         name = v.identifier(name, "name")
         with self._store.transaction("schedule") as tx:
             schedule = tx.schedules().set_paused(name, paused)
-        if schedule is None:
-            raise UnknownSchedule("name", f"no schedule is called {name!r}")
-        return schedule
+        return _found(name, schedule)
+
+
+def _found(name: str, schedule: Schedule | None) -> Schedule:
+    """The schedule looked up by `name`; UnknownSchedule if there was none."""
+    if schedule is None:
+        raise _unknown(name)
+    return schedule
+
+
+def _unknown(name: str) -> UnknownSchedule:
+    """The one way Schedules says that no schedule is called `name`."""
+    return UnknownSchedule("name", f"no schedule is called {name!r}")
 
 
 def _refuse_redefinition(stored: Schedule, new: NewSchedule, *, explicit_start: bool) -> None:

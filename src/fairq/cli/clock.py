@@ -9,7 +9,7 @@ from .._json import to_json
 from ._common import EXIT_OK, open_existing, print_json
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("clock", help="the queue's stored clock: reset it after a mistaken future time")
     verbs = p.add_subparsers(dest="clock_command", metavar="VERB")
     verbs.required = True

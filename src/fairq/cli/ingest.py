@@ -11,7 +11,7 @@ from ..queue import Queue
 from ._common import EXIT_OK, EXIT_REFUSED, database_path, open_existing, print_json
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("init", help="create the database (or check an existing one); safe to repeat")
     p.set_defaults(func=init)
 

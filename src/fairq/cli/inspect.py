@@ -23,7 +23,7 @@ REASON_WIDTH = 60  # characters of a reason shown in the events table
 MAX_LIMIT = 1_000_000  # the largest --limit Queue.events accepts
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("status", help="counts by state, flows, oldest ready age, claim lag, backlogs")
     p.add_argument("--json", action="store_true", help="one JSON object on stdout")
     p.set_defaults(func=status)

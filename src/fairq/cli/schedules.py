@@ -7,7 +7,7 @@ import sys
 from typing import Any
 
 from .._json import StrictJSONError, loads_strict
-from ..errors import InvalidInput
+from ..errors import InvalidInput, UnknownSchedule
 from .._json import to_json
 from ..policy import to_ms
 from ..queue import Queue
@@ -15,7 +15,7 @@ from ..types import Misfire, Schedule, slot_text
 from ._common import EXIT_OK, EXIT_REFUSED, database_path, open_existing, open_to_read, print_json
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("tick", help="turn every due schedule slot into an event (or a recorded misfire)")
     p.add_argument("--now", type=float, metavar="SECONDS",
                    help="tick at this queue-clock time (Unix seconds); default: the wall clock")
@@ -91,7 +91,9 @@ def list_schedules(args: argparse.Namespace) -> int:
 def change(args: argparse.Namespace) -> int:
     with open_existing(args) as q:
         if args.action == "remove":
-            if not q.schedules.remove(args.name):
+            try:
+                q.schedules.remove(args.name)
+            except UnknownSchedule:
                 print(f"fairq: no schedule is called {args.name!r}", file=sys.stderr)
                 return EXIT_REFUSED
             print(f"removed {args.name}")

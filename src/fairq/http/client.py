@@ -30,7 +30,8 @@ from urllib.parse import quote, urlencode, urlsplit
 
 from .. import _validate as v
 from ..errors import InvalidInput, LeaseLost, RemoteError, Unavailable
-from ..queue import MAX_BATCH, Queue, _lease_key, settle_parts
+from ..leases import lease_key, settle_parts
+from ..queue import MAX_BATCH, Queue
 from ..types import (
     AuditEntry,
     Blocked,
@@ -303,7 +304,7 @@ def _wire_settle_item(item: Any) -> dict[str, Any]:
 
 
 def _wire_lease(lease: Any) -> dict[str, Any]:
-    event_id, generation = _lease_key(lease, "lease")
+    event_id, generation = lease_key(lease, "lease")
     return {"event_id": event_id, "generation": generation}
 
 
@@ -367,18 +368,17 @@ class RemoteSchedules:
                                   overlap=overlap, start=start, misfire=misfire, grace=grace)
         return from_json(Schedule, data)
 
-    def get(self, name: str) -> Schedule | None:
-        """Schedules.get on the server: the schedule called `name`, or None."""
-        data = self._client._call("GET", _schedule_path(name), absent="unknown_schedule")
-        return None if data is None else from_json(Schedule, data)
+    def get(self, name: str) -> Schedule:
+        """Schedules.get on the server; UnknownSchedule if there is none."""
+        return from_json(Schedule, self._client._call("GET", _schedule_path(name)))
 
     def list(self) -> list[Schedule]:
         """Schedules.list on the server: every schedule, by name."""
         return [from_json(Schedule, s) for s in self._client._call("GET", "/v1/schedules")["schedules"]]
 
-    def remove(self, name: str) -> bool:
-        """Schedules.remove on the server; False if there was none."""
-        return self._client._call("DELETE", _schedule_path(name), absent="unknown_schedule") is not None
+    def remove(self, name: str) -> None:
+        """Schedules.remove on the server; UnknownSchedule if there is none."""
+        self._client._call("DELETE", _schedule_path(name))
 
     def pause(self, name: str) -> Schedule:
         """Schedules.pause on the server; UnknownSchedule if there is none."""

@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import InvalidInput, UnknownSchedule
+from ..errors import InvalidInput
 from ..metrics import CONTENT_TYPE, exposition
 from ..queue import MAX_BATCH, Queue
 from ..types import Settled
@@ -247,11 +247,6 @@ def metrics(q: Queue, req: Request) -> Reply:
 # -- schedules ---------------------------------------------------------------------------
 
 
-def _unknown_schedule(name: str) -> UnknownSchedule:
-    """What pause and resume raise for a name no schedule has, for get and remove too."""
-    return UnknownSchedule("name", f"no schedule is called {name!r}")
-
-
 @route("POST", "/v1/schedules")
 def add_schedule(q: Queue, req: Request) -> Reply:
     args = req.fields("name", optional=("every", "cron", "tz", "body", "flow", "overlap", "start", "misfire",
@@ -266,16 +261,12 @@ def list_schedules(q: Queue, req: Request) -> Reply:
 
 @route("GET", "/v1/schedules/{name}")
 def get_schedule(q: Queue, req: Request) -> Reply:
-    schedule = q.schedules.get(req.path["name"])
-    if schedule is None:
-        raise _unknown_schedule(req.path["name"])
-    return 200, to_json(schedule)
+    return 200, to_json(q.schedules.get(req.path["name"]))
 
 
 @route("DELETE", "/v1/schedules/{name}")
 def remove_schedule(q: Queue, req: Request) -> Reply:
-    if not q.schedules.remove(req.path["name"]):
-        raise _unknown_schedule(req.path["name"])
+    q.schedules.remove(req.path["name"])
     return 200, {"name": req.path["name"], "removed": True}
 
 

@@ -96,7 +96,7 @@ def _number(value: Any) -> float | None:
 # name means one thing across the value types).
 def _in_state_order(counts: dict[str, int]) -> dict[str, int]:
     """Counts by state in the order of fairq.State (JSON objects arrive sorted by key)."""
-    known = {s.value: counts[s.value] for s in State if s.value in counts}
+    known: dict[str, int] = {s.value: counts[s.value] for s in State if s.value in counts}
     return {**known, **{k: n for k, n in counts.items() if k not in known}}
 
 

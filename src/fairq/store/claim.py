@@ -26,7 +26,7 @@ def claim_many(tx: TxnCore, n: int, *, owner: str | None, now_ms: int, lease_ms:
         "UPDATE event SET runnable = 1 WHERE runnable = 0 AND dispatch_ms <= :now_ms",
         {"now_ms": now_ms},
     ).rowcount
-    clock = tx.clock()
+    row = tx.state_row()
     leases: list[Lease] = []
     lease_until = now_ms + lease_ms
     lease_until_s = lease_until / 1000
@@ -67,8 +67,8 @@ def claim_many(tx: TxnCore, n: int, *, owner: str | None, now_ms: int, lease_ms:
             if first_claim_ms is None:
                 tx.claim_lag(now_ms - due_ms)
             # The turn is taken now, at claim time, not when the work succeeds.
-            step = rules.rotate(pass_, weight or 1, vtime=clock.vtime, tail=clock.tail)
-            clock.vtime, clock.tail = step.vtime, step.tail
+            step = rules.rotate(pass_, weight or 1, vtime=row.vtime, tail=row.tail)
+            row.vtime, row.tail = step.vtime, step.tail
             claimed.append({"id": rowid, "pass": step.pass_, "turn": tx.next_turn(),
                             "lease_until_ms": lease_until, "owner": owner, "now_ms": now_ms})
             leases.append(Lease(event_id, name, seq, value, generation + 1,

@@ -68,7 +68,7 @@ def enqueue_many(tx: TxnCore, items: Sequence[NewEvent], now_ms: int) -> list[En
 def _insert_events(tx: TxnCore, items: list[NewEvent], now_ms: int) -> dict[str, int]:
     """Insert new events; returns their seqs. An event that finds its flow
     idle becomes its head and joins the rotation behind every flow in it."""
-    clock = tx.clock()
+    row = tx.state_row()
     flows = _allocate_seqs(tx, Counter(item.flow for item in items if item.flow is not None))
     rows = []
     seqs = {}
@@ -84,7 +84,7 @@ def _insert_events(tx: TxnCore, items: list[NewEvent], now_ms: int) -> dict[str,
         rows.append({
             "event_id": item.event_id, "flow_id": flow_id, "seq": seq, "body": item.body,
             "now_ms": now_ms, "next_at_ms": next_at,
-            "pass": rules.join_pass(clock.tail) if head else None,
+            "pass": rules.join_pass(row.tail) if head else None,
             "turn": tx.next_turn() if head else None,
             "dispatch_ms": next_at if head else None,
             "runnable": int(head and next_at <= now_ms),

@@ -1,9 +1,11 @@
 """What an SQLite failure means: its result code, and the fairq error for it.
 
 A lock timeout is Busy; a full disk, a file that cannot be written, a
-damaged file and a failing disk are StoreErrors (DiskFull, ReadOnly, Corrupt)
-with the driver's error as __cause__. Every other sqlite3 error is left as it
-is, for the caller to re-raise. Knows nothing about queues or transactions.
+damaged file are StoreErrors (DiskFull, ReadOnly, Corrupt), and every other
+sqlite3 error of fairq's own statements a plain StoreError, each with the
+driver's error as __cause__. An sqlite3 error an application's callback
+raised (marked by from_application) is left as it is: it is the
+application's own. Knows nothing about queues or transactions.
 """
 
 from __future__ import annotations
@@ -44,11 +46,25 @@ def is_busy(exc: BaseException) -> bool:
     return _primary_code(exc) in (_SQLITE_BUSY, _SQLITE_LOCKED)
 
 
-def raise_typed(exc: BaseException, path: object) -> None:
-    """If `exc` is an sqlite3 error that says something about the file (a lock
-    timeout, a full disk, a read-only or damaged file), raise the fairq error
-    for it from `exc`; otherwise return, and the caller re-raises `exc`."""
-    if not isinstance(exc, sqlite3.DatabaseError):
+#: Marks an sqlite3 error raised inside an application's callback.
+_APPLICATION_MARK = "_fairq_application_error"
+
+
+def from_application(exc: BaseException) -> None:
+    """Mark `exc`, raised by an application's callback (a settle effect, an
+    Inbox apply), to reach the caller as it is rather than as a StoreError."""
+    if isinstance(exc, sqlite3.Error):
+        setattr(exc, _APPLICATION_MARK, True)
+
+
+def raise_typed(exc: BaseException, path: object, *, classified_only: bool = False) -> None:
+    """If `exc` is an sqlite3 error of fairq's own statements, raise the fairq
+    error for it from `exc`: Busy, DiskFull, ReadOnly, Corrupt, or else a
+    plain StoreError. Otherwise (not an sqlite3 error, or an application's
+    own) return, and the caller re-raises `exc`. classified_only: return for
+    an error that is none of the named ones too (opening a file, where the
+    caller says what it means)."""
+    if not isinstance(exc, sqlite3.Error) or getattr(exc, _APPLICATION_MARK, False):
         return
     code = _primary_code(exc)
     if code in (_SQLITE_BUSY, _SQLITE_LOCKED):
@@ -66,14 +82,18 @@ def raise_typed(exc: BaseException, path: object) -> None:
     if code in (_SQLITE_CORRUPT, _SQLITE_NOTADB):
         raise Corrupt(path, f"{path!s} is damaged or is not an SQLite database ({exc}); nothing was "
                             "written: restore it from a backup (sqlite3's .recover may save rows)") from exc
+    if classified_only:
+        return
+    raise StoreError(path, f"{path!s}: a statement failed ({type(exc).__name__}: {exc}); what this "
+                           "call wrote was rolled back") from exc
 
 
 @contextlib.contextmanager
-def translate(path: object) -> Iterator[None]:
-    """Raise the fairq error for a database failure (raise_typed); every other
-    error passes through as it is."""
+def translate(path: object, *, classified_only: bool = False) -> Iterator[None]:
+    """Raise the fairq error for an sqlite3 error (raise_typed); every other
+    error, and an application's own sqlite3 error, passes through as it is."""
     try:
         yield
-    except sqlite3.DatabaseError as exc:
-        raise_typed(exc, path)
+    except sqlite3.Error as exc:
+        raise_typed(exc, path, classified_only=classified_only)
         raise

@@ -70,15 +70,15 @@ def record(conn: sqlite3.Connection, event_id: str, flow: str | None, seq: int, 
 def count(conn: sqlite3.Connection, flow: str | None) -> int:
     if flow is None:
         # Every receipt.
-        return conn.execute("SELECT count(*) FROM fairq_receipt").fetchone()[0]
+        return int(conn.execute("SELECT count(*) FROM fairq_receipt").fetchone()[0])
     # One flow's receipts, through the (flow, seq) unique index.
-    return conn.execute(
+    return int(conn.execute(
         "SELECT count(*) FROM fairq_receipt WHERE flow = :flow", {"flow": flow}
-    ).fetchone()[0]
+    ).fetchone()[0])
 
 
 def last_seq(conn: sqlite3.Connection, flow: str) -> int:
     # The end of the (flow, seq) unique index for this flow.
-    return conn.execute(
+    return int(conn.execute(
         "SELECT coalesce(max(seq), 0) FROM fairq_receipt WHERE flow = :flow", {"flow": flow}
-    ).fetchone()[0]
+    ).fetchone()[0])

@@ -19,7 +19,7 @@ tests/conftest.py recounts the rest after every test):
   inflight, NULL while quarantined.
 * runnable = 1 only for heads whose dispatch_ms the clock has reached; those,
   and only those, are in the rotation index.
-* clock's *_n columns equal the number of events in each state: every verb
+* queue_state's *_n columns equal the number of events in each state: every verb
   records its transitions (TxnCore.moved) and writes them with the clock.
 """
 

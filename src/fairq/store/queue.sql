@@ -1,5 +1,5 @@
 -- fairq queue schema: the one DDL source for a fresh database.
--- Times are integer milliseconds of the queue's own clock (table clock).
+-- Times are integer milliseconds of the queue's own clock (queue_state.now_ms).
 --
 -- Dispatch lives on the events themselves: a flow's head carries the flow's
 -- rotation position (pass, turn) and the time it can next be claimed
@@ -7,10 +7,11 @@
 -- index entry however many events wait behind heads or however many flows are
 -- blocked; events that are not heads are in neither index.
 
--- The queue's singleton row: its clock, its rotation counters and the number
--- of events in each state. Every write transaction updates it once, at the
--- end, with the transitions it made, so stats never counts rows.
-CREATE TABLE clock (
+-- The queue's state row (one only): its stored clock, its rotation counters,
+-- the number of events in each state, the totals and the claim lag
+-- histogram. Every write transaction updates it once, at the end, with the
+-- transitions it made, so stats never counts rows.
+CREATE TABLE queue_state (
     id                 INTEGER PRIMARY KEY CHECK (id = 1),
     now_ms             INTEGER NOT NULL,               -- highest time any write has used; goes back only by reset_clock
     vtime              INTEGER NOT NULL CHECK (vtime >= 0),     -- rotation position of the latest claim
@@ -33,7 +34,7 @@ CREATE TABLE clock (
     -- bucket of fairq.policy.CLAIM_LAG_BOUNDS_MS, the last one unbounded.
     claim_lag          TEXT NOT NULL
 ) STRICT;
-INSERT INTO clock VALUES (1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, '[]');
+INSERT INTO queue_state VALUES (1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, '[]');
 
 -- A named ordered lane. Events with flow=None have no row here: each is a
 -- flow of its own.

@@ -16,13 +16,12 @@ from collections.abc import Sequence
 from typing import Any
 
 from .. import policy
-from ..policy import from_ms
-from ..policy import Policy
+from ..policy import Policy, from_ms
 from ..types import TOTALS, AuditEntry, EventInfo, State, Stats, UndecodableBody
 from .policy_store import read_policy
 from .schedules import ScheduleTxn
 
-#: The clock row's totals columns, in order (fairq.types.Stats.totals keys).
+
 class QueueReads:
     """The read statements, bound to a connection inside a transaction."""
 
@@ -110,7 +109,7 @@ class QueueReads:
         row = conn.execute(
             "SELECT ready_n, inflight_n, acked_n, quarantined_n, enqueued_total, claimed_total, "
             "expired_total, acked_total, retried_total, quarantined_total, redriven_total, claim_lag "
-            "FROM clock WHERE id = 1"
+            "FROM queue_state WHERE id = 1"
         ).fetchone()
         counts = dict(zip((s.value for s in State), row[:4]))
         totals = dict(zip(TOTALS, row[4:11]))

@@ -8,6 +8,7 @@ which slots exist and what becomes of them.
 
 from __future__ import annotations
 
+import builtins
 import json
 import sqlite3
 from collections.abc import Sequence
@@ -70,7 +71,7 @@ class ScheduleTxn:
         ).fetchone()
         return None if row is None else _schedule(row)
 
-    def due(self, horizon_ms: int) -> list[Schedule]:
+    def due(self, horizon_ms: int) -> builtins.list[Schedule]:  # `list` here is the method above
         # Through the schedule_due index: only unpaused schedules whose next
         # slot has come are read, however many schedules wait.
         return [_schedule(row) for row in self.connection.execute(

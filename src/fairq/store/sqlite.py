@@ -1,15 +1,15 @@
-"""One SQLite connection with fairq's pragmas, and its transactions.
+"""One SQLite connection with fairq's pragmas: opening it, reading, callbacks.
 
-This module owns every BEGIN, COMMIT and ROLLBACK in fairq: a write is one
-``BEGIN IMMEDIATE`` transaction that commits when its block ends and rolls
-back on any exception, a failing COMMIT included. Lock waits are absorbed by
+Database opens the file (WAL, synchronous, foreign keys, the SQLite features
+fairq needs), runs reads in one snapshot each and hands out write
+transactions, which fairq.store.transactions keeps: that module and this one
+hold every BEGIN, COMMIT and ROLLBACK in fairq. Lock waits are absorbed by
 SQLite's busy timeout; a timeout that is really exceeded becomes fairq.Busy.
 Failures are read by fairq.store.failures. It knows nothing about queues.
 """
 
 from __future__ import annotations
 
-import contextlib
 import importlib.resources
 import os
 import sqlite3
@@ -19,9 +19,9 @@ import urllib.parse
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from .. import _crash
-from ..errors import FairqError, InvalidInput, ReadOnly, SchemaError, UsageError
-from .failures import is_busy, raise_typed, translate
+from ..errors import InvalidInput, ReadOnly, SchemaError, UsageError
+from .failures import from_application, is_busy, translate
+from .transactions import JoinedTransaction, Transaction, default_factories
 
 T = TypeVar("T")
 
@@ -130,147 +130,8 @@ def _enable_wal(conn: sqlite3.Connection, timeout: float) -> None:
         pause = min(pause * 2, 0.05)
 
 
-class Transaction:
-    """``with db.write(name) as conn:`` -- one BEGIN IMMEDIATE transaction.
-
-    Commits when the block ends (after `before_commit`, if given); rolls back
-    on any exception, including a failing COMMIT, and re-raises it. Holds the
-    database's thread lock for its whole life.
-    """
-
-    __slots__ = ("_db", "_name", "before_commit")
-
-    def __init__(self, db: Database, name: str, before_commit: Callable[[], None] | None) -> None:
-        self._db = db
-        self._name = name
-        self.before_commit = before_commit
-
-    def __enter__(self) -> sqlite3.Connection:
-        db = self._db
-        db.lock.acquire()
-        try:
-            db.refuse_reentry()
-            db.conn.execute("BEGIN IMMEDIATE")
-        except BaseException as exc:
-            db.lock.release()
-            raise_typed(exc, self._db.path)
-            raise
-        return db.conn
-
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: Any) -> None:
-        conn = self._db.conn
-        try:
-            if exc is None:
-                try:
-                    if self.before_commit is not None:
-                        self.before_commit()
-                    if not conn.in_transaction:
-                        raise FairqError(
-                            f"{self._name}: the transaction was ended inside the call; nothing is certain"
-                        )
-                    _crash.point(self._name, "before_commit")
-                    conn.execute("COMMIT")
-                except BaseException as failure:
-                    if conn.in_transaction:
-                        conn.execute("ROLLBACK")
-                    raise_typed(failure, self._db.path)
-                    raise
-            elif conn.in_transaction:
-                conn.execute("ROLLBACK")
-        finally:
-            self._db.lock.release()
-        if exc is None:
-            _crash.point(self._name, "after_commit")
-        else:
-            raise_typed(exc, self._db.path)
-
-
-@contextlib.contextmanager
-def default_factories(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
-    """Run a block with the connection's row and text factories at the defaults
-    fairq's SQL reads rows with, and put back the ones found there after it,
-    whatever the block did to them (an application's connection joined for
-    the outbox, or an effect or apply that set its own on fairq's)."""
-    saved = (conn.row_factory, conn.text_factory)
-    conn.row_factory, conn.text_factory = None, str
-    try:
-        yield conn
-    finally:
-        conn.row_factory, conn.text_factory = saved
-
-
 class OwnConnection(sqlite3.Connection):
     """The class of fairq's own connections, so they can be told from an application's."""
-
-
-class JoinedTransaction:
-    """``with db.join(conn) as conn:`` -- a write inside the caller's own transaction.
-
-    For an application that keeps its tables in the queue's file (the outbox
-    pattern): fairq's statements run on the application's connection, inside
-    the transaction the application has open, so the application's write and
-    fairq's commit together or not at all -- when the application commits.
-    A SAVEPOINT wraps them: if the call fails, its own statements are undone
-    and the error propagates; the application's earlier statements and its
-    transaction are left for it to roll back. Never COMMIT, never ROLLBACK.
-
-    The connection's row and text factories are set to the defaults for the
-    call and restored after it.
-    """
-
-    __slots__ = ("_db", "_conn", "before_commit", "_factories")
-
-    def __init__(self, db: Database, conn: Any, before_commit: Callable[[], None] | None) -> None:
-        self._db = db
-        self._conn = conn
-        self.before_commit = before_commit
-        self._factories: contextlib.AbstractContextManager[sqlite3.Connection] | None = None
-
-    def __enter__(self) -> sqlite3.Connection:
-        conn = self._conn
-        self._db.check_joinable(conn)
-        self._factories = default_factories(conn)
-        self._factories.__enter__()
-        try:
-            self._db.check_same_file(conn)
-            # Nested in the application's transaction: releasing it commits nothing.
-            conn.execute("SAVEPOINT fairq")
-        except BaseException as exc:
-            self._restore()
-            raise_typed(exc, self._db.path)
-            raise
-        return conn
-
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: Any) -> None:
-        conn = self._conn
-        try:
-            if exc is None:
-                try:
-                    if self.before_commit is not None:
-                        self.before_commit()
-                    # This call's writes become part of the application's transaction.
-                    conn.execute("RELEASE fairq")
-                except BaseException as failure:
-                    self._undo()
-                    raise_typed(failure, self._db.path)
-                    raise
-            else:
-                self._undo()
-        finally:
-            self._restore()
-        if exc is not None:
-            raise_typed(exc, self._db.path)
-
-    def _undo(self) -> None:
-        # Only this call's statements: the application's transaction stays open.
-        if self._conn.in_transaction:
-            self._conn.execute("ROLLBACK TO fairq")
-            self._conn.execute("RELEASE fairq")
-
-    def _restore(self) -> None:
-        if self._factories is not None:
-            self._factories.__exit__(None, None, None)
-            self._factories = None
 
 
 class Database:
@@ -310,7 +171,9 @@ class Database:
         except sqlite3.Error as exc:
             raise SchemaError(f"cannot open {path!s}: {exc}") from exc
         try:
-            with translate(path):
+            # A lock timeout, a full disk, a damaged file are said as such;
+            # any other failure to open is said below.
+            with translate(path, classified_only=True):
                 if inspect is not None:
                     inspect(self.conn)
                 if not readonly:
@@ -319,7 +182,7 @@ class Database:
                 self.conn.execute("PRAGMA foreign_keys = ON")
                 check_json_functions(self.conn)
                 self.file = main_file(self.conn)
-        except sqlite3.DatabaseError as exc:
+        except sqlite3.Error as exc:
             self.conn.close()
             if not readonly and not _writable_folder(os.fsdecode(os.path.abspath(os.fspath(path)))):
                 raise ReadOnly(path, f"cannot open {path!s} to write ({exc}): its folder cannot be written "
@@ -397,7 +260,7 @@ class Database:
         lets the same thread in, and SQLite would answer with a raw error."""
         self.refuse_closed()
         if self.conn.in_transaction:
-            raise FairqError(
+            raise UsageError(
                 "a fairq call from inside its own effect or apply: the transaction is still "
                 "open; use the connection the callback was given"
             )
@@ -411,13 +274,17 @@ class Database:
         fairq writes anything more.
         """
         conn.execute("SAVEPOINT fairq_callback")
-        with default_factories(conn):  # what the callback sets on the connection stays with it
-            result = fn(conn)
+        try:
+            with default_factories(conn):  # what the callback sets on the connection stays with it
+                result = fn(conn)
+        except BaseException as exc:
+            from_application(exc)  # the application's own error: it reaches the caller as it is
+            raise
         try:
             # Still inside: the callback's writes join this call's transaction.
             conn.execute("RELEASE fairq_callback")
         except sqlite3.OperationalError as exc:
-            raise FairqError(
+            raise UsageError(
                 f"{what} ended the transaction it runs in (COMMIT, ROLLBACK or `with conn:`); "
                 "fairq wrote nothing more, and what the callback committed stays"
             ) from exc

@@ -1,8 +1,9 @@
-"""One SQLite write transaction of the queue, and the clock row it keeps.
+"""One SQLite write transaction of the queue, and the state row it keeps.
 
 TxnCore opens the transaction (its own, or joined to an application's) and
-keeps what every verb shares: the clock row, read once when the call's time
-is set and written once just before COMMIT with the new time, the rotation
+keeps what every verb shares: the queue's state row (table queue_state:
+the stored clock, rotation counters, counts by state, totals), read once
+when the call's time is set and written once just before COMMIT with the new time, the rotation
 counters and the state transitions the call made; the audit log; the
 quarantine statement. The verbs' SQL lives beside it (store.enqueue,
 store.claim, store.settle) and QueueTxn (store.queue) puts them together.
@@ -22,7 +23,8 @@ from typing import Any
 from .. import policy
 from .._json import canonical
 from ..types import TOTALS
-from .sqlite import Database, JoinedTransaction, Transaction
+from .sqlite import Database
+from .transactions import JoinedTransaction, Transaction
 
 log = logging.getLogger("fairq")
 
@@ -33,8 +35,9 @@ _ahead_warned: list[int | None] = [None]
 
 
 @dataclass
-class Clock:
-    """The clock row as a transaction holds it: the time and the rotation state."""
+class StateRow:
+    """The queue_state row as a transaction holds it: the stored time and the
+    rotation state (the counts and totals are only ever added to, by _flush)."""
 
     now_ms: int
     vtime: int
@@ -44,7 +47,7 @@ class Clock:
 
 
 class TxnCore:
-    """A write transaction (a context manager) with the clock row and counters."""
+    """A write transaction (a context manager) with the queue's state row and counters."""
 
     def __init__(self, db: Database, name: str, conn: sqlite3.Connection | None = None) -> None:
         self._transaction: Transaction | JoinedTransaction = (
@@ -53,7 +56,7 @@ class TxnCore:
         )
         self._db = db
         self.connection: sqlite3.Connection = db.conn
-        self._clock: Clock | None = None
+        self._row: StateRow | None = None
         self._moved: Counter[str] = Counter()  # state -> change in its event count
         self._totals: Counter[str] = Counter()  # TOTALS name -> how many more happened
         self._lags: list[int] | None = None  # claim lag bucket counts, once a first claim changes them
@@ -70,21 +73,21 @@ class TxnCore:
         """fn(conn) inside this transaction, which it must leave open (a settle effect)."""
         return self._db.run_callback(self.connection, fn, what)
 
-    # -- the clock row -------------------------------------------------------
+    # -- the state row -------------------------------------------------------
 
-    def clock(self) -> Clock:
-        """The clock row, read once per transaction (written back by _flush)."""
-        if self._clock is None:
+    def state_row(self) -> StateRow:
+        """The queue_state row, read once per transaction (written back by _flush)."""
+        if self._row is None:
             row = self.connection.execute(
-                "SELECT now_ms, vtime, tail, turn, claim_lag FROM clock WHERE id = 1"
+                "SELECT now_ms, vtime, tail, turn, claim_lag FROM queue_state WHERE id = 1"
             ).fetchone()
-            self._clock = Clock(*row)
-        return self._clock
+            self._row = StateRow(*row)
+        return self._row
 
     def now(self, requested_ms: int, explicit: bool) -> int:
         """The time this call runs at; raises ClockError for an explicit time
         before the stored clock, clamps a wall clock that stepped back."""
-        clock = self.clock()
+        clock = self.state_row()
         now_ms = policy.effective_now(requested_ms, clock.now_ms, explicit=explicit)
         if now_ms - requested_ms > _AHEAD_WARNING_MS and _ahead_warned[0] != now_ms:
             _ahead_warned[0] = now_ms
@@ -99,22 +102,22 @@ class TxnCore:
 
     def stored_now(self) -> int:
         """The stored clock (ms) as this transaction found it, or as it set it."""
-        return self.clock().now_ms
+        return self.state_row().now_ms
 
     def rewind(self, to_ms: int) -> None:
         """Set the stored clock back to to_ms: only a clock reset does (store.clock)."""
-        self.clock().now_ms = to_ms
+        self.state_row().now_ms = to_ms
         self._dirty = True
 
     def next_turn(self) -> int:
         """The next arrival number: it breaks ties between equal passes."""
-        clock = self.clock()
+        clock = self.state_row()
         clock.turn += 1
         self._dirty = True
         return clock.turn
 
     def changed_rotation(self) -> None:
-        """Record that the caller moved the clock's vtime or tail."""
+        """Record that the caller moved the state row's vtime or tail."""
         self._dirty = True
 
     def moved(self, before: str | None, after: str, n: int = 1) -> None:
@@ -139,7 +142,7 @@ class TxnCore:
     def claim_lag(self, lag_ms: int) -> None:
         """Add an event's first-claim lag to the histogram."""
         if self._lags is None:
-            self._lags = policy.lag_counts(self.clock().claim_lag)
+            self._lags = policy.lag_counts(self.state_row().claim_lag)
         self._lags[policy.lag_bucket(lag_ms)] += 1
         self._dirty = True
 
@@ -150,15 +153,15 @@ class TxnCore:
             self._dirty = False
 
     def _flush(self) -> None:
-        """Write the clock row once, before COMMIT, if this call changed it."""
+        """Write the state row once, before COMMIT, if this call changed it."""
         if not self._dirty:
             return
-        clock = self.clock()
+        clock = self.state_row()
         moved, totals = self._moved, self._totals
         # The clock, rotation counters and totals only move forward (CHECK
         # keeps tail >= vtime); the state counts follow the transitions made.
         self.connection.execute(
-            "UPDATE clock SET now_ms = :now_ms, vtime = :vtime, tail = :tail, turn = :turn, "
+            "UPDATE queue_state SET now_ms = :now_ms, vtime = :vtime, tail = :tail, turn = :turn, "
             "ready_n = ready_n + :ready, inflight_n = inflight_n + :inflight, "
             "acked_n = acked_n + :acked, quarantined_n = quarantined_n + :quarantined, "
             "enqueued_total = enqueued_total + :t_enqueued, claimed_total = claimed_total + :t_claimed, "

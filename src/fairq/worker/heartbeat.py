@@ -9,16 +9,13 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ..errors import Busy, LeaseLost, StaleLease, Unavailable
+from ..errors import LeaseLost, StaleLease, TransientError
 from ..types import Outcome
 from .job import DONE, GONE, RELEASE, RELEASED, RUNNING, TAKEN, WAITING, Decision, Handled, Job
 from .verbs import QueueVerbs
 
 log = logging.getLogger("fairq.worker")
 
-#: Heartbeat errors that are tried again at the next beat: the database stayed
-#: locked past the busy timeout, or the server did not answer.
-TRANSIENT = (Busy, Unavailable)
 #: The retry reason of a handler that ran past the worker's timeout.
 TIMEOUT = "timeout"
 #: Settles jobs for the heartbeat (the worker's own settle, which counts and logs).
@@ -143,7 +140,7 @@ class Heartbeat:
                 if self._holding(job):  # else it was settled meanwhile: nothing was lost
                     job._lose(exc)
                     log.warning("heartbeat.lost event_id=%s error=%r", job.event_id, str(exc))
-            except TRANSIENT as exc:  # the lease still runs; the next beat tries again
+            except TransientError as exc:  # the lease still runs; the next beat tries again
                 log.warning("heartbeat.busy event_id=%s error=%r", job.event_id, f"{type(exc).__name__}: {exc}")
             except BaseException as exc:  # raised by the job's step() once its batch is settled
                 job._failure = exc

@@ -15,7 +15,10 @@ REQUIRED = ("claim_many", "settle_many", "extend", "stats")
 class QueueVerbs(Protocol):
     """What a Worker needs of its queue: a fairq.Queue, a fairq.Client, or anything alike."""
 
-    lease_seconds: float
+    @property
+    def lease_seconds(self) -> float:
+        """The lease a claim asks for when the call names none (read only)."""
+        ...
 
     def claim_many(self, n: int, *, owner: str | None = ..., lease_seconds: float | None = ...) -> list[Lease]: ...
 

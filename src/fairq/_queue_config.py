@@ -1,0 +1,86 @@
+"""The Queue's configuration kept in the file: the retry policy and flow weights.
+
+QueueConfig is a base class of fairq.Queue. The retry policy lives in the
+file (fairq.backend.Snapshot.policy, WriteTxn.set_policy), so every process
+that opens it decides an event's fate the same way; each read here reads it
+anew. A flow's weight is stored with the flow. Neither moves the clock.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from . import _policy_args
+from . import _validate as v
+from .backend import Store
+from .errors import InvalidInput
+from .policy import MAX_WEIGHT, Backoff, Policy
+
+log = logging.getLogger("fairq")
+
+
+class QueueConfig:
+    """The configuration verbs of fairq.Queue."""
+
+    _store: Store
+
+    def _requested(self, now: float | None, field: str = "now") -> tuple[int, bool]:
+        raise NotImplementedError  # fairq.Queue picks the time
+
+    def policy(self) -> Policy:
+        """The retry policy stored in the file, read now (any process may have changed it)."""
+        return self._store.read(lambda snapshot: snapshot.policy())
+
+    @property
+    def max_attempts(self) -> int:
+        """The stored policy's claims per round before quarantine, read now."""
+        return self.policy().max_attempts
+
+    @property
+    def backoff(self) -> Backoff:
+        """The stored policy's retry delays, read now."""
+        return self.policy().backoff
+
+    @property
+    def lease_seconds(self) -> float:
+        """The stored policy's lease for a claim or extend that names none, read now."""
+        return self.policy().lease_seconds
+
+    def set_policy(
+        self, *, max_attempts: int | None = None, backoff: Backoff | None = None,
+        lease_seconds: float | None = None, reason: str, actor: str | None = None,
+    ) -> Policy:
+        """Change the stored retry policy for every process that has the file
+        open, from its next call; audited (action "policy_set", the policy
+        before and after in its detail). Fields left None keep their value.
+        Returns the policy now stored; when nothing changes, no row is written.
+        Does not move the stored clock.
+        A new max_attempts judges events from their next claim or settle:
+        one already past it is quarantined then, not at once.
+        """
+        fields = _policy_args.given(max_attempts=max_attempts, backoff=backoff, lease_seconds=lease_seconds)
+        if not fields:
+            raise InvalidInput("policy", "give max_attempts, backoff or lease_seconds to change")
+        why = v.reason(reason, "reason", required=True)
+        actor = v.optional_identifier(actor, "actor")
+        reading_ms = self._requested(None)[0]
+        with self._store.transaction("set_policy") as tx:
+            # Configuration does not move the stored clock; the audit row gets
+            # the time a call would run at now.
+            now_ms = max(reading_ms, tx.stored_now())
+            before = tx.policy()
+            after = tx.set_policy(_policy_args.changed(before, fields), reason=why, actor=actor, now_ms=now_ms)
+        if after.version != before.version:
+            log.warning("retry policy changed by %s to version %d: %s (%s)", actor, after.version,
+                        {name: getattr(after, name) for name in fields}, why)
+        return after
+
+    def set_weight(self, flow: str, weight: int) -> None:
+        """Give a flow `weight` claims per rotation round (default 1, at most 1000).
+
+        Allowed before the flow has any event. Does not read or move the clock.
+        """
+        flow = v.identifier(flow, "flow")
+        weight = v.count(weight, "weight", low=1, high=MAX_WEIGHT)
+        with self._store.transaction("set_weight") as tx:
+            tx.set_weight(flow, weight)

@@ -1,0 +1,35 @@
+"""What a lease argument is, read the same way by Queue and Client.
+
+A lease is known by its key, (event_id, generation): all that settle and
+extend need from it. A settle_many item is a tuple (lease, outcome[, reason[,
+delay]]). Both are checked here, before any transaction or request, so a
+refusal (InvalidInput naming the field) writes nothing.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from . import _validate as v
+from .errors import InvalidInput
+
+__all__ = ["lease_key", "settle_parts"]
+
+
+def lease_key(lease: Any, field: str) -> tuple[str, int]:
+    """(event_id, generation): all that settle and extend need from a lease."""
+    event_id = getattr(lease, "event_id", None)
+    generation = getattr(lease, "generation", None)
+    if event_id is None or generation is None:
+        raise InvalidInput(field, f"must be a fairq.Lease, not {type(lease).__name__}")
+    v.identifier(event_id, field + ".event_id")
+    v.count(generation, field + ".generation", low=1, high=2**62)
+    return event_id, generation
+
+
+def settle_parts(item: Any) -> tuple[Any, Any, Any, Any]:
+    """(lease, outcome, reason, delay) of one settle_many item; absent parts are None."""
+    if not isinstance(item, tuple) or len(item) not in (2, 3, 4):
+        raise InvalidInput("", "must be (lease, outcome), (lease, outcome, reason) "
+                           "or (lease, outcome, reason, delay)")
+    return item + (None,) * (4 - len(item))
