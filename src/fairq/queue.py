@@ -395,5 +395,6 @@ def _lease_ms(value: float | None, field: str = "lease_seconds") -> int | None:
 
 
 def _log_settled(result: Settled | LeaseLost) -> None:
+    # DEBUG: the caller knows why (a Worker logs its quarantines at ERROR with the reason).
     if isinstance(result, Settled) and result.state is State.QUARANTINED:
-        log.warning("quarantined %s after %d attempts", result.event_id, result.attempts)
+        log.debug("settle.quarantined event_id=%s attempts=%d", result.event_id, result.attempts)
