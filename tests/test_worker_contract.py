@@ -269,7 +269,8 @@ def test_a_quarantine_is_logged_at_error_with_its_reason(q: fairq.Queue, caplog)
     errors = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR and r.name == "fairq.worker"]
     assert len(errors) == 1 and "event_id=o5" in errors[0] and "unknown sku 'toy'" in errors[0]
     # Said once: the queue's own note of the quarantine stays below INFO.
-    shown = [r for r in caplog.records if r.levelno >= logging.INFO and "quarantined" in r.getMessage()]
+    shown = [r for r in caplog.records if r.levelno >= logging.INFO and "quarantined" in r.getMessage()
+             and "o5" in r.getMessage()]
     assert len(shown) == 1
 
 
