@@ -15,6 +15,8 @@ import math
 from enum import Enum
 from typing import Any
 
+from .types import UndecodableBody
+
 __all__ = ["StrictJSONError", "loads_strict", "canonical", "to_json", "json_type"]
 
 _CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
@@ -118,3 +120,15 @@ def json_type(value: Any) -> str:
     """The JSON name of a parsed value's type, for messages."""
     names = {dict: "object", list: "array", str: "string", bool: "boolean", type(None): "null"}
     return names.get(type(value), "number")
+
+
+def body_value(text: str) -> Any:
+    """A stored body's value, or an UndecodableBody saying why this process
+    cannot decode it (never a raw ValueError: a file written by an older
+    fairq, or by a process without Python's int-digit limit, may hold one)."""
+    try:
+        return json.loads(text)
+    except RecursionError:
+        return UndecodableBody(text, "it is nested too deeply")
+    except ValueError as exc:  # malformed text, or an integer past the int-digit limit
+        return UndecodableBody(text, str(exc).split(";")[0])

@@ -29,7 +29,7 @@ from .backend import Advance, NewEvent, NewSchedule, Store, WriteTxn
 from .errors import Conflict, InvalidInput, UnknownSchedule
 from .policy import to_ms
 from .timetable import Timetable, zone
-from .types import Enqueued, Misfire, Schedule, slot_event_id, slot_text
+from .types import Enqueued, Misfire, Schedule, UndecodableBody, slot_event_id, slot_text
 
 
 __all__ = ["Schedules", "Timetable", "MAX_SLOTS_PER_TICK", "MAX_NAME_CHARS", "expand_due", "decide", "MISFIRE_ROWS"]
@@ -165,6 +165,12 @@ def expand_due(tx: WriteTxn, now_ms: int, ahead_ms: int) -> list[Enqueued]:
         timetable = Timetable.of(to_ms(schedule.start), None if schedule.every is None else to_ms(schedule.every),
                                  schedule.cron, schedule.tz)
         decision = decide(schedule, timetable, now_ms, now_ms + ahead_ms)
+        if isinstance(schedule.body, UndecodableBody):
+            # A body this process cannot decode stops only its own schedule:
+            # each due slot is a misfire saying why, and the schedule moves on.
+            misfires.extend((slot_event_id(schedule.name, s), "undecodable_body", {"problem": schedule.body.problem})
+                            for s in decision.instances)
+            decision = replace(decision, instances=[])
         for slot_ms in decision.instances:
             body = v.body(instance_body(schedule.name, slot_ms, schedule.body), "body", max_bytes=1 << 30)
             events.append(NewEvent(slot_event_id(schedule.name, slot_ms), schedule.flow, body, 0, at_ms=slot_ms))

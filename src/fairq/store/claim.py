@@ -12,7 +12,7 @@ from __future__ import annotations
 from .. import rules
 from ..policy import from_ms
 from ..types import Lease, UndecodableBody
-from .reads import body_value
+from .._json import body_value
 from .txn import TxnCore
 
 

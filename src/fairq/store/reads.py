@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from .. import policy
+from .._json import body_value
 from ..policy import Policy, from_ms
 from ..types import TOTALS, AuditEntry, EventInfo, State, Stats, UndecodableBody
 from .policy_store import read_policy
@@ -173,15 +174,3 @@ def event_info(row: Sequence[Any]) -> EventInfo:
         lease_until=from_ms(row[9]), owner=row[10], reason=row[11], created_at=row[12] / 1000,
         due_at=row[13] / 1000, first_claimed_at=from_ms(row[14]), settled_at=from_ms(row[15]),
     )
-
-
-def body_value(text: str) -> Any:
-    """A stored body's value, or an UndecodableBody saying why this process
-    cannot decode it (never a raw ValueError: a file written by an older
-    fairq, or by a process without Python's int-digit limit, may hold one)."""
-    try:
-        return json.loads(text)
-    except RecursionError:
-        return UndecodableBody(text, "it is nested too deeply")
-    except ValueError as exc:  # malformed text, or an integer past the int-digit limit
-        return UndecodableBody(text, str(exc).split(";")[0])

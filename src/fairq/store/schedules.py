@@ -9,11 +9,11 @@ which slots exist and what becomes of them.
 from __future__ import annotations
 
 import builtins
-import json
 import sqlite3
 from collections.abc import Sequence
 from typing import Any, Protocol
 
+from .._json import body_value
 from ..backend import Advance, NewSchedule
 from ..policy import from_ms
 from ..types import Misfire, Schedule
@@ -93,7 +93,7 @@ class ScheduleTxn:
 
 def _schedule(row: Sequence[Any]) -> Schedule:
     return Schedule(
-        name=row[0], every=from_ms(row[1]), cron=row[2], tz=row[3], body=json.loads(row[4]), flow=row[5],
+        name=row[0], every=from_ms(row[1]), cron=row[2], tz=row[3], body=body_value(row[4]), flow=row[5],
         start=row[6] / 1000, misfire=Misfire(row[7]), grace=from_ms(row[8]), paused=bool(row[9]),
         last_slot=from_ms(row[10]), next_slot=from_ms(row[11]),
     )

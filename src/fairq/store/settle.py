@@ -18,7 +18,7 @@ from ..backend import SettleItem
 from ..errors import LeaseExpired, LeaseLost, RedriveRefused, StaleLease
 from ..policy import Backoff, decide, from_ms
 from ..types import Lease, Outcome, Settled, State
-from .reads import body_value
+from .._json import body_value
 from .txn import TxnCore, audit_row
 
 # The columns a settle, extend or redrive needs to judge a lease.

@@ -24,7 +24,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from .. import _validate as v
-from ..errors import InvalidInput, LeaseLost
+from ..errors import FairqError, InvalidInput, LeaseLost
 from ..queue import MAX_BATCH
 from ..types import Outcome, State
 from .counts import COUNTS, Tally
@@ -313,7 +313,11 @@ class Worker:
             if now < self._next_tick:
                 return
             self._next_tick = now + self.idle_max
-        made = self.queue.tick()
+        try:
+            made = self.queue.tick()
+        except FairqError as exc:  # ticking is a side job: the events still get worked
+            log.error("schedules.tick_failed error=%r", f"{type(exc).__name__}: {exc}")
+            return
         if made:
             log.info("schedules.tick instances=%d", len(made))
 
