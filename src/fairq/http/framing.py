@@ -79,14 +79,27 @@ class DeadlineReader(io.RawIOBase):
         return n
 
 
+# Control characters a request line or header line may not hold (tab may).
+_CONTROL = re.compile(rb"[\x00-\x08\x0a-\x1f\x7f]")
+
+
+def _content(line: bytes) -> bytes:
+    """A line without its ending (CRLF, or a lone LF)."""
+    return line[:-2] if line.endswith(b"\r\n") else line[:-1]
+
+
 def read_head(rfile: io.BufferedIOBase) -> tuple[bytes, bytes] | None:
     """The request line and the header block (ending with its empty line);
     None if the connection ends before a whole head arrived."""
     line = rfile.readline(MAX_HEAD_BYTES + 1)
+    if line in (b"\r\n", b"\n"):  # one empty line before a request is ignored (RFC 9112, 2.2)
+        line = rfile.readline(MAX_HEAD_BYTES + 1)
     if len(line) > MAX_HEAD_BYTES:
         raise HeadRefused(414, f"the request line is over {MAX_HEAD_BYTES} bytes")
     if not line.endswith(b"\n"):
         return None
+    if _CONTROL.search(_content(line)):
+        raise HeadRefused(400, "the request line holds a control character")
     size, lines = len(line), list[bytes]()
     while True:
         header = rfile.readline(MAX_HEAD_BYTES + 1 - size)
@@ -99,6 +112,10 @@ def read_head(rfile: io.BufferedIOBase) -> tuple[bytes, bytes] | None:
             return line, b"".join(lines) + b"\r\n"
         if header[:1] in (b" ", b"\t"):
             raise HeadRefused(400, "a header line is folded (starts with white space)")
+        if _CONTROL.search(_content(header)):
+            # A bare CR (or NUL, ...) inside a line: a proxy and this parser
+            # could split the head differently (request smuggling).
+            raise HeadRefused(400, "a header line holds a control character (a bare CR, NUL, ...)")
         name, colon, _ = header.partition(b":")
         if not colon:
             raise HeadRefused(400, "a header line has no colon")
