@@ -95,19 +95,29 @@ def _read_only_uri(path: Any) -> str:
     """An SQLite URI that opens an existing file read-only, never creating it.
 
     Reading a WAL file takes a -shm file next to it, which SQLite cannot
-    create in a folder it may not write (read-only media). There, if no
-    -wal file is left either, the database file alone is the whole queue,
-    and it is opened as immutable: a snapshot nothing else writes.
+    create on read-only media. There, if no -wal file is left either, the
+    database file alone is the whole queue, and it is opened as immutable: a
+    snapshot nothing can write. Only there: a folder that merely this user
+    may not write can still be written by the queue's owner, and an
+    immutable reader would not see those writes.
     """
     name = os.fsdecode(os.path.abspath(os.fspath(path)))
     uri = "file:" + urllib.parse.quote(name) + "?mode=ro"
-    if not _writable_folder(name) and not os.path.exists(name + "-wal"):
+    if _read_only_media(name) and not os.path.exists(name + "-wal"):
         uri += "&immutable=1"
     return uri
 
 
 def _writable_folder(name: str) -> bool:
     return os.access(os.path.dirname(name) or ".", os.W_OK)
+
+
+def _read_only_media(name: str) -> bool:
+    """Is the file on a filesystem mounted read-only?"""
+    try:
+        return bool(os.statvfs(os.path.dirname(name) or ".").f_flag & os.ST_RDONLY)
+    except OSError:
+        return False
 
 
 def _enable_wal(conn: sqlite3.Connection, timeout: float) -> None:
