@@ -185,11 +185,13 @@ class Heartbeat:
             for job in running:  # its handler runs on; what it returns is not settled
                 job._lose(StaleLease(job.event_id, job.lease.generation,
                                      f"{job.event_id}: the handler ran past its {self.timeout} s timeout"))
+            if self.on_timeout is not None:
+                # Before any waiting thread wakes: a worker process exits here,
+                # and must not claim a new batch it would strand.
+                self.on_timeout()
             with self._settled:
                 for job, result in zip(taken, handled):
                     job._handled = result
                 for job in taken:
                     job._phase = GONE
                 self._settled.notify_all()
-        if batches and self.on_timeout is not None:
-            self.on_timeout()
