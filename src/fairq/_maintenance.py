@@ -38,7 +38,9 @@ class QueueMaintenance:
 
         Every lease end and ready time (delay, backoff) beyond the new clock
         moves back by as much as the clock does, never before it, so nothing
-        waits for the real clock to catch up. A holder whose lease now ends
+        waits for the real clock to catch up; only an event never claimed and
+        enqueued before the new clock keeps its ready time (its delay was
+        measured from a true clock). A holder whose lease now ends
         earlier is still fenced by its generation. Returns what moved; when
         the stored clock is not ahead, nothing changes and no row is written.
         """

@@ -45,13 +45,16 @@ class ClockTxn:
         # way; a head's dispatch time follows (events behind a head have none),
         # and so does the due time of an event never claimed, which claim lag
         # counts from. A runnable head was due by the old clock, so it ends up
-        # at the new clock at the latest: still due, still runnable.
+        # at the new clock at the latest: still due, still runnable. An event
+        # never claimed and enqueued before the new clock was given its ready
+        # time by a true clock (a long delay): it keeps it.
         waits = conn.execute(
             "UPDATE event SET next_at_ms = max(:to_ms, next_at_ms - :back), "
             "dispatch_ms = CASE WHEN dispatch_ms IS NULL THEN NULL ELSE max(:to_ms, next_at_ms - :back) END, "
             "due_ms = CASE WHEN first_claim_ms IS NULL AND due_ms > :to_ms "
             "THEN max(:to_ms, due_ms - :back) ELSE due_ms END "
-            "WHERE state = 'ready' AND next_at_ms > :to_ms",
+            "WHERE state = 'ready' AND next_at_ms > :to_ms "
+            "AND (first_claim_ms IS NOT NULL OR created_ms > :to_ms)",
             params,
         ).rowcount
         self._tx.rewind(to_ms)
