@@ -237,14 +237,15 @@ def _objects(f: Any, limits: Limits) -> Iterator[tuple[int, dict[str, Any]]]:
     cap = limits.max_line_bytes + 2  # the longest line allowed, with CR LF
     number = 0
     while True:
-        raw = f.readline(cap)
+        this_cap = cap + (len(_BOM) if number == 0 else 0)  # a first line may start with a BOM
+        raw = f.readline(this_cap)
         if not raw:
             return
         if not isinstance(raw, (bytes, bytearray)):
             raise InvalidInput("source", f"must be opened in binary mode ('rb'), it gave {type(raw).__name__}")
         number += 1
         size, tail = len(raw), bytes(raw[-2:])
-        if size == cap and not raw.endswith(b"\n"):  # longer than any allowed line: measure the rest
+        if size == this_cap and not raw.endswith(b"\n"):  # longer than any allowed line: measure the rest
             size, tail = _rest_of_line(f, size, tail, limits.max_bytes - total + 1)
         total += size
         if total > limits.max_bytes:
