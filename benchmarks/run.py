@@ -206,7 +206,7 @@ def latency_with_blocked_flows(scratch: Scratch, blocked: int, probes: int, repe
 
 
 def _drain_fairq(path: str, sync: str, barrier: Any, out: Any) -> None:
-    q = fairq.Queue(path, synchronous=sync, lease_seconds=600, busy_timeout=60)
+    q = fairq.Queue(path, synchronous=sync, busy_timeout=60)  # the file's stored 600 s lease
     seen, errors, idle = [], Counter(), 0
     barrier.wait()
     while idle < 20:
@@ -246,7 +246,7 @@ def _drain_reference(path: str, sync: str, barrier: Any, out: Any) -> None:
 def drain(scratch: Scratch, sync: str, events: int, procs: int, which: str) -> dict[str, Any]:
     path = scratch.path(f"drain-{which}")
     if which == "fairq":
-        with fairq.Queue(path, synchronous=sync) as q:
+        with fairq.Queue(path, synchronous=sync, lease_seconds=600) as q:
             for k in range(0, events, 5000):
                 q.enqueue_many([(f"e{i}", {"i": i}) for i in range(k, min(events, k + 5000))])
         expected = {f"e{i}" for i in range(events)}
