@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 import fairq
-from relay import Receiver
+from helpers import Receiver
 
 TABLES = ("clock", "flow", "event", "audit")
 

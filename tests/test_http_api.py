@@ -13,8 +13,7 @@ import fairq
 from fairq.http.routes import ROUTES
 from fairq.http.wire import STATUS, LeaseRef, from_json, to_json
 from fairq.metrics import exposition
-from http_support import ROOT, TOKEN, raw, running
-from http_support import client, clock, server  # noqa: F401  (fixtures)
+from helpers import ROOT, TOKEN, raw, running
 from test_metrics import parse
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 import fairq
-from http_support import ROOT, TOKEN, start_serve
+from helpers import ROOT, TOKEN, start_serve
 
 HANG = 60  # seconds: only stops a hang
 

@@ -14,7 +14,7 @@ from urllib.parse import urlsplit
 import pytest
 
 import fairq
-from http_support import TOKEN, eventually, remote_drain, serve_command, start_serve
+from helpers import TOKEN, eventually, remote_drain, serve_command, start_serve
 
 SPAWN = multiprocessing.get_context("spawn")
 

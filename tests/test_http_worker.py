@@ -16,7 +16,7 @@ import pytest
 
 import fairq
 import work_handlers
-from http_support import TOKEN, remote_worker, start_serve
+from helpers import TOKEN, remote_worker, start_serve
 from test_work_cli import HANG, wait_for_marks
 
 SPAWN = multiprocessing.get_context("spawn")

@@ -13,7 +13,7 @@ import random
 import pytest
 
 import fairq
-from conftest import check_invariants
+from helpers import check_invariants
 
 
 @pytest.mark.parametrize("seed", range(6))

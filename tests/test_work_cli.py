@@ -1,6 +1,6 @@
 """`fairq work` in real subprocesses: backlog, signals, stop timeout, processes, progress line, logs.
 
-Handlers come from tests/work_handlers.py (the child runs with cwd=tests/).
+Handlers come from tests/support/work_handlers.py (the child runs with cwd=tests/support/).
 `slow` leaves a mark file when it starts, so a test signals only once a
 handler is really running; with body {"until_stopping": true} it runs until
 the worker is asked to stop, so what a stop leaves does not depend on how
@@ -23,11 +23,11 @@ import pytest
 import fairq
 
 ROOT = Path(__file__).resolve().parent.parent
-TESTS = ROOT / "tests"
+SUPPORT = ROOT / "tests" / "support"
 HANG = 60  # seconds; only to stop a hung test
 
 
-def start(db: Path, *args: str, marks: Path | None = None, cwd: Path = TESTS, **popen) -> subprocess.Popen:
+def start(db: Path, *args: str, marks: Path | None = None, cwd: Path = SUPPORT, **popen) -> subprocess.Popen:
     env = {k: v for k, v in os.environ.items() if k != "FAIRQ_DB"}
     env.update(PYTHONPATH=str(ROOT / "src"), FAIRQ_TEST_MARKS=str(marks or db.parent))
     popen.setdefault("stdout", subprocess.PIPE)

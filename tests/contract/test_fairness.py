@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 import fairq
-from conftest import drain_order
+from helpers import drain_order
 
 
 def enqueue_flows(q: fairq.Queue, flows: str, per_flow: int, *, now: float = 0) -> None:

@@ -16,7 +16,7 @@ import pytest
 import fairq
 from fairq.store import migrate
 from fairq.store.sqlite import read_script
-from conftest import check_invariants
+from helpers import check_invariants
 from test_cli import ROOT, fairq_cli
 
 DAY = 86_400.0

@@ -1,0 +1,113 @@
+"""The store fixture of the promise suite: every test in tests/contract/ runs once per store.
+
+Adding a store (PostgreSQL is next) is one change here: write a class with the shape of
+SqliteStore and add it to STORES under its id. `target(name)` gives a fresh place its Queue
+opens (a file path today, a database URL then), `open(target, **settings)` opens a fairq.Queue
+there, `snapshot(target)` returns everything stored (for checks that a refused call wrote
+nothing), `sql(target, statement)` runs the application's own SQL beside the queue (the
+tables effects write), and `check()` runs after each test (SQLite recounts the incrementally kept dispatch
+state). The tests take `make_queue`, `q` or `store` and use the public API only:
+tests/test_contract_rules.py fails on any private attribute or `sqlite3` in this folder.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import fairq
+from helpers import SHORT_BACKOFF, check_invariants
+
+
+class SqliteStore:
+    """Queues on real SQLite files in the test's tmp_path."""
+
+    def __init__(self, tmp_path: Path) -> None:
+        self.folder = tmp_path
+        self.targets: list[Path] = []
+
+    def target(self, name: str = "queue") -> Any:
+        path = self.folder / f"{name}.db"
+        if path not in self.targets:
+            self.targets.append(path)
+        return path
+
+    def open(self, target: Any, **settings: Any) -> fairq.Queue:
+        return fairq.Queue(target, **settings)
+
+    def snapshot(self, target: Any) -> list[Any]:
+        """Every stored row of every table, in a fixed order: equal before and after a call
+        that must write nothing."""
+        conn = sqlite3.connect(target)
+        try:
+            tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")]
+            return [(t, conn.execute(f'SELECT * FROM "{t}" ORDER BY 1').fetchall()) for t in tables]  # noqa: S608
+        finally:
+            conn.close()
+
+    def sql(self, target: Any, statement: str, params: Any = ()) -> list[tuple[Any, ...]]:
+        """Run the application's own SQL beside the queue (the tables an effect or an inbox's
+        apply writes) in its own committed transaction; the rows it returns."""
+        conn = sqlite3.connect(target)
+        try:
+            with conn:
+                return conn.execute(statement, params).fetchall()
+        finally:
+            conn.close()
+
+    def check(self) -> None:
+        for path in self.targets:
+            check_invariants(path)
+
+
+STORES: dict[str, Callable[[Path], Any]] = {"sqlite": SqliteStore}
+
+
+@pytest.fixture(params=sorted(STORES))
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
+    """One store per parameter id ("sqlite"); its check runs after the test's queues close."""
+    backend = STORES[request.param](tmp_path)
+    yield backend
+    backend.check()
+
+
+@pytest.fixture
+def target(store: Any) -> Any:
+    """The place the test's queue lives (what `fairq.Queue(...)` and `fairq --db` are given)."""
+    return store.target()
+
+
+@pytest.fixture
+def make_queue(store: Any, target: Any) -> Iterator[Callable[..., fairq.Queue]]:
+    """Open a Queue on the test's target (or `at=` another one) with short settings: a lease of
+    5 logical seconds, 3 claims per round, backoff 2 then 4 (cap 8) without jitter."""
+    opened: list[fairq.Queue] = []
+
+    def make(*, at: Any = None, **kw: Any) -> fairq.Queue:
+        kw.setdefault("lease_seconds", 5)
+        kw.setdefault("max_attempts", 3)
+        kw.setdefault("backoff", SHORT_BACKOFF)
+        queue = store.open(target if at is None else at, **kw)
+        opened.append(queue)
+        return queue
+
+    yield make
+    for queue in opened:
+        try:
+            queue.close()
+        except Exception:
+            pass
+
+
+@pytest.fixture
+def q(make_queue: Callable[..., fairq.Queue]) -> fairq.Queue:
+    return make_queue()
+
+
+@pytest.fixture
+def db_path() -> None:
+    pytest.fail("a promise test names its store through `target`, not a file path")
