@@ -62,3 +62,10 @@ def server(make_queue, clock: Clock) -> Iterator[Server]:
 @pytest.fixture
 def client(server: Server) -> fairq.Client:
     return fairq.Client(server.url, token=TOKEN, timeout=10)
+
+
+@pytest.fixture
+def marks(tmp_path: Path) -> Path:
+    path = tmp_path / "marks"
+    path.mkdir()
+    return path

@@ -1,5 +1,7 @@
-"""Helpers the test modules share: the invariant recount, draining, the relay receiver, and a
-fairq HTTP server on a loopback port with raw requests to it and `fairq serve` subprocesses.
+"""Helpers the test modules share: the invariant recount, draining, the relay receiver, a fairq
+HTTP server on a loopback port with raw requests to it, `fairq serve`/`fairq work`/`fairq`
+child processes, SQLite-level tools (raw rows, injected failures, a version 1 file) and a
+metrics exposition parser.
 
 Test modules import from here (`from helpers import ...`), never from each other. Scripts and
 functions that run in child processes live in tests/support/.
@@ -11,6 +13,7 @@ import contextlib
 import http.client
 import json
 import os
+import re
 import sqlite3
 import subprocess
 import sys
@@ -22,11 +25,17 @@ from typing import Any
 
 import fairq
 from fairq.http.server import Server
+from fairq.store import migrate
+
+ROOT = Path(__file__).resolve().parent.parent
+SUPPORT = ROOT / "tests" / "support"  # modules and scripts that child processes run
+FIXTURES = ROOT / "tests" / "fixtures"
+HANG = 60  # seconds; only to stop a hung test
+TABLES = ("clock", "flow", "event", "audit")  # the queue's tables that every verb may write
 
 # Small settings that make retries and quarantine quick to reach: 3 claims per round, backoff 2 then 4 (cap 8), no jitter,
 # a lease of 5 logical seconds.
 SHORT_BACKOFF = fairq.Backoff(base=2.0, factor=2.0, cap=8.0, jitter=False)
-
 
 
 def check_invariants(path: Path) -> None:
@@ -168,7 +177,6 @@ def step(q: fairq.Queue, receiver: Receiver, *, now: float) -> tuple[str, str] |
 
 # HTTP: a server on a loopback port, raw requests, `fairq serve` subprocesses.
 
-ROOT = Path(__file__).resolve().parent.parent
 TOKEN = "t0ken-for-tests"
 
 
@@ -295,3 +303,113 @@ def remote_worker(url: str, marks: str, options: dict[str, Any], until_idle: boo
     client = fairq.Client(url, token=TOKEN, timeout=30)
     worker = fairq.Worker(client, work_handlers.slow, idle_max=0.05, **options)
     results.put(worker.run(until_idle=until_idle))
+
+
+# -- SQLite: raw rows, injected failures, old files --------------------------------------------
+
+
+def snapshot(conn: sqlite3.Connection) -> list:
+    """The rows of the queue's tables, as `conn` sees them."""
+    return [conn.execute(f"SELECT * FROM main.{t} ORDER BY 1").fetchall() for t in TABLES]  # noqa: S608
+
+
+def inject(conn: sqlite3.Connection, table: str, op: str) -> None:
+    """Make every `op` (INSERT, UPDATE) on `table` fail on `conn`: a TEMP trigger."""
+    conn.execute(
+        f"CREATE TEMP TRIGGER injected_failure BEFORE {op} ON main.{table} "
+        "BEGIN SELECT RAISE(ABORT, 'injected failure'); END"
+    )
+
+
+# -- the CLI and `fairq work` in child processes -------------------------------------------------
+
+
+def fairq_cli(*args: str, cwd: Path, env: dict | None = None) -> subprocess.CompletedProcess:
+    """`python -m fairq ARGS` in a child process with this checkout's fairq (no FAIRQ_DB)."""
+    full_env = {k: v for k, v in os.environ.items() if k != "FAIRQ_DB"}
+    full_env.update({"PYTHONPATH": str(ROOT / "src")}, **(env or {}))
+    return subprocess.run([sys.executable, "-m", "fairq", *args], cwd=cwd, env=full_env,
+                          capture_output=True, text=True, timeout=120)
+
+
+def start(db: Path, *args: str, marks: Path | None = None, cwd: Path = SUPPORT, **popen) -> subprocess.Popen:
+    """`fairq --db DB work ARGS` started from tests/support/ (where its handlers are)."""
+    env = {k: v for k, v in os.environ.items() if k != "FAIRQ_DB"}
+    env.update(PYTHONPATH=str(ROOT / "src"), FAIRQ_TEST_MARKS=str(marks or db.parent))
+    popen.setdefault("stdout", subprocess.PIPE)
+    popen.setdefault("stderr", subprocess.PIPE)
+    return subprocess.Popen([sys.executable, "-m", "fairq", "--db", str(db), "work", *args],
+                            cwd=cwd, env=env, text=True, **popen)
+
+
+def wait_for_marks(marks: Path, n: int) -> list[Path]:
+    """The marks of the first `n` handlers that started (each leaves one)."""
+    deadline = time.monotonic() + HANG
+    while len(found := sorted(marks.iterdir())) < n:
+        assert time.monotonic() < deadline, "no handler started"
+        time.sleep(0.02)
+    return found
+
+
+def counts(db: Path) -> dict[str, int]:
+    with fairq.Queue(db) as q:
+        return q.stats().counts
+
+
+def build_v1(path: Path) -> None:
+    """A version 1 file with two events of flow A (A1 is the head) and an unordered one."""
+    conn = sqlite3.connect(path)
+    conn.executescript((FIXTURES / "schema_v1.sql").read_text(encoding="utf-8"))
+    conn.executescript("""
+        INSERT INTO flow (flow_id, name, next_seq) VALUES (1, 'A', 3);
+        INSERT INTO event (event_id, flow_id, seq, body, state, created_ms, due_ms, next_at_ms,
+                           pass, turn, dispatch_ms, runnable)
+        VALUES ('A1', 1, 1, '{"n":1}', 'ready', 0, 0, 0, 0, 1, 0, 0),
+               ('A2', 1, 2, '{"n":2}', 'ready', 0, 0, 0, NULL, NULL, NULL, 0),
+               ('u1', NULL, 1, '{"n":3}', 'ready', 0, 0, 0, 0, 2, 0, 0);
+        UPDATE clock SET ready_n = 3, enqueued_total = 3, turn = 2, now_ms = 0;
+    """)
+    conn.execute(f"PRAGMA application_id = {migrate.APPLICATION_ID:d}")
+    conn.execute("PRAGMA user_version = 1")
+    conn.commit()
+    conn.close()
+
+
+# -- metrics exposition ---------------------------------------------------------------------------
+
+
+SAMPLE = re.compile(
+    r'(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)'
+    r'(?:\{(?P<labels>[a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\\n]|\\[\\"n])*"'
+    r'(?:,[a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\\n]|\\[\\"n])*")*)\})?'
+    r' (?P<value>[-+]?(?:\d+(?:\.\d*)?(?:e[-+]?\d+)?|Inf|NaN))')
+
+
+LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\\n]|\\[\\"n])*)"')
+
+
+def parse(text: str) -> tuple[dict[str, str], list[tuple[str, dict[str, str], float]]]:
+    """(family -> type, samples) of an exposition; asserts every line is well formed."""
+    assert text.endswith("\n")
+    types: dict[str, str] = {}
+    helps: set[str] = set()
+    samples = []
+    for line in text.splitlines():
+        if line.startswith("# HELP "):
+            name = line.split(" ")[2]
+            assert name not in helps, f"second HELP for {name}"
+            helps.add(name)
+        elif line.startswith("# TYPE "):
+            _, _, name, kind = line.split(" ")
+            assert kind in ("counter", "gauge", "histogram", "summary", "untyped")
+            assert name not in types, f"second TYPE for {name}"
+            types[name] = kind
+        else:
+            found = SAMPLE.fullmatch(line)
+            assert found, f"not a sample line: {line!r}"
+            labels = dict(LABEL.findall(found["labels"] or ""))
+            samples.append((found["name"], labels, float(found["value"])))
+    for name, _, _ in samples:
+        family = re.sub(r"_(bucket|count|sum)$", "", name) if name not in types else name
+        assert family in types and family in helps, f"{name} has no TYPE/HELP before it"
+    return types, samples

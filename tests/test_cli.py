@@ -3,22 +3,10 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import fairq
 import fairq.cli
-
-ROOT = Path(__file__).resolve().parent.parent
-
-
-def fairq_cli(*args: str, cwd: Path, env: dict | None = None) -> subprocess.CompletedProcess:
-    full_env = {k: v for k, v in os.environ.items() if k != "FAIRQ_DB"}
-    full_env.update({"PYTHONPATH": str(ROOT / "src")}, **(env or {}))
-    return subprocess.run([sys.executable, "-m", "fairq", *args], cwd=cwd, env=full_env,
-                          capture_output=True, text=True, timeout=120)
+from helpers import fairq_cli
 
 
 def test_demo_tells_the_story_and_exits_0(tmp_path) -> None:

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 import fairq
-from test_cli import ROOT, fairq_cli
+from helpers import ROOT, fairq_cli
 
 ORDERS = (
     '{"event_id": "E0001", "body": {"category": "book", "amount_cents": 10000}}\n'

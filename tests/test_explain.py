@@ -9,7 +9,7 @@ import subprocess
 import sys
 
 import fairq
-from test_cli import ROOT, fairq_cli
+from helpers import ROOT, fairq_cli
 
 
 def test_an_unknown_flow_and_an_empty_flow_say_so(q: fairq.Queue) -> None:

@@ -14,7 +14,7 @@ from fairq.http.routes import ROUTES
 from fairq.http.wire import STATUS, LeaseRef, from_json, to_json
 from fairq.metrics import exposition
 from helpers import ROOT, TOKEN, raw, running
-from test_metrics import parse
+from helpers import parse
 
 
 def test_healthz_answers_without_a_token(server) -> None:

@@ -14,7 +14,7 @@ import pytest
 
 import fairq
 from fairq.ingest import CHUNK_LINES
-from test_cli import ROOT
+from helpers import ROOT
 
 BIG = {"max_lines": 1_000_000, "max_bytes": 1 << 30}
 

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 import fairq
-from test_cli import fairq_cli
-from test_migrations import build_v1
+from helpers import fairq_cli
+from helpers import build_v1
 
 # Every command that only reads, with the arguments it needs.
 READING_COMMANDS = [

@@ -8,7 +8,7 @@ import sqlite3
 import pytest
 
 import fairq
-from test_cli import fairq_cli
+from helpers import fairq_cli
 
 
 def test_a_busy_timeout_past_sqlites_int_milliseconds_is_refused_naming_it(db_path) -> None:

@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 import fairq
-from test_work_cli import HANG, counts, marks, start  # noqa: F401 (marks: a fixture)
+from helpers import HANG, counts, start
 
 
 def run(db: Path, *args: str, **kw) -> tuple[int, str]:

@@ -1,13 +1,19 @@
 """The store fixture of the promise suite: every test in tests/contract/ runs once per store.
 
-Adding a store (PostgreSQL is next) is one change here: write a class with the shape of
-SqliteStore and add it to STORES under its id. `target(name)` gives a fresh place its Queue
-opens (a file path today, a database URL then), `open(target, **settings)` opens a fairq.Queue
-there, `snapshot(target)` returns everything stored (for checks that a refused call wrote
-nothing), `sql(target, statement)` runs the application's own SQL beside the queue (the
-tables effects write), and `check()` runs after each test (SQLite recounts the incrementally kept dispatch
-state). The tests take `make_queue`, `q` or `store` and use the public API only:
-tests/test_contract_rules.py fails on any private attribute or `sqlite3` in this folder.
+Adding a store (PostgreSQL is next) is one change, here: write a class with the shape of
+SqliteStore and add it to STORES under its id (the test id, e.g. `[sqlite]`). Its parts:
+
+- `target(name)`: a fresh place a Queue opens (a file path today, a database URL then);
+- `open(target, **settings)`: a fairq.Queue there;
+- `snapshot(target)`: everything stored, for checks that a refused call wrote nothing;
+- `sql(target, statement, params)`: the application's own SQL beside the queue, committed
+  (the tables that effects and outbox writes touch);
+- `app_connection(target)`, `BEGIN`, `IntegrityError`: the application's own connection for
+  an outbox enqueue, how it opens a write transaction, what a broken constraint raises;
+- `check()`: runs after each test (SQLite recounts the incrementally kept dispatch state).
+
+The tests take `make_queue`, `q`, `target` or `store` and use the public API only:
+tests/test_contract_rules.py fails on a private attribute or `sqlite3` in this folder.
 """
 
 from __future__ import annotations
@@ -25,6 +31,9 @@ from helpers import SHORT_BACKOFF, check_invariants
 
 class SqliteStore:
     """Queues on real SQLite files in the test's tmp_path."""
+
+    BEGIN = "BEGIN IMMEDIATE"  # how the application opens a write transaction (outbox)
+    IntegrityError = sqlite3.IntegrityError  # what the database raises for a broken constraint
 
     def __init__(self, tmp_path: Path) -> None:
         self.folder = tmp_path
@@ -58,6 +67,11 @@ class SqliteStore:
                 return conn.execute(statement, params).fetchall()
         finally:
             conn.close()
+
+    def app_connection(self, target: Any) -> sqlite3.Connection:
+        """The application's own connection to the queue's database (outbox), outside any
+        transaction until the application runs `BEGIN`."""
+        return sqlite3.connect(target, isolation_level=None)
 
     def check(self) -> None:
         for path in self.targets:

@@ -17,7 +17,7 @@ import fairq
 from fairq.store import migrate
 from fairq.store.sqlite import read_script
 from helpers import check_invariants
-from test_cli import ROOT, fairq_cli
+from helpers import ROOT, fairq_cli
 
 DAY = 86_400.0
 

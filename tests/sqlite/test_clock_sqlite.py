@@ -7,7 +7,7 @@ import sqlite3
 import fairq
 
 
-def test_an_idle_claim_writes_nothing(q: fairq.Queue, db_path) -> None:
+def test_an_idle_claim_commits_nothing_another_connection_sees(q: fairq.Queue, db_path) -> None:
     q.enqueue("x", {}, now=0)
     q.claim(now=0)  # the only event is now leased until 5
     watcher = sqlite3.connect(db_path)
