@@ -13,8 +13,7 @@ import fairq
 from fairq.http.routes import ROUTES
 from fairq.http.wire import STATUS, LeaseRef, from_json, to_json
 from fairq.metrics import exposition
-from helpers import ROOT, TOKEN, raw, running
-from helpers import parse
+from helpers import ROOT, TOKEN, parse, raw, running
 
 
 def test_healthz_answers_without_a_token(server) -> None:

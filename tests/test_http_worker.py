@@ -16,8 +16,7 @@ import pytest
 
 import fairq
 import work_handlers
-from helpers import TOKEN, remote_worker, start_serve
-from helpers import HANG, wait_for_marks
+from helpers import HANG, TOKEN, remote_worker, start_serve, wait_for_marks
 
 SPAWN = multiprocessing.get_context("spawn")
 # Leases this short lapse unless the heartbeat extends them over HTTP: the

@@ -9,8 +9,7 @@ from pathlib import Path
 import pytest
 
 import fairq
-from helpers import fairq_cli
-from helpers import build_v1
+from helpers import build_v1, fairq_cli
 
 # Every command that only reads, with the arguments it needs.
 READING_COMMANDS = [

@@ -4,13 +4,15 @@ Adding a store (PostgreSQL is next) is one change, here: write a class with the 
 SqliteStore and add it to STORES under its id (the test id, e.g. `[sqlite]`). Its parts:
 
 - `target(name)`: a fresh place a Queue opens (a file path today, a database URL then);
-- `open(target, **settings)`: a fairq.Queue there;
+- `open(target, **settings)`, `open_inbox(target)`: a fairq.Queue, a fairq.Inbox there;
 - `snapshot(target)`: everything stored, for checks that a refused call wrote nothing;
 - `sql(target, statement, params)`: the application's own SQL beside the queue, committed
   (the tables that effects and outbox writes touch);
 - `app_connection(target)`, `BEGIN`, `IntegrityError`: the application's own connection for
   an outbox enqueue, how it opens a write transaction, what a broken constraint raises;
-- `check()`: runs after each test (SQLite recounts the incrementally kept dispatch state).
+- `Connection`: the connection type effects and an inbox's apply are given;
+- `check()`: runs after each test on every queue it opened (SQLite recounts the
+  incrementally kept dispatch state).
 
 The tests take `make_queue`, `q`, `target` or `store` and use the public API only:
 tests/test_contract_rules.py fails on a private attribute or `sqlite3` in this folder.
@@ -34,19 +36,22 @@ class SqliteStore:
 
     BEGIN = "BEGIN IMMEDIATE"  # how the application opens a write transaction (outbox)
     IntegrityError = sqlite3.IntegrityError  # what the database raises for a broken constraint
+    Connection = sqlite3.Connection  # what effects and an inbox's apply are given
 
     def __init__(self, tmp_path: Path) -> None:
         self.folder = tmp_path
-        self.targets: list[Path] = []
+        self.queues: list[Path] = []  # where a Queue was opened: checked after the test
 
     def target(self, name: str = "queue") -> Any:
-        path = self.folder / f"{name}.db"
-        if path not in self.targets:
-            self.targets.append(path)
-        return path
+        return self.folder / f"{name}.db"
 
     def open(self, target: Any, **settings: Any) -> fairq.Queue:
+        if target not in self.queues:
+            self.queues.append(target)
         return fairq.Queue(target, **settings)
+
+    def open_inbox(self, target: Any) -> fairq.Inbox:
+        return fairq.Inbox(target)
 
     def snapshot(self, target: Any) -> list[Any]:
         """Every stored row of every table, in a fixed order: equal before and after a call
@@ -74,7 +79,7 @@ class SqliteStore:
         return sqlite3.connect(target, isolation_level=None)
 
     def check(self) -> None:
-        for path in self.targets:
+        for path in self.queues:
             check_invariants(path)
 
 

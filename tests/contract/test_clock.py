@@ -103,7 +103,7 @@ def test_absurd_times_are_refused_even_on_a_model_clock(make_queue, bad) -> None
     assert info.value.field == "now"
 
 
-def test_a_model_clock_takes_any_explicit_time_unless_a_bound_is_given(make_queue) -> None:
+def test_a_model_clock_takes_any_explicit_time_unless_a_bound_is_given(make_queue, store, target) -> None:
     q = make_queue(clock=lambda: 100.0)
     assert q.max_clock_skew is None
     q.enqueue("a", {}, now=1e6)
@@ -111,7 +111,7 @@ def test_a_model_clock_takes_any_explicit_time_unless_a_bound_is_given(make_queu
     with pytest.raises(fairq.InvalidInput):
         bounded.enqueue("b", {}, now=1e6 + 10.5)
     bounded.enqueue("b", {}, now=1e6 + 10)
-    assert fairq.Queue(bounded.path, **bounded.settings()).max_clock_skew == 10
+    assert store.open(target, **bounded.settings()).max_clock_skew == 10
     with pytest.raises(fairq.InvalidInput) as info:
         make_queue(max_clock_skew=-1)
     assert info.value.field == "max_clock_skew"
