@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import contextlib
 import http.client
+import io
 import json
 import os
 import re
+import signal
 import sqlite3
 import subprocess
 import sys
@@ -321,7 +323,7 @@ def inject(conn: sqlite3.Connection, table: str, op: str) -> None:
     )
 
 
-# -- the CLI and `fairq work` in child processes -------------------------------------------------
+# -- the CLI in this process and in child processes, `fairq work` -------------------------------------------------
 
 
 def fairq_cli(*args: str, cwd: Path, env: dict | None = None) -> subprocess.CompletedProcess:
@@ -330,6 +332,39 @@ def fairq_cli(*args: str, cwd: Path, env: dict | None = None) -> subprocess.Comp
     full_env.update({"PYTHONPATH": str(ROOT / "src")}, **(env or {}))
     return subprocess.run([sys.executable, "-m", "fairq", *args], cwd=cwd, env=full_env,
                           capture_output=True, text=True, timeout=120)
+
+
+def cli(*args: str, cwd: Path, env: dict | None = None, input: str | bytes | None = None,
+        hang: float = HANG) -> subprocess.CompletedProcess:
+    """`fairq ARGS` run in this process (fairq.cli.main) as fairq_cli runs it in a child: in
+    `cwd`, without FAIRQ_DB, with `env` added and `input` on stdin; stdout and stderr captured.
+    Everything it changes is put back; SIGALRM stops a hung call after `hang` seconds."""
+    from fairq.cli import main
+
+    def hung(*_: object) -> None:
+        raise TimeoutError(f"fairq {' '.join(args)} hung")
+
+    saved_env, saved_cwd = dict(os.environ), os.getcwd()
+    saved_streams = sys.stdin, sys.stdout, sys.stderr
+    data = input.encode() if isinstance(input, str) else (input or b"")
+    out, err = io.StringIO(), io.StringIO()
+    previous = signal.signal(signal.SIGALRM, hung)
+    try:
+        os.environ.pop("FAIRQ_DB", None)
+        os.environ.update(env or {})
+        os.chdir(cwd)
+        sys.stdin = io.TextIOWrapper(io.BytesIO(data), encoding="utf-8")
+        sys.stdout, sys.stderr = out, err
+        signal.setitimer(signal.ITIMER_REAL, hang)
+        status = main(list(args))
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+        sys.stdin, sys.stdout, sys.stderr = saved_streams
+        os.chdir(saved_cwd)
+        os.environ.clear()
+        os.environ.update(saved_env)
+    return subprocess.CompletedProcess(["fairq", *args], status, out.getvalue(), err.getvalue())
 
 
 def start(db: Path, *args: str, marks: Path | None = None, cwd: Path = SUPPORT, **popen) -> subprocess.Popen:

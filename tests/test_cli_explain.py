@@ -10,20 +10,20 @@ import subprocess
 import sys
 
 import fairq
-from helpers import ROOT, fairq_cli
+from helpers import ROOT, cli
 
 
 def test_explain_prints_the_answer_and_json(tmp_path) -> None:
     with fairq.Queue(tmp_path / "q.db") as q:
         q.enqueue_many([("a1", {}, "A"), ("a2", {}, "A")], now=0)
         q.fail(q.claim(now=0), "broken", now=0)
-    done = fairq_cli("--db", "q.db", "explain", "A", cwd=tmp_path)
+    done = cli("--db", "q.db", "explain", "A", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert "flow 'A' is blocked: head a1 (seq 1) is quarantined (broken)" in done.stdout
     assert "fairq --db q.db redrive a1 --expected-generation 1 --reason" in done.stdout
-    data = json.loads(fairq_cli("--db", "q.db", "explain", "A", "--json", cwd=tmp_path).stdout)
+    data = json.loads(cli("--db", "q.db", "explain", "A", "--json", cwd=tmp_path).stdout)
     assert data["why"] == "quarantined" and data["event_id"] == "a1" and data["answer"].startswith("flow 'A'")
-    assert fairq_cli("--db", "q.db", "explain", "B", cwd=tmp_path).stdout.startswith("flow 'B' is unknown")
+    assert cli("--db", "q.db", "explain", "B", cwd=tmp_path).stdout.startswith("flow 'B' is unknown")
 
 
 def test_the_printed_redrive_command_redrives_the_head(tmp_path) -> None:

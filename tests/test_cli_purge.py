@@ -3,20 +3,20 @@
 from __future__ import annotations
 
 import fairq
-from helpers import fairq_cli
+from helpers import cli
 
 
 def test_fairq_purge_removes_old_acked_events(tmp_path) -> None:
     with fairq.Queue(tmp_path / "q.db") as q:
         q.enqueue_many([("a", {}), ("b", {})], now=0)
         q.ack(q.claim(now=0), now=0)
-    kept = fairq_cli("--db", "q.db", "purge", "--older-than", "36500d", cwd=tmp_path)
+    kept = cli("--db", "q.db", "purge", "--older-than", "36500d", cwd=tmp_path)
     assert kept.returncode == 0, kept.stderr
     assert kept.stdout.startswith("purged 0 acked events")
-    done = fairq_cli("--db", "q.db", "purge", "--older-than", "1h", "--keep-tombstones", cwd=tmp_path)
+    done = cli("--db", "q.db", "purge", "--older-than", "1h", "--keep-tombstones", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert done.stdout == "purged 1 acked events (tombstones kept); forgot 0 tombstones\n"
     with fairq.Queue(tmp_path / "q.db") as q:
         assert q.get("a") is None and q.get("b").state is fairq.State.READY
         assert not q.enqueue("a", {}).created
-    assert fairq_cli("--db", "q.db", "purge", "--older-than", "soon", cwd=tmp_path).returncode == 2
+    assert cli("--db", "q.db", "purge", "--older-than", "soon", cwd=tmp_path).returncode == 2

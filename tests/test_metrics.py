@@ -7,7 +7,7 @@ import re
 
 import fairq
 from fairq.metrics import exposition
-from helpers import fairq_cli, parse
+from helpers import cli, parse
 
 
 def scenario(q: fairq.Queue) -> None:
@@ -59,7 +59,7 @@ def test_the_claim_lag_histogram_is_cumulative_and_ends_at_its_count(q: fairq.Qu
 def test_fairq_metrics_prints_the_exposition(tmp_path) -> None:
     with fairq.Queue(tmp_path / "q.db") as q:
         scenario(q)
-    done = fairq_cli("--db", "q.db", "metrics", "--top", "1", cwd=tmp_path)
+    done = cli("--db", "q.db", "metrics", "--top", "1", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     _, samples = parse(done.stdout)
     assert sum(1 for name, _, _ in samples if name == "fairq_flow_backlog") == 1
