@@ -6,6 +6,7 @@ fixtures live in tests/contract/conftest.py."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -14,6 +15,18 @@ import pytest
 import fairq
 from fairq.http.server import Server
 from helpers import SHORT_BACKOFF, TOKEN, Clock, check_invariants, running
+
+
+@pytest.fixture(autouse=True)
+def root_logging_restored() -> Iterator[None]:
+    """A command run in this process (`fairq work` configures the root logger for its stderr)
+    leaves no handler behind to write to a stream a later test has closed."""
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    yield
+    for handler in [h for h in root.handlers if h not in handlers]:
+        root.removeHandler(handler)
+    root.setLevel(level)
 
 
 @pytest.fixture

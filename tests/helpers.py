@@ -335,10 +335,10 @@ def fairq_cli(*args: str, cwd: Path, env: dict | None = None) -> subprocess.Comp
 
 
 def cli(*args: str, cwd: Path, env: dict | None = None, input: str | bytes | None = None,
-        hang: float = HANG) -> subprocess.CompletedProcess:
+        unset: tuple[str, ...] = ("FAIRQ_DB",), hang: float = HANG) -> subprocess.CompletedProcess:
     """`fairq ARGS` run in this process (fairq.cli.main) as fairq_cli runs it in a child: in
-    `cwd`, without FAIRQ_DB, with `env` added and `input` on stdin; stdout and stderr captured.
-    Everything it changes is put back; SIGALRM stops a hung call after `hang` seconds."""
+    `cwd`, without the `unset` variables, with `env` added and `input` on stdin; stdout and
+    stderr captured. Everything it changes is put back; SIGALRM stops a hung call."""
     from fairq.cli import main
 
     def hung(*_: object) -> None:
@@ -350,7 +350,8 @@ def cli(*args: str, cwd: Path, env: dict | None = None, input: str | bytes | Non
     out, err = io.StringIO(), io.StringIO()
     previous = signal.signal(signal.SIGALRM, hung)
     try:
-        os.environ.pop("FAIRQ_DB", None)
+        for name in unset:
+            os.environ.pop(name, None)
         os.environ.update(env or {})
         os.chdir(cwd)
         sys.stdin = io.TextIOWrapper(io.BytesIO(data), encoding="utf-8")
