@@ -11,8 +11,8 @@ SqliteStore and add it to STORES under its id (the test id, e.g. `[sqlite]`). It
 - `app_connection(target)`, `BEGIN`, `IntegrityError`: the application's own connection for
   an outbox enqueue, how it opens a write transaction, what a broken constraint raises;
 - `Connection`: the connection type effects and an inbox's apply are given;
-- `check()`: runs after each test on every queue it opened (SQLite recounts the
-  incrementally kept dispatch state).
+- `close()`, `check()`: run after each test: close every queue it opened, check what they
+  stored (SQLite recounts the incrementally kept dispatch state); a test may check sooner.
 
 The tests take `make_queue`, `q`, `target` or `store` and use the public API only:
 tests/test_contract_rules.py fails on a private attribute or `sqlite3` in this folder.
@@ -40,15 +40,17 @@ class SqliteStore:
 
     def __init__(self, tmp_path: Path) -> None:
         self.folder = tmp_path
-        self.queues: list[Path] = []  # where a Queue was opened: checked after the test
+        self.opened: list[fairq.Queue] = []  # closed after the test
+        self.queue_files: list[Path] = []  # where a Queue was opened or refused: checked after the test
 
     def target(self, name: str = "queue") -> Any:
         return self.folder / f"{name}.db"
 
     def open(self, target: Any, **settings: Any) -> fairq.Queue:
-        if target not in self.queues:
-            self.queues.append(target)
-        return fairq.Queue(target, **settings)
+        self.queue_files.append(Path(target))
+        queue = fairq.Queue(target, **settings)
+        self.opened.append(queue)
+        return queue
 
     def open_inbox(self, target: Any) -> fairq.Inbox:
         return fairq.Inbox(target)
@@ -78,8 +80,15 @@ class SqliteStore:
         transaction until the application runs `BEGIN`."""
         return sqlite3.connect(target, isolation_level=None)
 
+    def close(self) -> None:
+        for queue in self.opened:
+            try:
+                queue.close()
+            except Exception:
+                pass  # the test made it fail; the check below still reads the file
+
     def check(self) -> None:
-        for path in self.queues:
+        for path in dict.fromkeys(self.queue_files):
             check_invariants(path)
 
 
@@ -88,9 +97,10 @@ STORES: dict[str, Callable[[Path], Any]] = {"sqlite": SqliteStore}
 
 @pytest.fixture(params=sorted(STORES))
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
-    """One store per parameter id ("sqlite"); its check runs after the test's queues close."""
+    """One store per parameter id ("sqlite"); after the test it closes its queues and checks them."""
     backend = STORES[request.param](tmp_path)
     yield backend
+    backend.close()
     backend.check()
 
 
@@ -101,25 +111,18 @@ def target(store: Any) -> Any:
 
 
 @pytest.fixture
-def make_queue(store: Any, target: Any) -> Iterator[Callable[..., fairq.Queue]]:
+def make_queue(store: Any, target: Any) -> Callable[..., fairq.Queue]:
     """Open a Queue on the test's target (or `at=` another one) with short settings: a lease of
-    5 logical seconds, 3 claims per round, backoff 2 then 4 (cap 8) without jitter."""
-    opened: list[fairq.Queue] = []
+    5 logical seconds, 3 claims per round, backoff 2 then 4 (cap 8) without jitter. The store
+    closes it after the test."""
 
     def make(*, at: Any = None, **kw: Any) -> fairq.Queue:
         kw.setdefault("lease_seconds", 5)
         kw.setdefault("max_attempts", 3)
         kw.setdefault("backoff", SHORT_BACKOFF)
-        queue = store.open(target if at is None else at, **kw)
-        opened.append(queue)
-        return queue
+        return store.open(target if at is None else at, **kw)
 
-    yield make
-    for queue in opened:
-        try:
-            queue.close()
-        except Exception:
-            pass
+    return make
 
 
 @pytest.fixture
