@@ -1,6 +1,6 @@
-"""The fairq command against a remote `fairq serve` (--url or FAIRQ_URL, token from
-FAIRQ_TOKEN), fairq.Client from the environment, and the curl lines in docs/http.md
-run against a real server."""
+"""The fairq command against a remote server (--url or FAIRQ_URL, token from FAIRQ_TOKEN),
+fairq.Client from the environment, and the curl lines in docs/http.md run against a real
+server on a loopback port."""
 
 from __future__ import annotations
 
@@ -17,22 +17,19 @@ from pathlib import Path
 import pytest
 
 import fairq
-from helpers import ROOT, TOKEN, cli, start_serve
+from helpers import ROOT, TOKEN, cli, running
 
 HANG = 60  # seconds: only stops a hang
 
 
 @pytest.fixture
 def served(tmp_path):
-    """A `fairq serve` on a fresh file: (url, path)."""
+    """The server `fairq serve` runs, on a thread of this process, on a fresh file: (url, path).
+    (`fairq serve` as a real process is tested in test_http_serve.py.)"""
     (tmp_path / "server").mkdir()
     path = tmp_path / "server" / "served.db"  # away from the commands' working directory
-    proc, url = start_serve(path, "--port", "0", "--no-tick", env={"FAIRQ_TOKEN": TOKEN})
-    try:
-        yield url, path
-    finally:
-        proc.terminate()
-        proc.communicate(timeout=HANG)
+    with fairq.Queue(path) as queue, running(queue) as server:
+        yield server.url, path
 
 
 def run(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
