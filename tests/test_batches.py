@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import fairq
-from http_support import TOKEN, raw, running
+from helpers import TOKEN, raw, running
 
 OVER = 10_001  # one more than an HTTP call takes
 

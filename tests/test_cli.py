@@ -1,24 +1,13 @@
-"""The fairq command, through real subprocesses: exit codes, stdout, stderr."""
+"""The fairq command: exit codes, stdout, stderr. The demo runs as a real `python -m fairq`
+process; the rest call the same entry point in this process."""
 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import fairq
 import fairq.cli
-
-ROOT = Path(__file__).resolve().parent.parent
-
-
-def fairq_cli(*args: str, cwd: Path, env: dict | None = None) -> subprocess.CompletedProcess:
-    full_env = {k: v for k, v in os.environ.items() if k != "FAIRQ_DB"}
-    full_env.update({"PYTHONPATH": str(ROOT / "src")}, **(env or {}))
-    return subprocess.run([sys.executable, "-m", "fairq", *args], cwd=cwd, env=full_env,
-                          capture_output=True, text=True, timeout=120)
+from helpers import cli, fairq_cli
 
 
 def test_demo_tells_the_story_and_exits_0(tmp_path) -> None:
@@ -33,11 +22,11 @@ def test_demo_tells_the_story_and_exits_0(tmp_path) -> None:
 
 
 def test_demo_can_keep_its_databases(tmp_path) -> None:
-    done = fairq_cli("demo", "--keep-in", "kept", cwd=tmp_path)
+    done = cli("demo", "--keep-in", "kept", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     with fairq.Queue(tmp_path / "kept" / "queue.db") as q:
         assert q.stats().counts["acked"] == 6
-    again = fairq_cli("demo", "--keep-in", "kept", cwd=tmp_path)
+    again = cli("demo", "--keep-in", "kept", cwd=tmp_path)
     assert again.returncode == 1 and "not empty" in again.stderr
 
 
@@ -46,7 +35,7 @@ def test_status_json_reports_every_state(tmp_path) -> None:
         q.enqueue("a", {}, flow="F", now=0)
         q.enqueue("b", {}, flow="F", now=0)
         q.fail(q.claim(now=0), "broken", now=0)
-    done = fairq_cli("--db", "q.db", "status", "--json", cwd=tmp_path)
+    done = cli("--db", "q.db", "status", "--json", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     data = json.loads(done.stdout)
     assert data["counts"] == {"ready": 1, "inflight": 0, "acked": 0, "quarantined": 1}
@@ -55,13 +44,13 @@ def test_status_json_reports_every_state(tmp_path) -> None:
 
 def test_status_reads_the_database_from_the_environment(tmp_path) -> None:
     fairq.Queue(tmp_path / "env.db").close()
-    done = fairq_cli("status", cwd=tmp_path, env={"FAIRQ_DB": str(tmp_path / "env.db")})
+    done = cli("status", cwd=tmp_path, env={"FAIRQ_DB": str(tmp_path / "env.db")})
     assert done.returncode == 0, done.stderr
     assert "ready" in done.stdout and "quarantined" in done.stdout
 
 
 def test_status_of_a_missing_database_is_refused_with_exit_1(tmp_path) -> None:
-    done = fairq_cli("--db", "missing.db", "status", cwd=tmp_path)
+    done = cli("--db", "missing.db", "status", cwd=tmp_path)
     assert done.returncode == 1
     assert "no fairq database at missing.db" in done.stderr
     assert not (tmp_path / "missing.db").exists()
@@ -69,14 +58,14 @@ def test_status_of_a_missing_database_is_refused_with_exit_1(tmp_path) -> None:
 
 def test_a_foreign_file_is_refused_with_exit_1(tmp_path) -> None:
     (tmp_path / "junk.db").write_text("not sqlite at all" * 50)
-    done = fairq_cli("--db", "junk.db", "status", cwd=tmp_path)
+    done = cli("--db", "junk.db", "status", cwd=tmp_path)
     assert done.returncode == 1 and "fairq:" in done.stderr
 
 
 def test_usage_errors_exit_2(tmp_path) -> None:
-    assert fairq_cli("frobnicate", cwd=tmp_path).returncode == 2
-    assert fairq_cli(cwd=tmp_path).returncode == 2
-    assert fairq_cli("status", "--bogus", cwd=tmp_path).returncode == 2
+    assert cli("frobnicate", cwd=tmp_path).returncode == 2
+    assert cli(cwd=tmp_path).returncode == 2
+    assert cli("status", "--bogus", cwd=tmp_path).returncode == 2
 
 
 def test_events_says_on_stderr_when_it_cut_the_listing(tmp_path, capsys) -> None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -154,8 +155,17 @@ class Hung(BaseException):
     """A command ran past its time (a BaseException, so main's last resort does not swallow it)."""
 
 
+@pytest.fixture(scope="module")
+def good_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A queue with one ready event, made once; each test gets its own copy."""
+    path = tmp_path_factory.mktemp("template") / "good.db"
+    with fairq.Queue(path) as q:
+        q.enqueue("E0", {"n": 0}, flow="F")
+    return path
+
+
 @pytest.fixture
-def folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+def folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, good_db: Path) -> Path:
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("FAIRQ_DB", raising=False)
     monkeypatch.delenv("FAIRQ_TOKEN", raising=False)
@@ -163,8 +173,8 @@ def folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     for name, text in HANDLER_MODULES.items():
         (tmp_path / name).write_text(text)
     (tmp_path / "orders.jsonl").write_text('{"event_id": "E1", "body": {"n": 1}, "flow": "F"}\n')
-    with fairq.Queue(tmp_path / "good.db") as q:
-        q.enqueue("E0", {"n": 0}, flow="F")
+    for made in good_db.parent.glob("good.db*"):  # the file, and a WAL if one is left
+        shutil.copyfile(made, tmp_path / made.name)
     yield tmp_path
     for name in HANDLER_MODULES:
         sys.modules.pop(name[:-3], None)

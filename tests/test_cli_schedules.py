@@ -1,23 +1,17 @@
-"""`fairq tick` and `fairq schedules ...` through real subprocesses: exit codes and output."""
+"""`fairq tick` and `fairq schedules ...`: exit codes and output."""
 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import fairq
-
-ROOT = Path(__file__).resolve().parent.parent
-
+from helpers import cli
 
 def fairq_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if k not in ("FAIRQ_DB", "FAIRQ_CRASH_AT")}
-    env["PYTHONPATH"] = str(ROOT / "src")
-    return subprocess.run([sys.executable, "-m", "fairq", "--db", "q.db", *args], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=120)  # timeout only stops a hang
+    """`fairq --db q.db ARGS` in `cwd`, called in this process."""
+    return cli("--db", "q.db", *args, cwd=cwd)
 
 
 def test_a_schedule_is_added_listed_ticked_paused_resumed_and_removed(tmp_path) -> None:

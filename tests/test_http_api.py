@@ -13,9 +13,7 @@ import fairq
 from fairq.http.routes import ROUTES
 from fairq.http.wire import STATUS, LeaseRef, from_json, to_json
 from fairq.metrics import exposition
-from http_support import ROOT, TOKEN, raw, running
-from http_support import client, clock, server  # noqa: F401  (fixtures)
-from test_metrics import parse
+from helpers import ROOT, TOKEN, parse, raw, running
 
 
 def test_healthz_answers_without_a_token(server) -> None:

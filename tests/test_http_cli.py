@@ -1,6 +1,6 @@
-"""The fairq command against a remote `fairq serve` (--url or FAIRQ_URL, token from
-FAIRQ_TOKEN), fairq.Client from the environment, and the curl lines in docs/http.md
-run against a real server."""
+"""The fairq command against a remote server (--url or FAIRQ_URL, token from FAIRQ_TOKEN),
+fairq.Client from the environment, and the curl lines in docs/http.md run against a real
+server on a loopback port."""
 
 from __future__ import annotations
 
@@ -17,26 +17,30 @@ from pathlib import Path
 import pytest
 
 import fairq
-from http_support import ROOT, TOKEN, start_serve
+from helpers import ROOT, TOKEN, cli, running
 
 HANG = 60  # seconds: only stops a hang
 
 
 @pytest.fixture
 def served(tmp_path):
-    """A `fairq serve` on a fresh file: (url, path)."""
+    """The server `fairq serve` runs, on a thread of this process, on a fresh file: (url, path).
+    (`fairq serve` as a real process is tested in test_http_serve.py.)"""
     (tmp_path / "server").mkdir()
     path = tmp_path / "server" / "served.db"  # away from the commands' working directory
-    proc, url = start_serve(path, "--port", "0", "--no-tick", env={"FAIRQ_TOKEN": TOKEN})
-    try:
-        yield url, path
-    finally:
-        proc.terminate()
-        proc.communicate(timeout=HANG)
+    with fairq.Queue(path) as queue, running(queue) as server:
+        yield server.url, path
 
 
-def cli(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    """`fairq ARGS` with FAIRQ_TOKEN set and no FAIRQ_DB / FAIRQ_URL unless `env` gives them."""
+def run(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """`fairq ARGS` in this process, with FAIRQ_TOKEN set and no FAIRQ_DB / FAIRQ_URL unless `env`
+    gives them."""
+    return cli(*args, cwd=cwd, env={"FAIRQ_TOKEN": TOKEN, **(env or {})},
+               unset=("FAIRQ_DB", "FAIRQ_URL", "FAIRQ_TOKEN"))
+
+
+def fairq_process(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """The same in a real `python -m fairq` process."""
     full_env = {k: x for k, x in os.environ.items() if k not in ("FAIRQ_DB", "FAIRQ_URL", "FAIRQ_TOKEN")}
     full_env.update({"PYTHONPATH": str(ROOT / "src"), "FAIRQ_TOKEN": TOKEN}, **(env or {}))
     return subprocess.run([sys.executable, "-m", "fairq", *args], cwd=cwd, env=full_env, capture_output=True,
@@ -49,19 +53,19 @@ def test_inspection_and_operator_commands_run_against_a_server(served, tmp_path)
     client.enqueue("a", {"n": 1}, flow="f")
     client.enqueue("b", {"n": 2}, flow="f")
     client.fail(client.claim(owner="w"), reason="broken")
-    status = cli("--url", url, "status", "--json", cwd=tmp_path)
+    status = run("--url", url, "status", "--json", cwd=tmp_path)
     assert status.returncode == 0 and json.loads(status.stdout)["counts"]["quarantined"] == 1
-    listed = cli("events", "--flow", "f", "--json", cwd=tmp_path, env={"FAIRQ_URL": url})  # from the environment
+    listed = run("events", "--flow", "f", "--json", cwd=tmp_path, env={"FAIRQ_URL": url})  # from the environment
     assert listed.returncode == 0 and [e["event_id"] for e in json.loads(listed.stdout)] == ["a", "b"]
-    shown = cli("--url", url, "show", "a", "--json", cwd=tmp_path)
+    shown = run("--url", url, "show", "a", "--json", cwd=tmp_path)
     assert shown.returncode == 0 and json.loads(shown.stdout)["audit"][0]["reason"] == "broken"
-    explained = cli("--url", url, "explain", "f", "--json", cwd=tmp_path)
+    explained = run("--url", url, "explain", "f", "--json", cwd=tmp_path)
     answer = json.loads(explained.stdout)
     assert answer["why"] == "quarantined" and answer["redrive"].startswith(f"fairq --url {url} redrive a ")
     redrive = shlex.split(answer["redrive"].replace("<why it is safe to run again>", "fixed"))[1:]
-    redriven = cli(*redrive, cwd=tmp_path)  # the command explain printed, as printed
+    redriven = run(*redrive, cwd=tmp_path)  # the command explain printed, as printed
     assert redriven.returncode == 0 and json.loads(redriven.stdout) == {"event_id": "a", "generation": 2}
-    metrics = cli("--url", url, "metrics", cwd=tmp_path)
+    metrics = run("--url", url, "metrics", cwd=tmp_path)
     assert metrics.returncode == 0 and 'fairq_events{state="ready"} 2' in metrics.stdout
     assert not list(tmp_path.glob("fairq.db*"))  # nothing local was opened or created
 
@@ -71,7 +75,8 @@ def test_fairq_work_drains_a_server(served, tmp_path) -> None:
     (tmp_path / "handlers.py").write_text("def handle(job):\n    pass\n")
     client = fairq.Client(url, token=TOKEN)
     client.enqueue_many([(f"e{i}", {"i": i}, f"f{i % 3}") for i in range(12)])
-    done = cli("--url", url, "work", "handlers:handle", "--until-idle", "--concurrency", "2", cwd=tmp_path)
+    done = fairq_process("--url", url, "work", "handlers:handle", "--until-idle", "--concurrency", "2",
+                         cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert client.stats().counts["acked"] == 12
     assert not (tmp_path / "fairq.db").exists()
@@ -79,14 +84,14 @@ def test_fairq_work_drains_a_server(served, tmp_path) -> None:
 
 def test_url_and_db_together_and_local_only_commands_are_usage_errors(served, tmp_path) -> None:
     url, _ = served
-    both = cli("--url", url, "--db", str(tmp_path / "x.db"), "status", cwd=tmp_path)
+    both = run("--url", url, "--db", str(tmp_path / "x.db"), "status", cwd=tmp_path)
     assert both.returncode == 2 and "not both" in both.stderr and "Traceback" not in both.stderr
     (tmp_path / "events.jsonl").write_text('{"event_id": "a", "body": 1}\n')
     for args in (["enqueue", "events.jsonl"], ["purge", "--older-than", "1d"], ["tick"], ["init"]):
-        refused = cli("--url", url, *args, cwd=tmp_path)
+        refused = run("--url", url, *args, cwd=tmp_path)
         assert refused.returncode == 2 and "does not run against a server" in refused.stderr, args
         assert "Traceback" not in refused.stderr
-        from_env = cli(*args, cwd=tmp_path, env={"FAIRQ_URL": url})
+        from_env = run(*args, cwd=tmp_path, env={"FAIRQ_URL": url})
         assert from_env.returncode == 2 and "unset FAIRQ_URL" in from_env.stderr, args
     assert not list(tmp_path.glob("*.db"))
     assert fairq.Client(url, token=TOKEN).events() == []
@@ -94,7 +99,7 @@ def test_url_and_db_together_and_local_only_commands_are_usage_errors(served, tm
 
 def test_a_command_without_a_token_says_how_to_give_one(served, tmp_path) -> None:
     url, _ = served
-    done = cli("--url", url, "status", cwd=tmp_path, env={"FAIRQ_TOKEN": ""})
+    done = run("--url", url, "status", cwd=tmp_path, env={"FAIRQ_TOKEN": ""})
     assert done.returncode == 1 and "set FAIRQ_TOKEN" in done.stderr and "Traceback" not in done.stderr
 
 

@@ -9,7 +9,7 @@ import socket
 
 import pytest
 
-from http_support import TOKEN, running
+from helpers import TOKEN, running
 
 BODY = b'{"event_id": "a", "body": 1}'
 

@@ -10,7 +10,7 @@ import threading
 import time
 
 import fairq
-from http_support import TOKEN, eventually, running, start_serve
+from helpers import TOKEN, eventually, running, start_serve
 
 HANG = 10  # seconds: only stops a hang
 

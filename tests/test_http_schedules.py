@@ -9,8 +9,7 @@ import time
 import pytest
 
 import fairq
-from http_support import TOKEN, eventually, raw, running, start_serve
-from http_support import client, clock, server  # noqa: F401  (fixtures)
+from helpers import TOKEN, eventually, raw, running, start_serve
 
 
 def test_schedules_added_over_the_wire_are_the_ones_a_local_queue_reads(server, client, make_queue, clock) -> None:

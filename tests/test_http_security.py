@@ -15,8 +15,7 @@ import pytest
 import fairq
 from fairq.http.routes import ROUTES
 from fairq.http.server import Server
-from http_support import TOKEN, raw, running
-from http_support import client, clock, server  # noqa: F401  (fixtures)
+from helpers import TOKEN, raw, running
 
 
 def every_protected_route() -> list[tuple[str, str]]:

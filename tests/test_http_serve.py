@@ -1,5 +1,6 @@
-"""`fairq serve` as a real process: refusing to start unsafely, stopping cleanly,
-remote workers in other processes, and a kill mid-run with nothing lost."""
+"""`fairq serve`: refusing to start unsafely (checked in this process), and as a real process
+stopping cleanly, serving remote workers in other processes, and a kill mid-run with nothing
+lost."""
 
 from __future__ import annotations
 
@@ -9,12 +10,13 @@ import subprocess
 import threading
 import time
 from collections import Counter
+from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
 
 import fairq
-from http_support import TOKEN, eventually, remote_drain, serve_command, start_serve
+from helpers import TOKEN, cli, eventually, remote_drain, start_serve
 
 SPAWN = multiprocessing.get_context("spawn")
 
@@ -26,9 +28,14 @@ def token_file(tmp_path):
     return path
 
 
+def refused_serve(db: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """`fairq --db DB serve ARGS` in this process, without FAIRQ_DB or FAIRQ_TOKEN unless `env` gives
+    one: for refusals, which happen before anything is served (a hung call fails, not hangs)."""
+    return cli("--db", str(db), "serve", *args, cwd=db.parent, env=env, unset=("FAIRQ_DB", "FAIRQ_TOKEN"))
+
+
 def refused_start(tmp_path, *args: str) -> subprocess.CompletedProcess:
-    command, env = serve_command(tmp_path / "q.db", "--port", "0", *args)
-    return subprocess.run(command, env=env, capture_output=True, text=True, timeout=60)  # timeout: hangs only
+    return refused_serve(tmp_path / "q.db", "--port", "0", *args)
 
 
 def test_serve_refuses_to_start_without_a_token(tmp_path) -> None:
@@ -139,8 +146,7 @@ def test_a_server_killed_mid_run_restarts_on_its_port_with_nothing_lost(tmp_path
 
 @pytest.mark.parametrize("args", [("--port", "99999"), ("--port", "-1"), ("--port", "http")])
 def test_serve_refuses_a_bad_port_as_a_usage_error_without_creating_the_database(tmp_path, args) -> None:
-    command, env = serve_command(tmp_path / "x.db", *args, env={"FAIRQ_TOKEN": TOKEN})
-    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=60)  # timeout: hangs only
+    done = refused_serve(tmp_path / "x.db", *args, env={"FAIRQ_TOKEN": TOKEN})
     assert done.returncode == 2 and "argument --port" in done.stderr and "Traceback" not in done.stderr
     assert not (tmp_path / "x.db").exists()
 
@@ -148,7 +154,6 @@ def test_serve_refuses_a_bad_port_as_a_usage_error_without_creating_the_database
 @pytest.mark.parametrize("args", [("--host", "0.0.0.0", "--no-auth"), ("--max-connections", "0"),
                                   ("--head-timeout", "0"), ("--drain-seconds", "-1")])
 def test_a_refused_serve_creates_no_database(tmp_path, args) -> None:
-    command, env = serve_command(tmp_path / "x.db", "--port", "0", *args, env={"FAIRQ_TOKEN": TOKEN})
-    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=60)  # timeout: hangs only
+    done = refused_serve(tmp_path / "x.db", "--port", "0", *args, env={"FAIRQ_TOKEN": TOKEN})
     assert done.returncode == 1 and done.stderr.startswith("fairq: ") and "Traceback" not in done.stderr
     assert not (tmp_path / "x.db").exists()

@@ -16,7 +16,7 @@ import pytest
 
 import fairq
 from fairq.http.server import Server
-from http_support import TOKEN, eventually, raw, running, start_serve
+from helpers import TOKEN, eventually, raw, running, start_serve
 
 HANG = 30  # seconds: only stops a hang
 # A request whose body never comes in full: its thread waits for the rest.

@@ -1,5 +1,5 @@
-"""fairq.Worker over fairq.Client, against a real `fairq serve` process: workers in
-spawned processes drain a backlog with heartbeats, batches and a graceful stop.
+"""fairq.Worker over fairq.Client, against a fairq HTTP server: workers in spawned processes
+drain a backlog with heartbeats, batches and a graceful stop.
 
 Handlers are work_handlers.slow: each leaves a mark (event_id.pid) when it starts
 and sleeps body["sleep"] seconds. Timeouts only stop hangs.
@@ -16,8 +16,7 @@ import pytest
 
 import fairq
 import work_handlers
-from http_support import TOKEN, remote_worker, start_serve
-from test_work_cli import HANG, wait_for_marks
+from helpers import HANG, TOKEN, remote_worker, running, wait_for_marks
 
 SPAWN = multiprocessing.get_context("spawn")
 # Leases this short lapse unless the heartbeat extends them over HTTP: the
@@ -28,13 +27,12 @@ LEASE = 1.5
 
 @pytest.fixture
 def served(tmp_path):
-    """(URL, database path, marks folder) of a `fairq serve` on a fresh database."""
-    proc, url = start_serve(tmp_path / "q.db", "--port", "0", env={"FAIRQ_TOKEN": TOKEN})
+    """(URL, database path, marks folder) of the server `fairq serve` runs, on a thread of this
+    process, on a fresh database (`fairq serve` as a real process: test_http_serve.py)."""
     marks = tmp_path / "marks"
     marks.mkdir()
-    yield url, tmp_path / "q.db", marks
-    proc.terminate()
-    proc.communicate(timeout=HANG)
+    with fairq.Queue(tmp_path / "q.db") as queue, running(queue) as server:
+        yield server.url, tmp_path / "q.db", marks
 
 
 def events_of(db) -> list[fairq.EventInfo]:

@@ -9,7 +9,7 @@ import sqlite3
 import pytest
 
 import fairq
-from test_atomicity import inject, snapshot
+from helpers import inject, snapshot
 
 ORDER_LIMITS = {"max_bytes": 1_000_000, "max_lines": 1000, "max_body_bytes": 10_000}
 

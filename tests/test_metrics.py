@@ -7,41 +7,7 @@ import re
 
 import fairq
 from fairq.metrics import exposition
-from test_cli import fairq_cli
-
-SAMPLE = re.compile(
-    r'(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)'
-    r'(?:\{(?P<labels>[a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\\n]|\\[\\"n])*"'
-    r'(?:,[a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\\n]|\\[\\"n])*")*)\})?'
-    r' (?P<value>[-+]?(?:\d+(?:\.\d*)?(?:e[-+]?\d+)?|Inf|NaN))')
-LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\\n]|\\[\\"n])*)"')
-
-
-def parse(text: str) -> tuple[dict[str, str], list[tuple[str, dict[str, str], float]]]:
-    """(family -> type, samples) of an exposition; asserts every line is well formed."""
-    assert text.endswith("\n")
-    types: dict[str, str] = {}
-    helps: set[str] = set()
-    samples = []
-    for line in text.splitlines():
-        if line.startswith("# HELP "):
-            name = line.split(" ")[2]
-            assert name not in helps, f"second HELP for {name}"
-            helps.add(name)
-        elif line.startswith("# TYPE "):
-            _, _, name, kind = line.split(" ")
-            assert kind in ("counter", "gauge", "histogram", "summary", "untyped")
-            assert name not in types, f"second TYPE for {name}"
-            types[name] = kind
-        else:
-            found = SAMPLE.fullmatch(line)
-            assert found, f"not a sample line: {line!r}"
-            labels = dict(LABEL.findall(found["labels"] or ""))
-            samples.append((found["name"], labels, float(found["value"])))
-    for name, _, _ in samples:
-        family = re.sub(r"_(bucket|count|sum)$", "", name) if name not in types else name
-        assert family in types and family in helps, f"{name} has no TYPE/HELP before it"
-    return types, samples
+from helpers import cli, parse
 
 
 def scenario(q: fairq.Queue) -> None:
@@ -93,7 +59,7 @@ def test_the_claim_lag_histogram_is_cumulative_and_ends_at_its_count(q: fairq.Qu
 def test_fairq_metrics_prints_the_exposition(tmp_path) -> None:
     with fairq.Queue(tmp_path / "q.db") as q:
         scenario(q)
-    done = fairq_cli("--db", "q.db", "metrics", "--top", "1", cwd=tmp_path)
+    done = cli("--db", "q.db", "metrics", "--top", "1", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     _, samples = parse(done.stdout)
     assert sum(1 for name, _, _ in samples if name == "fairq_flow_backlog") == 1

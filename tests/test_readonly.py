@@ -9,8 +9,7 @@ from pathlib import Path
 import pytest
 
 import fairq
-from test_cli import fairq_cli
-from test_migrations import build_v1
+from helpers import build_v1, cli
 
 # Every command that only reads, with the arguments it needs.
 READING_COMMANDS = [
@@ -50,7 +49,7 @@ def test_a_reading_command_on_another_applications_file_refuses_and_leaves_it_as
     path = tmp_path / "other.db"
     application_file(path)
     before = path.read_bytes()
-    done = fairq_cli("--db", str(path), *command, cwd=tmp_path)
+    done = cli("--db", str(path), *command, cwd=tmp_path)
     assert done.returncode == 1, done.stdout
     assert "not a fairq database" in done.stderr and "Traceback" not in done.stderr
     assert path.read_bytes() == before
@@ -61,7 +60,7 @@ def test_a_reading_command_on_another_applications_file_refuses_and_leaves_it_as
 
 @pytest.mark.parametrize("command", READING_COMMANDS, ids=lambda c: " ".join(c))
 def test_a_reading_command_on_a_missing_file_does_not_create_it(tmp_path, command) -> None:
-    done = fairq_cli("--db", "missing.db", *command, cwd=tmp_path)
+    done = cli("--db", "missing.db", *command, cwd=tmp_path)
     assert done.returncode == 1
     assert "no fairq database at missing.db; run `fairq init`" in done.stderr
     assert list(tmp_path.iterdir()) == []
@@ -70,7 +69,7 @@ def test_a_reading_command_on_a_missing_file_does_not_create_it(tmp_path, comman
 def test_status_on_an_empty_file_refuses_and_leaves_it_empty(tmp_path) -> None:
     path = tmp_path / "empty.db"
     path.write_bytes(b"")
-    done = fairq_cli("--db", str(path), "status", cwd=tmp_path)
+    done = cli("--db", str(path), "status", cwd=tmp_path)
     assert done.returncode == 1 and "not a fairq database" in done.stderr
     assert path.read_bytes() == b""
 
@@ -122,6 +121,6 @@ def test_status_on_a_fairq_file_still_works_and_does_not_write(tmp_path) -> None
     with fairq.Queue(path) as q:
         q.enqueue("x", {}, now=1)
     before = path.read_bytes()
-    done = fairq_cli("--db", str(path), "status", "--json", cwd=tmp_path)
+    done = cli("--db", str(path), "status", "--json", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert path.read_bytes() == before

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 import fairq
-from relay import Receiver, step
+from helpers import Receiver, step
 
 
 @pytest.fixture

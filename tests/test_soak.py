@@ -26,7 +26,7 @@ from collections import Counter
 from pathlib import Path
 
 import fairq
-from relay import Receiver
+from helpers import Receiver
 
 ROOT = Path(__file__).resolve().parent.parent
 FLOWS, WAVES = 50, 16  # a wave is one event per flow; one kill per wave
@@ -84,7 +84,7 @@ def test_workers_killed_at_random_lose_nothing_and_double_nothing(tmp_path) -> N
                 [sys.executable, "-m", "fairq", "--db", str(queue_db), "work", "work_handlers:relay",
                  "--owner", owner, "--lease-seconds", "1", "--max-attempts", "1000", "--stop-timeout", "10",
                  "--log-level", "INFO", *options],
-                cwd=ROOT / "tests", env=env, stdout=subprocess.DEVNULL, stderr=err_file, text=True)
+                cwd=ROOT / "tests" / "support", env=env, stdout=subprocess.DEVNULL, stderr=err_file, text=True)
         return proc, err
 
     def enqueue(wave: list) -> None:

@@ -1,6 +1,6 @@
 """`fairq work` in real subprocesses: backlog, signals, stop timeout, processes, progress line, logs.
 
-Handlers come from tests/work_handlers.py (the child runs with cwd=tests/).
+Handlers come from tests/support/work_handlers.py (the child runs with cwd=tests/support/).
 `slow` leaves a mark file when it starts, so a test signals only once a
 handler is really running; with body {"until_stopping": true} it runs until
 the worker is asked to stop, so what a stop leaves does not depend on how
@@ -21,27 +21,8 @@ from pathlib import Path
 import pytest
 
 import fairq
+from helpers import HANG, ROOT, counts, start, wait_for_marks
 
-ROOT = Path(__file__).resolve().parent.parent
-TESTS = ROOT / "tests"
-HANG = 60  # seconds; only to stop a hung test
-
-
-def start(db: Path, *args: str, marks: Path | None = None, cwd: Path = TESTS, **popen) -> subprocess.Popen:
-    env = {k: v for k, v in os.environ.items() if k != "FAIRQ_DB"}
-    env.update(PYTHONPATH=str(ROOT / "src"), FAIRQ_TEST_MARKS=str(marks or db.parent))
-    popen.setdefault("stdout", subprocess.PIPE)
-    popen.setdefault("stderr", subprocess.PIPE)
-    return subprocess.Popen([sys.executable, "-m", "fairq", "--db", str(db), "work", *args],
-                            cwd=cwd, env=env, text=True, **popen)
-
-
-def wait_for_marks(marks: Path, n: int) -> list[Path]:
-    deadline = time.monotonic() + HANG
-    while len(found := sorted(marks.iterdir())) < n:
-        assert time.monotonic() < deadline, "no handler started"
-        time.sleep(0.02)
-    return found
 
 
 #: The body of an event whose `slow` handler runs until the worker is asked to stop.
@@ -59,18 +40,6 @@ def wait_for_line(path: Path, text: str) -> None:
     while text not in path.read_text():
         assert time.monotonic() < deadline, f"no {text!r} in {path.read_text()!r}"
         time.sleep(0.02)
-
-
-def counts(db: Path) -> dict[str, int]:
-    with fairq.Queue(db) as q:
-        return q.stats().counts
-
-
-@pytest.fixture
-def marks(tmp_path: Path) -> Path:
-    path = tmp_path / "marks"
-    path.mkdir()
-    return path
 
 
 def test_the_example_handler_works_off_a_backlog_from_the_repository_root(tmp_path) -> None:

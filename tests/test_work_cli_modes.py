@@ -1,5 +1,6 @@
 """`fairq work` in real subprocesses: processes share a backlog, --until-empty,
---timeout, ticking schedules, refused handlers, and its logs. Timeouts only stop hangs."""
+--timeout, ticking schedules, refused handlers, and its logs (its help and most refusals are
+checked in this process). Timeouts only stop hangs."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import time
 from pathlib import Path
 
 import fairq
-from test_work_cli import HANG, counts, marks, start  # noqa: F401 (marks: a fixture)
+from helpers import HANG, SUPPORT, cli, counts, start
 
 
 def run(db: Path, *args: str, **kw) -> tuple[int, str]:
@@ -43,9 +44,7 @@ def test_until_empty_waits_for_retries_in_backoff_and_until_idle_does_not(tmp_pa
 
 
 def test_help_names_each_stop_mode(tmp_path) -> None:
-    proc = start(tmp_path / "q.db", "--help")
-    out, _ = proc.communicate(timeout=HANG)
-    text = " ".join(out.split())
+    text = " ".join(cli("--db", str(tmp_path / "q.db"), "work", "--help", cwd=tmp_path).stdout.split())
     assert "--until-empty" in text and "--until-idle" in text and "--timeout" in text and "--no-tick" in text
     assert "quarantined" in text and "backoff" in text
 
@@ -80,11 +79,11 @@ def test_an_async_handler_is_refused_before_anything_is_claimed(tmp_path) -> Non
     db = tmp_path / "q.db"
     with fairq.Queue(db) as q:
         q.enqueue("a", {})
-    for name in ("async_handle", "takes_nothing"):
-        code, err = run(db, f"work_handlers:{name}", "--until-idle")
-        assert code == 1 and "Traceback" not in err, err
-        assert "handler" in err
-    assert "asyncio.run" in run(db, "work_handlers:async_handle")[1]
+    for name in ("async_handle", "takes_nothing"):  # in this process: refused before a worker starts
+        done = cli("--db", str(db), "work", f"work_handlers:{name}", "--until-idle", cwd=SUPPORT)
+        assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+        assert "handler" in done.stderr
+    assert "asyncio.run" in run(db, "work_handlers:async_handle")[1]  # and in a real `fairq work` process
     assert counts(db)["ready"] == 1
 
 

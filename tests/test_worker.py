@@ -14,8 +14,7 @@ import pytest
 
 import fairq
 import work_handlers
-from relay import Receiver
-from test_work_cli import wait_for_marks
+from helpers import Receiver, wait_for_marks
 
 HANG = 60  # seconds; only to stop a hung test
 

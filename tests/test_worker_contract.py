@@ -275,7 +275,7 @@ def test_a_quarantine_is_logged_at_error_with_its_reason(q: fairq.Queue, caplog)
 
 
 def test_a_worker_over_a_client_shares_batches_and_runs_until_empty(tmp_path) -> None:
-    from http_support import TOKEN, start_serve
+    from helpers import TOKEN, start_serve
 
     proc, url = start_serve(tmp_path / "q.db", "--port", "0", env={"FAIRQ_TOKEN": TOKEN})
     try:

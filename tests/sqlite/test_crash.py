@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 
 import fairq
-from relay import Receiver, step
+from helpers import SUPPORT, Receiver, step
 
-CHILD = Path(__file__).parent / "crash_child.py"
+CHILD = SUPPORT / "crash_child.py"
 CRASH_CODE = 86
 
 # (point, event state, receipts) durable right after the crash, relay mode.

@@ -17,27 +17,7 @@ import pytest
 
 import fairq
 from fairq.store import migrate
-
-FIXTURES = Path(__file__).resolve().parent / "fixtures"
-
-
-def build_v1(path: Path) -> None:
-    """A version 1 file with two events of flow A (A1 is the head) and an unordered one."""
-    conn = sqlite3.connect(path)
-    conn.executescript((FIXTURES / "schema_v1.sql").read_text(encoding="utf-8"))
-    conn.executescript("""
-        INSERT INTO flow (flow_id, name, next_seq) VALUES (1, 'A', 3);
-        INSERT INTO event (event_id, flow_id, seq, body, state, created_ms, due_ms, next_at_ms,
-                           pass, turn, dispatch_ms, runnable)
-        VALUES ('A1', 1, 1, '{"n":1}', 'ready', 0, 0, 0, 0, 1, 0, 0),
-               ('A2', 1, 2, '{"n":2}', 'ready', 0, 0, 0, NULL, NULL, NULL, 0),
-               ('u1', NULL, 1, '{"n":3}', 'ready', 0, 0, 0, 0, 2, 0, 0);
-        UPDATE clock SET ready_n = 3, enqueued_total = 3, turn = 2, now_ms = 0;
-    """)
-    conn.execute(f"PRAGMA application_id = {migrate.APPLICATION_ID:d}")
-    conn.execute("PRAGMA user_version = 1")
-    conn.commit()
-    conn.close()
+from helpers import FIXTURES, build_v1
 
 
 def schema(path: Path) -> dict[str, object]:

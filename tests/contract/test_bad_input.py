@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import sqlite3
-
 import pytest
 
 import fairq
@@ -20,15 +18,6 @@ def nested(depth: int) -> list:
 
 
 DEEP = nested(150)
-
-
-def snapshot(path) -> list:
-    conn = sqlite3.connect(path)
-    try:
-        return [conn.execute(f"SELECT * FROM {t} ORDER BY 1").fetchall()  # noqa: S608 - fixed names
-                for t in ("queue_state", "flow", "event", "audit")]
-    finally:
-        conn.close()
 
 
 ENQUEUE_CASES = [
@@ -69,17 +58,17 @@ ENQUEUE_CASES = [
 
 
 @pytest.mark.parametrize("override, field", ENQUEUE_CASES)
-def test_a_bad_enqueue_names_the_field_and_writes_nothing(make_queue, db_path, override, field) -> None:
+def test_a_bad_enqueue_names_the_field_and_writes_nothing(make_queue, store, target, override, field) -> None:
     q = make_queue(max_body_bytes=256)
     q.enqueue("existing", {}, flow="F", now=1)
-    before = snapshot(db_path)
+    before = store.snapshot(target)
     args = {"event_id": "e1", "body": {"ok": True}, "flow": "F", "delay": 0, "now": 1} | override
     with pytest.raises(fairq.InvalidInput) as info:
         q.enqueue(args.pop("event_id"), args.pop("body"), **args)
     assert info.value.field == field, info.value
     assert isinstance(info.value, ValueError)
     assert field in str(info.value)
-    assert snapshot(db_path) == before
+    assert store.snapshot(target) == before
 
 
 @pytest.mark.parametrize("items, field", [
@@ -93,19 +82,19 @@ def test_a_bad_enqueue_names_the_field_and_writes_nothing(make_queue, db_path, o
     ([{"event_id": "x", "body": {}, "delay": -2}], "items[0].delay"),
     ("not a list", "items"),
 ])
-def test_a_bad_batch_names_the_item_and_writes_nothing(q, db_path, items, field) -> None:
+def test_a_bad_batch_names_the_item_and_writes_nothing(q, store, target, items, field) -> None:
     q.enqueue("existing", {}, now=1)
-    before = snapshot(db_path)
+    before = store.snapshot(target)
     with pytest.raises(fairq.InvalidInput) as info:
         q.enqueue_many(items, now=1)
     assert info.value.field == field
-    assert snapshot(db_path) == before
+    assert store.snapshot(target) == before
 
 
-def test_bad_outcomes_reasons_and_delays_are_refused(q: fairq.Queue, db_path) -> None:
+def test_bad_outcomes_reasons_and_delays_are_refused(q: fairq.Queue, store, target) -> None:
     q.enqueue("x", {}, now=0)
     lease = q.claim(now=0)
-    before = snapshot(db_path)
+    before = store.snapshot(target)
     cases = [
         (lambda: q.settle(lease, "done", now=0), "outcome"),
         (lambda: q.settle(lease, None, now=0), "outcome"),
@@ -143,7 +132,7 @@ def test_bad_outcomes_reasons_and_delays_are_refused(q: fairq.Queue, db_path) ->
         with pytest.raises(fairq.InvalidInput) as info:
             call()
         assert info.value.field == field, (field, info.value)
-    assert snapshot(db_path) == before
+    assert store.snapshot(target) == before
 
 
 @pytest.mark.parametrize("kwargs, field", [
@@ -154,9 +143,9 @@ def test_bad_outcomes_reasons_and_delays_are_refused(q: fairq.Queue, db_path) ->
     ({"backoff": "fast"}, "backoff"),
     ({"max_body_bytes": 0}, "max_body_bytes"),
 ])
-def test_bad_queue_settings_are_refused(db_path, kwargs, field) -> None:
+def test_bad_queue_settings_are_refused(store, target, kwargs, field) -> None:
     with pytest.raises(fairq.InvalidInput) as info:
-        fairq.Queue(db_path, **kwargs)
+        store.open(target, **kwargs)
     assert info.value.field == field
 
 

@@ -16,8 +16,8 @@ import pytest
 import fairq
 from fairq import policy
 from fairq.store import migrate
+from helpers import FIXTURES
 
-FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
 STATE = ("now_ms, vtime, tail, turn, ready_n, inflight_n, acked_n, quarantined_n, enqueued_total, "
          "claimed_total, expired_total, acked_total, retried_total, quarantined_total, redriven_total, claim_lag")

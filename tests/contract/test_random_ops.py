@@ -1,7 +1,7 @@
 """Random sequences of every verb keep every rule, checked against a plain model.
 
 The model is deliberately simple: per event its flow, seq and state. After each
-step the store's bookkeeping is recounted (conftest.check_invariants) and the
+step the store's bookkeeping is recounted (the store's check) and the
 claims are checked against the rules: only a flow's lowest unacked seq is
 claimed, never two live leases in one flow, nothing acked twice.
 """
@@ -13,11 +13,10 @@ import random
 import pytest
 
 import fairq
-from conftest import check_invariants
 
 
 @pytest.mark.parametrize("seed", range(6))
-def test_random_operations_keep_order_fencing_and_bookkeeping(make_queue, db_path, seed: int) -> None:
+def test_random_operations_keep_order_fencing_and_bookkeeping(make_queue, store, seed: int) -> None:
     rng = random.Random(seed)
     q = make_queue(max_attempts=3, backoff=fairq.Backoff(base=1, factor=2, cap=4, jitter=True))
     now = 0.0
@@ -94,7 +93,7 @@ def test_random_operations_keep_order_fencing_and_bookkeeping(make_queue, db_pat
         for info in q.events(limit=10_000):
             model[info.event_id]["state"] = info.state.value
         if step % 25 == 0:
-            check_invariants(db_path)
+            store.check()
     acked = [e for e in q.events(state="acked", limit=10_000)]
     assert len({e.event_id for e in acked}) == len(acked)
     # The counts kept with the clock equal the events' rows, state by state.

@@ -11,10 +11,10 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tests/, for helpers
 
 import fairq  # noqa: E402
-from relay import Receiver, step  # noqa: E402
+from helpers import Receiver, step  # noqa: E402
 
 
 def main() -> int:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 import fairq
-from conftest import drain_order
+from helpers import drain_order
 
 
 def enqueue_flows(q: fairq.Queue, flows: str, per_flow: int, *, now: float = 0) -> None:
@@ -134,9 +134,9 @@ def test_claim_many_takes_at_most_one_head_per_flow_in_fair_order(q: fairq.Queue
     assert [lease.event_id for lease in q.claim_many(10, now=0)] == ["A2", "B2", "C2", "D2"]
 
 
-def test_claim_many_serves_every_flow_in_seq_order_like_single_claims(make_queue, tmp_path) -> None:
+def test_claim_many_serves_every_flow_in_seq_order_like_single_claims(make_queue, store) -> None:
     def run(batch: bool) -> list[str]:
-        q = fairq.Queue(tmp_path / f"q{batch}.db", max_attempts=3)
+        q = make_queue(at=store.target(f"q{batch}"), max_attempts=3)
         q.set_weight("B", 2)
         for flow in "ABCDE":
             for i in range(4):

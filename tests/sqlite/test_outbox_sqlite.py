@@ -1,8 +1,6 @@
-"""Outbox: an application enqueues inside its own transaction, on its own connection.
-
-Its business write and the event commit together or not at all; fairq never
-commits or rolls back the application's transaction.
-"""
+"""Outbox on SQLite: the application's sqlite3 connection in any transaction mode, on the
+queue's file by any path, refused when it is not usable; failures injected by TEMP triggers
+undo only fairq's own writes."""
 
 from __future__ import annotations
 
@@ -13,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import fairq
-from test_atomicity import inject
+from helpers import inject
 
 
 @pytest.fixture
@@ -45,38 +43,11 @@ def place_order(q: fairq.Queue, app: sqlite3.Connection, order_id: str, cents: i
     app.execute("COMMIT")
 
 
-def test_the_business_row_and_the_event_commit_together(q: fairq.Queue, app, db_path) -> None:
-    place_order(q, app, "o1", 500)
-    assert orders(db_path) == [("o1", 500)]
-    assert q.get("paid-o1").body == {"cents": 500, "order": "o1"}
-    assert q.claim(now=1).event_id == "paid-o1"
-
-
-def test_a_failing_business_write_leaves_no_event(q: fairq.Queue, app, db_path) -> None:
-    app.execute("BEGIN IMMEDIATE")
-    q.enqueue("paid-o1", {"cents": -5}, conn=app, now=1)
-    with pytest.raises(sqlite3.IntegrityError):
-        app.execute("INSERT INTO orders VALUES ('o1', -5)")  # the CHECK refuses it
-    app.execute("ROLLBACK")
-    assert q.get("paid-o1") is None
-    stats = q.stats(now=1)
-    assert stats.counts["ready"] == 0 and stats.totals["enqueued"] == 0
-    assert orders(db_path) == []
-
-
 def test_a_failing_event_insert_leaves_no_business_row(q: fairq.Queue, app, db_path) -> None:
     inject(app, "event", "INSERT")  # a TEMP trigger on the application's connection
     with pytest.raises(fairq.StoreError, match="injected failure"):
         place_order(q, app, "o1", 500)
     assert orders(db_path) == [] and q.get("paid-o1") is None
-
-
-def test_a_conflicting_event_leaves_no_business_row(q: fairq.Queue, app, db_path) -> None:
-    q.enqueue("paid-o1", {"order": "o1", "cents": 999}, now=0)
-    with pytest.raises(fairq.Conflict):
-        place_order(q, app, "o1", 500)
-    assert orders(db_path) == []
-    assert q.get("paid-o1").body == {"cents": 999, "order": "o1"}
 
 
 def test_fairq_never_commits_the_applications_transaction(q: fairq.Queue, app, db_path) -> None:
@@ -160,13 +131,3 @@ def test_a_closed_connection_is_refused(q: fairq.Queue, db_path) -> None:
     conn.close()
     with pytest.raises(fairq.InvalidInput, match="conn: is not usable"):
         q.enqueue("x", {}, conn=conn, now=1)
-
-
-def test_an_effect_cannot_enqueue_on_the_settles_own_connection(q: fairq.Queue) -> None:
-    # The settle already holds that transaction and its clock row; a second
-    # fairq call inside it would write the clock behind the first one's back.
-    q.enqueue("a", {}, now=0)
-    lease = q.claim(now=0)
-    with pytest.raises(fairq.InvalidInput, match="fairq's own connection"):
-        q.ack(lease, effect=lambda conn: q.enqueue("follow-up", {}, conn=conn), now=1)
-    assert q.get("follow-up") is None and q.get("a").state is fairq.State.INFLIGHT

@@ -13,7 +13,7 @@ import pytest
 
 import fairq
 from fairq.types import UndecodableBody
-from http_support import TOKEN, raw, running
+from helpers import TOKEN, raw, running
 
 DIGITS = "9" * 4301  # one digit past the limit of every default Python process
 POISON = '{"n":' + DIGITS + "}"

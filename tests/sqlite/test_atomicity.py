@@ -15,20 +15,7 @@ from typing import Any
 import pytest
 
 import fairq
-from relay import Receiver
-
-TABLES = ("queue_state", "flow", "event", "audit")
-
-
-def snapshot(conn: sqlite3.Connection) -> list:
-    return [conn.execute(f"SELECT * FROM main.{t} ORDER BY 1").fetchall() for t in TABLES]  # noqa: S608
-
-
-def inject(conn: sqlite3.Connection, table: str, op: str) -> None:
-    conn.execute(
-        f"CREATE TEMP TRIGGER injected_failure BEFORE {op} ON main.{table} "
-        "BEGIN SELECT RAISE(ABORT, 'injected failure'); END"
-    )
+from helpers import TABLES, Receiver, inject, snapshot
 
 
 @dataclasses.dataclass

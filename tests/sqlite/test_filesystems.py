@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import fairq
-from test_cli import fairq_cli
+from helpers import fairq_cli
 
 
 def _mount(*args: str) -> subprocess.CompletedProcess:

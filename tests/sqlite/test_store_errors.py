@@ -8,7 +8,7 @@ import sqlite3
 import pytest
 
 import fairq
-from test_cli import fairq_cli
+from helpers import cli
 
 
 def test_a_busy_timeout_past_sqlites_int_milliseconds_is_refused_naming_it(db_path) -> None:
@@ -100,7 +100,7 @@ def test_a_damaged_file_is_corrupt(db_path) -> None:
 
 def test_status_on_a_damaged_file_says_so_without_a_traceback(tmp_path) -> None:
     damaged(tmp_path / "q.db")
-    done = fairq_cli("--db", "q.db", "status", cwd=tmp_path)
+    done = cli("--db", "q.db", "status", cwd=tmp_path)
     assert done.returncode == 1
     assert "damaged" in done.stderr and "backup" in done.stderr
     assert "Traceback" not in done.stderr
@@ -114,6 +114,6 @@ def test_an_untyped_database_error_reaches_a_cli_user_as_one_line(tmp_path) -> N
     conn.commit()
     conn.close()
     (tmp_path / "e.jsonl").write_text('{"event_id": "y", "body": {}}\n')
-    done = fairq_cli("--db", "q.db", "enqueue", "e.jsonl", cwd=tmp_path)
+    done = cli("--db", "q.db", "enqueue", "e.jsonl", cwd=tmp_path)
     assert done.returncode == 1
     assert "closed for the night" in done.stderr and "Traceback" not in done.stderr

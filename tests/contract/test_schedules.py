@@ -7,12 +7,12 @@ Times are logical Unix seconds passed as now=; the queue fixture's lease is
 from __future__ import annotations
 
 import datetime
-import sqlite3
 
 import pytest
 
 import fairq
 from fairq.schedules import MAX_SLOTS_PER_TICK, MISFIRE_ROWS
+from helpers import stored_clock
 
 
 def ids(enqueued: list[fairq.Enqueued]) -> list[str]:
@@ -40,23 +40,19 @@ def missed_slots(q: fairq.Queue, name: str, every: int) -> list[str]:
     return out
 
 
-def stored_clock(q: fairq.Queue) -> int:
-    return q._store.db.conn.execute("SELECT now_ms FROM queue_state").fetchone()[0]
-
-
 # -- definitions -----------------------------------------------------------------------
 
 
-def test_a_schedule_is_stored_and_survives_reopening(make_queue, db_path) -> None:
+def test_a_schedule_is_stored_and_survives_reopening(make_queue) -> None:
     q = make_queue()
     added = q.schedules.add("report", every=10, start=10, body={"kind": "daily"})
     assert added == fairq.Schedule(
         name="report", every=10.0, cron=None, tz="UTC", body={"kind": "daily"}, flow="report", start=10.0,
         misfire=fairq.Misfire.COALESCE, grace=None, paused=False, last_slot=None, next_slot=10.0)
     q.close()
-    with fairq.Queue(db_path) as again:
-        assert again.schedules.get("report") == added
-        assert again.schedules.list() == [added]
+    again = make_queue()
+    assert again.schedules.get("report") == added
+    assert again.schedules.list() == [added]
     assert q.schedules is not None
 
 
@@ -334,7 +330,7 @@ def test_skip_drops_slots_older_than_grace_and_runs_the_rest(q) -> None:
     assert q.audit(slot("report", 30))[0].reason == "skip: found 20 s late, over the grace of 15 s"
 
 
-def test_expansion_resumes_from_the_stored_slot_after_downtime(make_queue, db_path) -> None:
+def test_expansion_resumes_from_the_stored_slot_after_downtime(make_queue) -> None:
     q = make_queue()
     q.schedules.add("report", every=10, start=0, misfire="all")
     assert ids(q.tick(now=20)) == [slot("report", s) for s in (0, 10, 20)]
@@ -449,34 +445,3 @@ def test_a_claim_lag_includes_waiting_behind_an_earlier_run(q) -> None:
     assert q.claim(now=14).event_id == slot("report", 10)
     buckets = dict(q.stats(now=14).claim_lag_buckets)
     assert (buckets[10.0], buckets[5.0]) == (1, 1)  # slot 0: 10 s; slot 10: 4 s, from its slot
-
-
-# -- storage -------------------------------------------------------------------------------------
-
-
-def test_the_schedule_table_refuses_impossible_rows(q, db_path) -> None:
-    q.schedules.add("report", every=10, start=0)
-    conn = sqlite3.connect(db_path)
-    for sql in ("UPDATE schedule SET cron = '@daily'",  # both every and cron
-                "UPDATE schedule SET misfire = 'later'",
-                "UPDATE schedule SET misfire = 'skip'",  # skip needs a grace
-                "UPDATE schedule SET tz = 'Europe/Berlin'",  # every= counts seconds
-                "UPDATE schedule SET next_slot_ms = -1",  # before start
-                "UPDATE schedule SET last_slot_ms = 100, next_slot_ms = 100",
-                "UPDATE schedule SET paused = 2"):
-        with pytest.raises(sqlite3.IntegrityError):
-            conn.execute(sql)
-    conn.close()
-
-
-def test_a_tick_reads_due_schedules_through_their_index(q) -> None:
-    for i in range(20):
-        q.schedules.add(f"s{i}", every=10, start=1000 * i)
-    statements: list[str] = []
-    conn = q._store.db.conn
-    conn.set_trace_callback(statements.append)
-    q.tick(now=5)
-    conn.set_trace_callback(None)
-    due = next(s for s in statements if "FROM schedule" in s and "next_slot_ms <=" in s)
-    plan = [row[3] for row in conn.execute("EXPLAIN QUERY PLAN " + due)]
-    assert plan == ["SEARCH schedule USING INDEX schedule_due (next_slot_ms<?)"]

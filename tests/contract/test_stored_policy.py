@@ -10,25 +10,19 @@ import subprocess
 import sys
 import textwrap
 import time
-from pathlib import Path
 
 import pytest
 
 import fairq
-from fairq.cli import main
+from helpers import ROOT
 
-SRC = str(Path(__file__).resolve().parent.parent / "src")
 SLOW = fairq.Backoff(base=4.0, factor=3.0, cap=50.0, jitter=False)
+SRC = str(ROOT / "src")
 
 
-def file_bytes(path: Path) -> dict[str, bytes]:
-    """The database file and any WAL beside it, byte for byte."""
-    return {p.name: p.read_bytes() for p in path.parent.iterdir() if p.name.startswith(path.name)}
-
-
-def test_a_reopen_without_arguments_uses_the_stored_policy(db_path) -> None:
-    fairq.Queue(db_path, max_attempts=2, backoff=SLOW, lease_seconds=7).close()
-    with fairq.Queue(db_path) as q:
+def test_a_reopen_without_arguments_uses_the_stored_policy(store, target) -> None:
+    store.open(target, max_attempts=2, backoff=SLOW, lease_seconds=7).close()
+    with store.open(target) as q:
         assert q.policy() == fairq.Policy(max_attempts=2, backoff=SLOW, lease_seconds=7.0)
         assert (q.max_attempts, q.backoff, q.lease_seconds) == (2, SLOW, 7.0)
         q.enqueue("e", {}, now=0)
@@ -38,8 +32,8 @@ def test_a_reopen_without_arguments_uses_the_stored_policy(db_path) -> None:
         assert q.retry(q.claim(now=5), "flaky", now=5).state is fairq.State.QUARANTINED
 
 
-def test_a_new_file_opened_without_arguments_stores_the_defaults(db_path) -> None:
-    with fairq.Queue(db_path) as q:
+def test_a_new_file_opened_without_arguments_stores_the_defaults(store, target) -> None:
+    with store.open(target) as q:
         assert q.policy() == fairq.Policy(max_attempts=5, backoff=fairq.Backoff(), lease_seconds=30.0)
         assert q.policy().version == 1
 
@@ -48,25 +42,25 @@ def test_a_new_file_opened_without_arguments_stores_the_defaults(db_path) -> Non
     ("max_attempts", 9), ("backoff", fairq.Backoff(base=1.5)), ("lease_seconds", 31),
 ])
 def test_an_explicit_value_that_differs_from_the_stored_one_is_refused_and_writes_nothing(
-        db_path, field, value) -> None:
-    fairq.Queue(db_path, max_attempts=2, backoff=SLOW, lease_seconds=7).close()
-    before = file_bytes(db_path)
+        store, target, field, value) -> None:
+    store.open(target, max_attempts=2, backoff=SLOW, lease_seconds=7).close()
+    before = store.snapshot(target)
     with pytest.raises(fairq.PolicyMismatch) as caught:
-        fairq.Queue(db_path, **{field: value})
+        store.open(target, **{field: value})
     assert (caught.value.field, caught.value.given) == (field, value)
     assert caught.value.stored == {"max_attempts": 2, "backoff": SLOW, "lease_seconds": 7.0}[field]
     assert field in str(caught.value) and "fairq policy set" in str(caught.value)
-    assert file_bytes(db_path) == before
+    assert store.snapshot(target) == before
 
 
-def test_explicit_values_equal_to_the_stored_ones_are_accepted(db_path) -> None:
-    fairq.Queue(db_path, max_attempts=2, backoff=SLOW, lease_seconds=7).close()
-    with fairq.Queue(db_path, max_attempts=2, backoff=fairq.Backoff(4, 3, 50, False), lease_seconds=7.0) as q:
+def test_explicit_values_equal_to_the_stored_ones_are_accepted(store, target) -> None:
+    store.open(target, max_attempts=2, backoff=SLOW, lease_seconds=7).close()
+    with store.open(target, max_attempts=2, backoff=fairq.Backoff(4, 3, 50, False), lease_seconds=7.0) as q:
         assert q.policy().max_attempts == 2
 
 
-def test_set_policy_is_audited_and_seen_by_another_open_queue_on_its_next_call(db_path) -> None:
-    with fairq.Queue(db_path, max_attempts=3) as first, fairq.Queue(db_path) as second:
+def test_set_policy_is_audited_and_seen_by_another_open_queue_on_its_next_call(store, target) -> None:
+    with store.open(target, max_attempts=3) as first, store.open(target) as second:
         second.enqueue("e", {}, now=0)
         assert second.claim(now=0).lease_until == 30.0
         done = first.set_policy(max_attempts=1, lease_seconds=12, reason="stop hammering", actor="ops")
@@ -82,16 +76,16 @@ def test_set_policy_is_audited_and_seen_by_another_open_queue_on_its_next_call(d
         assert (row.detail["from"]["version"], row.detail["to"]["lease_seconds"]) == (1, 12.0)
 
 
-def test_a_settle_uses_the_backoff_stored_at_its_call(db_path) -> None:
-    with fairq.Queue(db_path) as first, fairq.Queue(db_path) as second:
+def test_a_settle_uses_the_backoff_stored_at_its_call(store, target) -> None:
+    with store.open(target) as first, store.open(target) as second:
         second.enqueue("e", {}, now=0)
         lease = second.claim(now=0)
         first.set_policy(backoff=SLOW, reason="slower retries")
         assert second.retry(lease, "flaky", now=1).next_at == 1 + SLOW.base
 
 
-def test_a_change_that_changes_nothing_writes_no_row(db_path) -> None:
-    with fairq.Queue(db_path, max_attempts=4) as q:
+def test_a_change_that_changes_nothing_writes_no_row(store, target) -> None:
+    with store.open(target, max_attempts=4) as q:
         assert q.set_policy(max_attempts=4, reason="no-op").version == 1
         assert q.audit() == []
 
@@ -103,19 +97,19 @@ def test_a_change_that_changes_nothing_writes_no_row(db_path) -> None:
     ({"backoff": 3, "reason": "why"}, "backoff"),
     ({"max_attempts": 2, "reason": " "}, "reason"),
 ])
-def test_a_bad_policy_change_is_refused_naming_the_field_and_writes_nothing(db_path, kwargs, field) -> None:
-    with fairq.Queue(db_path) as q:
+def test_a_bad_policy_change_is_refused_naming_the_field_and_writes_nothing(store, target, kwargs, field) -> None:
+    with store.open(target) as q:
         with pytest.raises(fairq.InvalidInput) as caught:
             q.set_policy(**kwargs)
         assert caught.value.field == field
         assert q.policy().version == 1 and q.audit() == []
 
 
-def test_settings_reopen_the_file_under_its_stored_policy_after_a_change(db_path) -> None:
-    with fairq.Queue(db_path, max_attempts=2) as q:
+def test_settings_reopen_the_file_under_its_stored_policy_after_a_change(store, target) -> None:
+    with store.open(target, max_attempts=2) as q:
         q.set_policy(max_attempts=6, reason="more patience")
         assert "max_attempts" not in q.settings()
-        with fairq.Queue(db_path, **q.settings()) as again:
+        with store.open(target, **q.settings()) as again:
             assert again.max_attempts == 6
 
 
@@ -138,7 +132,7 @@ OPENER = textwrap.dedent("""
 """)
 
 
-def run_opener(path: Path, **kwargs: object) -> dict[str, object]:
+def run_opener(path: object, **kwargs: object) -> dict[str, object]:
     done = subprocess.run([sys.executable, "-c", OPENER, str(path), json.dumps(kwargs)],
                           capture_output=True, text=True, timeout=60,
                           env={**os.environ, "PYTHONPATH": SRC})
@@ -146,24 +140,24 @@ def run_opener(path: Path, **kwargs: object) -> dict[str, object]:
     return json.loads(done.stdout)
 
 
-def test_two_processes_with_different_arguments_see_one_policy_and_the_budget_holds(db_path) -> None:
-    with fairq.Queue(db_path, max_attempts=3) as q:
+def test_two_processes_with_different_arguments_see_one_policy_and_the_budget_holds(store, target) -> None:
+    with store.open(target, max_attempts=3) as q:
         q.enqueue("e", {}, now=0)
     # A process that names another budget is refused before it claims anything.
-    assert run_opener(db_path, max_attempts=10) == {"refused": "max_attempts", "stored": 3, "given": 10}
+    assert run_opener(target, max_attempts=10) == {"refused": "max_attempts", "stored": 3, "given": 10}
     # One that names none uses the stored budget: the event is quarantined
     # after exactly 3 claims, whatever the process would have chosen.
-    assert run_opener(db_path) == {"claims": 3, "max_attempts": 3}
-    with fairq.Queue(db_path) as q:
+    assert run_opener(target) == {"claims": 3, "max_attempts": 3}
+    with store.open(target) as q:
         info = q.get("e")
         assert (info.state, info.attempts, info.lifetime_attempts) == (fairq.State.QUARANTINED, 3, 3)
 
 
-def test_a_change_made_by_another_process_is_the_budget_from_then_on(db_path) -> None:
-    with fairq.Queue(db_path, max_attempts=10) as q:
+def test_a_change_made_by_another_process_is_the_budget_from_then_on(store, target) -> None:
+    with store.open(target, max_attempts=10) as q:
         q.enqueue("e", {}, now=0)
         changer = subprocess.run(
-            [sys.executable, "-m", "fairq", "--db", str(db_path), "policy", "set", "--max-attempts", "2",
+            [sys.executable, "-m", "fairq", "--db", str(target), "policy", "set", "--max-attempts", "2",
              "--reason", "fail fast", "--actor", "ops"],
             capture_output=True, text=True, timeout=60, env={**os.environ, "PYTHONPATH": SRC})
         assert changer.returncode == 0, changer.stderr
@@ -187,8 +181,8 @@ CREATOR = textwrap.dedent("""
 """)
 
 
-def test_processes_racing_to_create_a_file_with_different_budgets_leave_exactly_one(tmp_path) -> None:
-    path, start = tmp_path / "new.db", time.time() + 1.0
+def test_processes_racing_to_create_a_file_with_different_budgets_leave_exactly_one(store) -> None:
+    path, start = store.target("new"), time.time() + 1.0
     procs = [subprocess.Popen([sys.executable, "-c", CREATOR, str(path), str(n), str(start)],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                               env={**os.environ, "PYTHONPATH": SRC})
@@ -200,50 +194,5 @@ def test_processes_racing_to_create_a_file_with_different_budgets_leave_exactly_
         answers.append(json.loads(out))
     (winner,) = [a["opened"] for a in answers if "opened" in a]
     assert all(a["stored"] == winner for a in answers if "refused" in a)
-    with fairq.Queue(path) as q:
+    with store.open(path) as q:
         assert q.policy().max_attempts == winner and q.policy().version == 1
-
-
-# -- the command line ----------------------------------------------------------------
-
-def test_policy_show_prints_the_stored_policy(db_path, capsys) -> None:
-    fairq.Queue(db_path, max_attempts=4, lease_seconds=9).close()
-    assert main(["--db", str(db_path), "policy", "show"]) == 0
-    shown = json.loads(capsys.readouterr().out)
-    assert shown == {"max_attempts": 4, "lease_seconds": 9.0, "version": 1,
-                     "backoff": {"base": 1.0, "factor": 2.0, "cap": 300.0, "jitter": True}}
-
-
-def test_policy_set_changes_only_the_fields_given_and_is_audited(db_path, capsys) -> None:
-    fairq.Queue(db_path, max_attempts=4, backoff=SLOW).close()
-    assert main(["--db", str(db_path), "policy", "set", "--backoff-cap", "20", "--backoff-jitter", "on",
-                 "--lease-seconds", "45", "--reason", "shorter waits", "--actor", "alice"]) == 0
-    printed = json.loads(capsys.readouterr().out)
-    assert printed["version"] == 2 and printed["backoff"]["cap"] == 20.0
-    with fairq.Queue(db_path) as q:
-        assert q.policy() == fairq.Policy(max_attempts=4, lease_seconds=45.0,
-                                          backoff=fairq.Backoff(base=4.0, factor=3.0, cap=20.0, jitter=True))
-        (row,) = q.audit()
-        assert (row.action, row.reason, row.actor) == ("policy_set", "shorter waits", "alice")
-
-
-@pytest.mark.parametrize("args, message", [
-    (["--reason", "why"], "fairq: policy:"),
-    (["--max-attempts", "0", "--reason", "why"], "fairq: max_attempts:"),
-    (["--backoff-factor", "0.5", "--reason", "why"], "fairq: --backoff-factor:"),
-    (["--max-attempts", "2", "--reason", " "], "fairq: reason:"),
-])
-def test_policy_set_refuses_bad_input_without_a_traceback(db_path, capsys, args, message) -> None:
-    fairq.Queue(db_path).close()
-    before = file_bytes(db_path)
-    assert main(["--db", str(db_path), "policy", "set", *args]) == 1
-    err = capsys.readouterr().err
-    assert err.startswith(message) and "Traceback" not in err
-    assert file_bytes(db_path) == before
-
-
-def test_fairq_work_with_a_different_max_attempts_is_refused_naming_the_field(db_path, capsys) -> None:
-    fairq.Queue(db_path, max_attempts=3).close()
-    assert main(["--db", str(db_path), "work", "json:dumps", "--max-attempts", "7", "--until-idle"]) == 1
-    err = capsys.readouterr().err
-    assert err.startswith("fairq: max_attempts: the queue stores 3, 7 was given")

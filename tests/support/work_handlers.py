@@ -13,10 +13,10 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tests/, for helpers
 
 import fairq  # noqa: E402
-from relay import OUTCOME, Receiver  # noqa: E402
+from helpers import OUTCOME, Receiver  # noqa: E402
 
 _receiver: Receiver | None = None
 

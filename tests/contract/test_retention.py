@@ -6,18 +6,11 @@ including that purged events are a prefix of their flow.
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
 
 import pytest
 
 import fairq
-from fairq.store import migrate
-from fairq.store.sqlite import read_script
-from conftest import check_invariants
-from test_cli import ROOT, fairq_cli
 
 DAY = 86_400.0
 
@@ -132,43 +125,3 @@ def test_bad_purge_arguments_name_their_field(q: fairq.Queue, kwargs, field) -> 
     assert info.value.field == field
 
 
-def test_the_retention_step_only_adds(tmp_path) -> None:
-    script = read_script(migrate.MIGRATIONS[next(n for n, m in migrate.MIGRATIONS.items() if "retention" in m)])
-    verbs = {line.split()[0] for line in re.sub(r"--[^\n]*", "", script).split(";") if line.strip()}
-    assert verbs == {"CREATE", "INSERT"}
-
-
-def test_fairq_purge_removes_old_acked_events(tmp_path) -> None:
-    with fairq.Queue(tmp_path / "q.db") as q:
-        q.enqueue_many([("a", {}), ("b", {})], now=0)
-        q.ack(q.claim(now=0), now=0)
-    kept = fairq_cli("--db", "q.db", "purge", "--older-than", "36500d", cwd=tmp_path)
-    assert kept.returncode == 0, kept.stderr
-    assert kept.stdout.startswith("purged 0 acked events")
-    done = fairq_cli("--db", "q.db", "purge", "--older-than", "1h", "--keep-tombstones", cwd=tmp_path)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout == "purged 1 acked events (tombstones kept); forgot 0 tombstones\n"
-    with fairq.Queue(tmp_path / "q.db") as q:
-        assert q.get("a") is None and q.get("b").state is fairq.State.READY
-        assert not q.enqueue("a", {}).created
-    assert fairq_cli("--db", "q.db", "purge", "--older-than", "soon", cwd=tmp_path).returncode == 2
-
-
-@pytest.mark.parametrize("point", ["purge.before_commit", "purge.after_commit"])
-def test_a_purge_killed_between_chunks_leaves_a_whole_queue_and_can_finish(tmp_path, point) -> None:
-    path = tmp_path / "q.db"
-    with fairq.Queue(path) as q:
-        q.enqueue_many([(f"e{i}", {"i": i}, f"F{i % 4}") for i in range(40)], now=0)
-        for _ in range(30):
-            q.ack(q.claim(now=1), now=1)
-    child = (f"import fairq; fairq.Queue({str(path)!r}).purge(acked_before=2, now=3, chunk=10)")
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "FAIRQ_CRASH_AT": point}
-    done = subprocess.run([sys.executable, "-c", child], env=env, capture_output=True, timeout=60)
-    assert done.returncode == 86, done.stderr  # killed at the first chunk's commit
-    check_invariants(path)
-    with fairq.Queue(path) as q:
-        purged = q.stats(now=3).totals["purged"]
-        assert purged == (0 if point == "purge.before_commit" else 10)  # one whole chunk or none
-        assert q.purge(acked_before=2, now=3, chunk=10).events == 30 - purged
-        assert q.stats(now=3).counts == {"ready": 10, "inflight": 0, "acked": 0, "quarantined": 0}
-    check_invariants(path)

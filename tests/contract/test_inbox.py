@@ -2,35 +2,35 @@
 
 from __future__ import annotations
 
-import sqlite3
-
 import pytest
 
 import fairq
 
 
 @pytest.fixture
-def inbox(tmp_path):
-    with fairq.Inbox(tmp_path / "receiver.db") as ib:
+def receiver(store):
+    """Where the receiver's inbox and its own tables live."""
+    return store.target("receiver")
+
+
+@pytest.fixture
+def inbox(store, receiver):
+    with store.open_inbox(receiver) as ib:
         yield ib
 
 
 @pytest.fixture
-def effects_db(tmp_path):
+def effects_db(store, receiver):
     """A receiver's database with the application's own effects table."""
-    path = tmp_path / "receiver.db"
-    conn = sqlite3.connect(path)
-    conn.execute("CREATE TABLE effects (n INTEGER)")
-    conn.commit()
-    conn.close()
-    return path
+    store.sql(receiver, "CREATE TABLE effects (n INTEGER)")
+    return receiver
 
 
-def test_a_new_event_next_in_its_flow_is_accepted_and_its_effect_runs(inbox: fairq.Inbox) -> None:
+def test_a_new_event_next_in_its_flow_is_accepted_and_its_effect_runs(store, inbox: fairq.Inbox) -> None:
     calls = []
     r = inbox.receive("e1", "F", 1, {"x": 1}, apply=lambda conn: calls.append(conn))
     assert r is fairq.Receipt.ACCEPTED and r.outcome is fairq.ACK
-    assert len(calls) == 1 and isinstance(calls[0], sqlite3.Connection)
+    assert len(calls) == 1 and isinstance(calls[0], store.Connection)
     assert inbox.last_seq("F") == 1
 
 
@@ -70,10 +70,10 @@ def test_unordered_deliveries_skip_the_sequence_check(inbox: fairq.Inbox) -> Non
     assert inbox.receive("a", None, 1, {}) is fairq.Receipt.DUPLICATE
 
 
-def test_a_failing_effect_writes_no_receipt_and_propagates(effects_db) -> None:
+def test_a_failing_effect_writes_no_receipt_and_propagates(store, effects_db) -> None:
     path = effects_db
-    with fairq.Inbox(path) as inbox:
-        def boom(c: sqlite3.Connection) -> None:
+    with store.open_inbox(path) as inbox:
+        def boom(c) -> None:
             c.execute("INSERT INTO effects VALUES (1)")
             raise RuntimeError("effect failed")
 
@@ -83,36 +83,7 @@ def test_a_failing_effect_writes_no_receipt_and_propagates(effects_db) -> None:
         # The delivery can come again and be accepted this time.
         assert inbox.receive("e1", "F", 1, {}, apply=lambda c: c.execute("INSERT INTO effects VALUES (2)")) \
             is fairq.Receipt.ACCEPTED
-    conn = sqlite3.connect(path)
-    assert conn.execute("SELECT n FROM effects").fetchall() == [(2,)]
-    conn.close()
-
-
-def test_the_inbox_lives_beside_the_applications_own_tables(tmp_path) -> None:
-    path = tmp_path / "app.db"
-    conn = sqlite3.connect(path)
-    conn.execute("CREATE TABLE orders (id INTEGER PRIMARY KEY)")
-    conn.execute("PRAGMA user_version = 7")
-    conn.commit()
-    conn.close()
-    with fairq.Inbox(path) as inbox:
-        inbox.receive("e1", None, 1, {})
-    conn = sqlite3.connect(path)
-    names = {r[0] for r in conn.execute("SELECT name FROM sqlite_schema WHERE type = 'table'")}
-    assert {"orders", "fairq_receipt", "fairq_inbox_meta"} <= names
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == 7
-    conn.close()
-
-
-def test_an_inbox_written_by_a_newer_fairq_is_refused(tmp_path) -> None:
-    path = tmp_path / "receiver.db"
-    fairq.Inbox(path).close()
-    conn = sqlite3.connect(path)
-    conn.execute("UPDATE fairq_inbox_meta SET value = 99 WHERE key = 'version'")
-    conn.commit()
-    conn.close()
-    with pytest.raises(fairq.SchemaError, match="newer"):
-        fairq.Inbox(path)
+    assert [tuple(row) for row in store.sql(path, "SELECT n FROM effects")] == [(2,)]
 
 
 @pytest.mark.parametrize("args, field", [
@@ -129,16 +100,3 @@ def test_bad_deliveries_are_refused_with_the_field_named(inbox, args, field) -> 
     assert inbox.received() == 0
 
 
-@pytest.mark.parametrize("ending", ["COMMIT", "ROLLBACK"])
-def test_an_apply_that_ends_the_transaction_writes_no_receipt(effects_db, ending: str) -> None:
-    path = effects_db
-    with fairq.Inbox(path) as inbox:
-        def apply(c: sqlite3.Connection) -> None:
-            c.execute("INSERT INTO effects VALUES (1)")
-            c.execute(ending)
-
-        with pytest.raises(fairq.FairqError, match="ended the transaction"):
-            inbox.receive("e1", "F", 1, {}, apply=apply)
-        # No receipt: a redelivery is accepted and its effect applied, not a DUPLICATE.
-        assert inbox.received() == 0
-        assert inbox.receive("e1", "F", 1, {}) is fairq.Receipt.ACCEPTED

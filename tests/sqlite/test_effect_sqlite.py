@@ -1,8 +1,8 @@
-"""A settle effect runs in the settle's transaction: effect and ACK commit together."""
+"""A settle effect gets the queue's own sqlite3 connection: ending its transaction is refused,
+changing its factories does not break the queue."""
 
 from __future__ import annotations
 
-import dataclasses
 import sqlite3
 
 import pytest
@@ -35,57 +35,6 @@ def insert_effect(lease: fairq.Lease):
     return effect
 
 
-def test_the_effect_and_the_ack_commit_together(shop: fairq.Queue, db_path) -> None:
-    lease = shop.claim(now=0)
-    shop.ack(lease, effect=insert_effect(lease), now=1)
-    assert effects(db_path) == [("E0001", 10000)]
-    assert shop.get("E0001").state is fairq.State.ACKED
-
-
-def test_a_raising_effect_rolls_everything_back_and_propagates(shop: fairq.Queue, db_path) -> None:
-    lease = shop.claim(now=0)
-
-    def effect(conn: sqlite3.Connection) -> None:
-        insert_effect(lease)(conn)
-        raise KeyError("category")
-
-    with pytest.raises(KeyError):
-        shop.ack(lease, effect=effect, now=1)
-    assert effects(db_path) == []
-    assert shop.get("E0001").state is fairq.State.INFLIGHT
-
-
-def test_the_effect_does_not_run_for_a_lost_lease(shop: fairq.Queue, db_path) -> None:
-    old = shop.claim(now=0)
-    shop.claim(now=5)
-    ran = []
-    with pytest.raises(fairq.StaleLease):
-        shop.ack(old, effect=lambda conn: ran.append(1), now=6)
-    with pytest.raises(fairq.LeaseExpired):
-        shop.ack(dataclasses.replace(old, generation=2), effect=lambda conn: ran.append(2), now=10)
-    assert ran == [] and effects(db_path) == []
-
-
-def test_a_lease_lost_while_the_effect_ran_rolls_the_effect_back(make_queue, db_path) -> None:
-    now = [0.0]
-    q = make_queue(clock=lambda: now[0])
-    conn = sqlite3.connect(db_path)
-    conn.execute("CREATE TABLE effects (event_id TEXT PRIMARY KEY, amount INTEGER NOT NULL)")
-    conn.commit()
-    conn.close()
-    q.enqueue("E1", {"amount": 5})
-    lease = q.claim()  # lease until 5
-
-    def slow_effect(c: sqlite3.Connection) -> None:
-        insert_effect(lease)(c)
-        now[0] = 6.0  # the effect took six seconds
-
-    with pytest.raises(fairq.LeaseExpired):
-        q.ack(lease, effect=slow_effect)
-    assert effects(db_path) == []
-    assert q.get("E1").state is fairq.State.INFLIGHT
-
-
 @pytest.mark.parametrize("ending", ["COMMIT", "ROLLBACK", "with"])
 def test_an_effect_that_ends_the_transaction_is_refused_before_the_ack(shop: fairq.Queue, db_path,
                                                                        ending: str) -> None:
@@ -106,20 +55,6 @@ def test_an_effect_that_ends_the_transaction_is_refused_before_the_ack(shop: fai
     assert info.state is fairq.State.INFLIGHT and info.generation == lease.generation
     assert effects(db_path) == ([] if ending == "ROLLBACK" else [("E0001", 10000)])
     assert shop.ack(lease, now=2).state is fairq.State.ACKED
-
-
-def test_a_queue_call_from_inside_its_own_effect_is_refused_clearly(shop: fairq.Queue) -> None:
-    lease = shop.claim(now=0)
-    with pytest.raises(fairq.FairqError, match="inside its own effect"):
-        shop.ack(lease, effect=lambda conn: shop.get("E0001"), now=1)
-    assert shop.get("E0001").state is fairq.State.INFLIGHT
-
-
-def test_an_effect_can_go_with_a_retry_or_a_fail(shop: fairq.Queue, db_path) -> None:
-    lease = shop.claim(now=0)
-    shop.retry(lease, "partial", effect=insert_effect(lease), now=1)
-    assert effects(db_path) == [("E0001", 10000)]
-    assert shop.get("E0001").state is fairq.State.READY
 
 
 def _rows_as_dicts(cursor: sqlite3.Cursor, row: tuple) -> dict:

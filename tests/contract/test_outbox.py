@@ -1,0 +1,78 @@
+"""Outbox: an application enqueues inside its own transaction, on its own connection.
+
+Its business write and the event commit together or not at all; fairq never
+commits or rolls back the application's transaction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+import fairq
+
+
+@pytest.fixture
+def app(store, target, q: fairq.Queue) -> Iterator[Any]:
+    """The application's own connection to the queue's database, with its own table."""
+    conn = store.app_connection(target)
+    conn.execute("CREATE TABLE orders (id TEXT PRIMARY KEY, cents INTEGER NOT NULL CHECK (cents > 0))")
+    yield conn
+    conn.close()
+
+
+@pytest.fixture
+def orders(store, target):
+    """The application's committed orders, read on another connection."""
+    return lambda: [tuple(row) for row in store.sql(target, "SELECT id, cents FROM orders ORDER BY id")]
+
+
+def place_order(q: fairq.Queue, store, app, order_id: str, cents: int) -> None:
+    """The application's unit of work: its row and its event, one transaction."""
+    app.execute(store.BEGIN)
+    try:
+        app.execute("INSERT INTO orders VALUES (:id, :cents)", {"id": order_id, "cents": cents})
+        q.enqueue(f"paid-{order_id}", {"order": order_id, "cents": cents}, conn=app, now=1)
+    except BaseException:
+        app.execute("ROLLBACK")
+        raise
+    app.execute("COMMIT")
+
+
+def test_the_business_row_and_the_event_commit_together(q: fairq.Queue, store, app, orders) -> None:
+    place_order(q, store, app, "o1", 500)
+    assert orders() == [("o1", 500)]
+    assert q.get("paid-o1").body == {"cents": 500, "order": "o1"}
+    assert q.claim(now=1).event_id == "paid-o1"
+
+
+def test_a_failing_business_write_leaves_no_event(q: fairq.Queue, store, app, orders) -> None:
+    app.execute(store.BEGIN)
+    q.enqueue("paid-o1", {"cents": -5}, conn=app, now=1)
+    with pytest.raises(store.IntegrityError):
+        app.execute("INSERT INTO orders VALUES ('o1', -5)")  # the CHECK refuses it
+    app.execute("ROLLBACK")
+    assert q.get("paid-o1") is None
+    stats = q.stats(now=1)
+    assert stats.counts["ready"] == 0 and stats.totals["enqueued"] == 0
+    assert orders() == []
+
+
+def test_a_conflicting_event_leaves_no_business_row(q: fairq.Queue, store, app, orders) -> None:
+    q.enqueue("paid-o1", {"order": "o1", "cents": 999}, now=0)
+    with pytest.raises(fairq.Conflict):
+        place_order(q, store, app, "o1", 500)
+    assert orders() == []
+    assert q.get("paid-o1").body == {"cents": 999, "order": "o1"}
+
+
+def test_an_effect_cannot_enqueue_on_the_settles_own_connection(q: fairq.Queue) -> None:
+    # The settle already holds that transaction and its clock row; a second
+    # fairq call inside it would write the clock behind the first one's back.
+    q.enqueue("a", {}, now=0)
+    lease = q.claim(now=0)
+    with pytest.raises(fairq.InvalidInput, match="fairq's own connection"):
+        q.ack(lease, effect=lambda conn: q.enqueue("follow-up", {}, conn=conn), now=1)
+    assert q.get("follow-up") is None and q.get("a").state is fairq.State.INFLIGHT
