@@ -12,23 +12,29 @@ or reads a wall clock.
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Sequence
 from typing import Any
 
 from ..policy import Backoff, Policy, from_ms, policy_json, to_ms
 
-__all__ = ["read_policy", "store_policy", "change_policy"]
+__all__ = ["policy_from_row", "read_policy", "store_policy", "change_policy"]
 
 # The one row always exists: queue.sql and schema step 5 insert it.
 _SELECT = ("SELECT max_attempts, lease_ms, backoff_base_s, backoff_factor, backoff_cap_s, "
            "backoff_jitter, version FROM policy WHERE id = 1")
 
 
-def read_policy(conn: sqlite3.Connection) -> Policy:
-    """The policy stored in the file `conn` has open (in its transaction, if any)."""
-    max_attempts, lease_ms, base, factor, cap, jitter, version = conn.execute(_SELECT).fetchone()
+def policy_from_row(row: Sequence[Any]) -> Policy:
+    """A Policy from the policy row's columns, in _SELECT's order."""
+    max_attempts, lease_ms, base, factor, cap, jitter, version = row
     lease_seconds = from_ms(lease_ms)
     assert lease_seconds is not None
     return Policy(max_attempts, Backoff(base, factor, cap, bool(jitter)), lease_seconds, version)
+
+
+def read_policy(conn: sqlite3.Connection) -> Policy:
+    """The policy stored in the file `conn` has open (in its transaction, if any)."""
+    return policy_from_row(conn.execute(_SELECT).fetchone())
 
 
 def store_policy(conn: sqlite3.Connection, policy: Policy) -> None:

@@ -37,7 +37,7 @@ from ..policy import Backoff, Policy, policy_json
 from ..types import ClockReset, Enqueued, Lease, Settled
 from . import claim, enqueue, settle
 from .clock import ClockTxn
-from .policy_store import change_policy, read_policy, store_policy
+from .policy_store import change_policy, store_policy
 from .migrate import LATEST, ensure_schema, refuse_foreign, require_current
 from .reads import QueueReads
 from .retention import RetentionTxn
@@ -95,14 +95,11 @@ class QueueTxn(TxnCore):
         Any conflict raises before anything is written."""
         return enqueue.enqueue_many(self, items, now_ms)
 
-    def policy(self) -> Policy:
-        """The stored retry policy, as this transaction sees it."""
-        return read_policy(self.connection)
-
     def set_policy(self, new: Policy, *, reason: str | None, actor: str | None, now_ms: int) -> Policy:
         """Store `new` as the next policy version with one audit row
         ("policy_set", the policy before and after); unchanged: no write."""
         before, after = change_policy(self.connection, new)
+        self._policy = after
         if after.version != before.version:
             self.record("", "policy_set", reason, actor, None, now_ms,
                         {"from": policy_json(before), "to": policy_json(after)})

@@ -21,9 +21,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import policy
+from ..policy import Policy
 from .._json import canonical
 from ..types import TOTALS
 from .sqlite import Database
+from .policy_store import policy_from_row
 from .transactions import JoinedTransaction, Transaction
 
 log = logging.getLogger("fairq")
@@ -57,6 +59,7 @@ class TxnCore:
         self._db = db
         self.connection: sqlite3.Connection = db.conn
         self._row: StateRow | None = None
+        self._policy: Policy | None = None  # read with the state row
         self._moved: Counter[str] = Counter()  # state -> change in its event count
         self._totals: Counter[str] = Counter()  # TOTALS name -> how many more happened
         self._lags: list[int] | None = None  # claim lag bucket counts, once a first claim changes them
@@ -76,13 +79,25 @@ class TxnCore:
     # -- the state row -------------------------------------------------------
 
     def state_row(self) -> StateRow:
-        """The queue_state row, read once per transaction (written back by _flush)."""
+        """The queue_state row, read once per transaction (written back by _flush),
+        with the stored retry policy in the same statement."""
         if self._row is None:
+            # Both one-row tables, read under this transaction's lock: a verb
+            # judges by the policy stored now, whichever process set it.
             row = self.connection.execute(
-                "SELECT now_ms, vtime, tail, turn, claim_lag FROM queue_state WHERE id = 1"
+                "SELECT s.now_ms, s.vtime, s.tail, s.turn, s.claim_lag, p.max_attempts, p.lease_ms, "
+                "p.backoff_base_s, p.backoff_factor, p.backoff_cap_s, p.backoff_jitter, p.version "
+                "FROM queue_state AS s JOIN policy AS p ON p.id = 1 WHERE s.id = 1"
             ).fetchone()
-            self._row = StateRow(*row)
+            self._row = StateRow(*row[:5])
+            self._policy = policy_from_row(row[5:])
         return self._row
+
+    def policy(self) -> Policy:
+        """The stored retry policy, as this transaction sees it."""
+        self.state_row()
+        assert self._policy is not None
+        return self._policy
 
     def now(self, requested_ms: int, explicit: bool) -> int:
         """The time this call runs at; raises ClockError for an explicit time
