@@ -183,8 +183,9 @@ class Server(ThreadingHTTPServer):
                 self._changed.notify_all()
 
     def _begin_request(self, connection: socket.socket) -> bool:
-        """Mark the connection as answering a request, no longer to be closed to make
-        room; False if it was closed for that already or the server is stopping."""
+        """A request's whole head has arrived: mark the connection as answering it, no
+        longer to be closed to make room (only those still waiting for bytes of a head
+        are); False if it was closed for that already or the server is stopping."""
         with self._changed:
             if self._stopping or connection not in self._waiting:
                 return False
