@@ -84,8 +84,8 @@ def test_a_connection_whose_whole_head_has_arrived_is_not_closed_to_make_room(ma
         with socket.create_connection(server.server_address[:2], timeout=HANG) as second:
             second.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
             assert seen.waiting.wait(HANG)  # the new connection found no place
+            assert server.evictions == 0  # and closed none to make one
             go_on.set()
             thread.join(HANG)
             assert answers == [200]
-            assert server.evictions == 0
             assert read_all(second).startswith(b"HTTP/1.1 200")  # then it was served
