@@ -8,7 +8,10 @@ anew. A flow's weight is stored with the flow. Neither moves the clock.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
+from collections.abc import Mapping
+from typing import Any
 
 from . import _policy_args
 from . import _validate as v
@@ -47,19 +50,24 @@ class QueueConfig:
         return self.policy().lease_seconds
 
     def set_policy(
-        self, *, max_attempts: int | None = None, backoff: Backoff | None = None,
+        self, *, max_attempts: int | None = None, backoff: Backoff | Mapping[str, Any] | None = None,
         lease_seconds: float | None = None, reason: str, actor: str | None = None,
     ) -> Policy:
         """Change the stored retry policy for every process that has the file
         open, from its next call; audited (action "policy_set", the policy
         before and after in its detail). Fields left None keep their value.
+        `backoff` may be a mapping of some Backoff fields (e.g. {"cap": 60}):
+        they replace those of the backoff stored when the change is written,
+        so changes of other fields made meanwhile are kept.
         Returns the policy now stored; when nothing changes, no row is written.
         Does not move the stored clock.
         A new max_attempts judges events from their next claim or settle:
         one already past it is quarantined then, not at once.
         """
-        fields = _policy_args.given(max_attempts=max_attempts, backoff=backoff, lease_seconds=lease_seconds)
-        if not fields:
+        partial = _backoff_changes(backoff) if isinstance(backoff, Mapping) else None
+        fields = _policy_args.given(max_attempts=max_attempts, backoff=None if partial is not None else backoff,
+                                    lease_seconds=lease_seconds)
+        if not fields and not partial:
             raise InvalidInput("policy", "give max_attempts, backoff or lease_seconds to change")
         why = v.reason(reason, "reason", required=True)
         actor = v.optional_identifier(actor, "actor")
@@ -69,6 +77,8 @@ class QueueConfig:
             # the time a call would run at now.
             now_ms = max(reading_ms, tx.stored_now())
             before = tx.policy()
+            if partial:  # merged with the backoff stored now, in this transaction
+                fields["backoff"] = dataclasses.replace(before.backoff, **partial)
             after = tx.set_policy(_policy_args.changed(before, fields), reason=why, actor=actor, now_ms=now_ms)
         if after.version != before.version:
             log.warning("retry policy changed by %s to version %d: %s (%s)", actor, after.version,
@@ -84,3 +94,14 @@ class QueueConfig:
         weight = v.count(weight, "weight", low=1, high=MAX_WEIGHT)
         with self._store.transaction("set_weight") as tx:
             tx.set_weight(flow, weight)
+
+
+def _backoff_changes(changes: Mapping[str, Any]) -> dict[str, Any]:
+    """Some Backoff fields to change, checked as Backoff checks them (a refusal
+    names "backoff.<field>")."""
+    names = {f.name for f in dataclasses.fields(Backoff)}
+    for key in changes:
+        if key not in names:
+            raise InvalidInput(f"backoff.{key}", f"is not a Backoff field ({', '.join(sorted(names))})")
+    Backoff(**changes)  # each field is checked on its own
+    return dict(changes)

@@ -4,10 +4,9 @@ it, `fairq policy set` changes it for every process (audited)."""
 from __future__ import annotations
 
 import argparse
-import dataclasses
 
 from ..errors import InvalidInput
-from ..policy import Backoff, policy_json
+from ..policy import policy_json
 from ._common import EXIT_OK, open_existing, print_json
 
 
@@ -36,22 +35,19 @@ def show(args: argparse.Namespace) -> int:
 
 
 def set_(args: argparse.Namespace) -> int:
+    changes: dict[str, object] = {name: getattr(args, f"backoff_{name}") for name in ("base", "factor", "cap")
+                                  if getattr(args, f"backoff_{name}") is not None}
+    if args.backoff_jitter is not None:
+        changes["jitter"] = args.backoff_jitter == "on"
     with open_existing(args) as q:
-        changes = {name: getattr(args, f"backoff_{name}") for name in ("base", "factor", "cap")
-                   if getattr(args, f"backoff_{name}") is not None}
-        if args.backoff_jitter is not None:
-            changes["jitter"] = args.backoff_jitter == "on"
-        backoff = _backoff(q.backoff, changes) if changes else None
-        done = q.set_policy(max_attempts=args.max_attempts, lease_seconds=args.lease_seconds,
-                            backoff=backoff, reason=args.reason, actor=args.actor)
+        try:
+            # Only the fields given: set_policy merges them with the backoff stored
+            # when it writes, so a change made meanwhile to another field is kept.
+            done = q.set_policy(max_attempts=args.max_attempts, lease_seconds=args.lease_seconds,
+                                backoff=changes or None, reason=args.reason, actor=args.actor)
+        except InvalidInput as exc:
+            if exc.field.startswith("backoff."):  # named by its option
+                raise InvalidInput("--" + exc.field.replace(".", "-"), exc.problem) from None
+            raise
         print_json(policy_json(done))
     return EXIT_OK
-
-
-def _backoff(stored: Backoff, changes: dict[str, object]) -> Backoff:
-    """The stored backoff with the fields given on the command line replaced;
-    a refusal names the option."""
-    try:
-        return dataclasses.replace(stored, **changes)  # type: ignore[arg-type]
-    except InvalidInput as exc:
-        raise InvalidInput("--" + exc.field.replace(".", "-"), exc.problem) from None

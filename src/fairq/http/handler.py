@@ -5,7 +5,8 @@ the body's framing, check the token (every route but /healthz), find the
 route, read and check the body under its deadline, make the endpoint's one
 Queue call (fairq.http.routes), and answer JSON (fairq.http.wire). Which
 connections may be closed to make room, and the drain on shutdown, are the
-Server's; this module only tells it when a request begins and ends.
+Server's; this module only tells it when a request begins (its whole head
+has arrived) and ends.
 """
 
 from __future__ import annotations
@@ -97,7 +98,17 @@ class Handler(BaseHTTPRequestHandler):
             return  # reset by the client
         if head is None:
             return  # the client closed, or the connection was closed to make room
-        self.raw_requestline, header_block = head
+        # The whole head has arrived: from now on the connection is not closed to make room.
+        if not self.server._begin_request(self.connection):
+            return  # stopping, or closed to make room just now: nothing was done
+        try:
+            self._handle_head(*head)
+        finally:
+            self.server._end_request(self.connection)
+
+    def _handle_head(self, raw_requestline: bytes, header_block: bytes) -> None:
+        """Parse the head that arrived and answer its request (or refuse it)."""
+        self.raw_requestline = raw_requestline
         self._expects_continue = False
         self.rfile, socket_file = io.BytesIO(header_block), self.rfile  # what parse_request reads
         try:
@@ -119,13 +130,12 @@ class Handler(BaseHTTPRequestHandler):
         return True
 
     def do_GET(self) -> None:
-        self._body_read = self._begun = False
+        self._body_read = False
         headers: dict[str, str] = {}
         try:
             status, payload = self._answer()
         except _Dropped:
             self.close_connection = True
-            self._end()
             return
         except Refusal as r:
             status, payload = STATUS[r.code], error_json(r.code, r.message, field=r.field)
@@ -145,16 +155,9 @@ class Handler(BaseHTTPRequestHandler):
             self.close_connection = True  # the unread body would be taken for the next request
         if self.server._stopping:
             self.close_connection = True  # no next request on this connection
-        try:
-            self._send(status, payload, headers)
-        finally:
-            self._end()
+        self._send(status, payload, headers)
 
     do_POST = do_PUT = do_PATCH = do_DELETE = do_GET
-
-    def _end(self) -> None:
-        if self._begun:
-            self.server._end_request(self.connection)
 
     def _internal_error(self) -> tuple[int, Any]:
         log.exception("internal error answering %s %s", self.command, urlsplit(self.path).path)
@@ -171,10 +174,6 @@ class Handler(BaseHTTPRequestHandler):
         matches = [(r, captured) for r in ROUTES if (captured := r.match(segments)) is not None]
         if not any(r.public for r, _ in matches):
             self._authenticate()
-        # From here on the request is authorised (or public): it is never closed to make room.
-        self._begun = self.server._begin_request(self.connection)
-        if not self._begun:
-            raise _Dropped  # stopping, or closed to make room just now: nothing was done
         if not matches:
             raise Refusal("not_found", f"no endpoint {target.path}")
         chosen = next(((r, c) for r, c in matches if r.method == self.command), None)

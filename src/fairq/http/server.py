@@ -159,7 +159,16 @@ class Server(ThreadingHTTPServer):
                 return
             self._open.add(request)
             self._waiting[request] = None
-        super().process_request(request, client_address)
+        try:
+            super().process_request(request, client_address)
+        except Exception:  # no thread for it (e.g. the process may start no more): forget it, close it
+            with self._changed:
+                self._open.discard(request)
+                self._waiting.pop(request, None)
+                self._changed.notify_all()
+            self.shutdown_request(request)
+            log.warning("could not start a thread for a connection from %s; closed it", client_address,
+                        exc_info=True)
 
     def process_request_thread(self, request: Any, client_address: Any) -> None:
         """The connection's thread: its requests, then its place freed."""
@@ -174,8 +183,9 @@ class Server(ThreadingHTTPServer):
                 self._changed.notify_all()
 
     def _begin_request(self, connection: socket.socket) -> bool:
-        """Mark the connection as answering a request, no longer to be closed to make
-        room; False if it was closed for that already or the server is stopping."""
+        """A request's whole head has arrived: mark the connection as answering it, no
+        longer to be closed to make room (only those still waiting for bytes of a head
+        are); False if it was closed for that already or the server is stopping."""
         with self._changed:
             if self._stopping or connection not in self._waiting:
                 return False

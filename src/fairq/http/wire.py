@@ -4,7 +4,9 @@ Both ends use this module: the server to answer, the client to rebuild the
 very value types (`Lease`, `Settled`, ...) and exception classes
 (`StaleLease`, `InvalidInput`, ...) a local Queue returns and raises. Times
 are float seconds of the server's queue clock; an unbounded histogram bound
-is the string "+Inf". No I/O and no HTTP here.
+is the string "+Inf". A stored body the server cannot decode (an
+UndecodableBody) is sent as `"body": null` beside `"undecodable_body":
+{"text", "problem"}`, a key no real body can produce. No I/O and no HTTP here.
 """
 
 from __future__ import annotations
@@ -15,7 +17,8 @@ from collections.abc import Callable
 from typing import Any, NamedTuple, TypeVar
 
 from .. import _validate as v
-from .._json import json_type, to_json
+from .. import _json
+from .._json import json_type
 from ..errors import (
     Busy,
     Conflict,
@@ -27,7 +30,7 @@ from ..errors import (
     StaleLease,
     UnknownSchedule,
 )
-from ..types import TOTALS, Lease, Misfire, State
+from ..types import TOTALS, Lease, Misfire, State, UndecodableBody
 
 __all__ = [
     "LeaseRef",
@@ -87,6 +90,31 @@ _INPUT_REFUSALS = frozenset({"invalid_input", "invalid_json", "length_required",
 
 # -- values ---------------------------------------------------------------------------
 
+#: The key beside a value's field `name` that carries it when it is an UndecodableBody.
+_UNDECODABLE = "undecodable_"
+
+
+def to_json(value: Any) -> Any:
+    """A fairq value as plain JSON values (fairq._json.to_json), except that a
+    field holding an UndecodableBody is null and `undecodable_<field>` carries
+    its text and problem: a real body, any JSON value, cannot look like one."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        out: dict[str, Any] = {}
+        for f in dataclasses.fields(value):
+            item = getattr(value, f.name)
+            if isinstance(item, UndecodableBody):
+                out[f.name] = None
+                out[_UNDECODABLE + f.name] = {"text": item.text, "problem": item.problem}
+            else:
+                out[f.name] = to_json(item)
+        return out
+    if isinstance(value, (tuple, list)):
+        return [to_json(item) for item in value]
+    if isinstance(value, dict):
+        return {key: to_json(item) for key, item in value.items()}
+    return _json.to_json(value)
+
+
 
 def _number(value: Any) -> float | None:
     return math.inf if value == "+Inf" else value
@@ -126,8 +154,13 @@ def from_json(cls: type[T], data: Any) -> T:
     """
     names = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
     try:
-        return cls(**{k: _DECODE[k](x) if k in _DECODE else x for k, x in data.items() if k in names})
-    except (AttributeError, TypeError, ValueError) as exc:
+        fields = {k: _DECODE[k](x) if k in _DECODE else x for k, x in data.items() if k in names}
+        for name in names:
+            undecodable = data.get(_UNDECODABLE + name)
+            if undecodable is not None:
+                fields[name] = UndecodableBody(str(undecodable["text"]), str(undecodable["problem"]))
+        return cls(**fields)
+    except (AttributeError, KeyError, TypeError, ValueError) as exc:
         raise RemoteError(200, "bad_response", f"the answer is not a {cls.__name__}: {exc}") from None
 
 

@@ -89,7 +89,9 @@ def require_current(conn: sqlite3.Connection, path: object) -> None:
                           "run `fairq init` or enqueue to make it one")
     if version < LATEST:
         raise SchemaError(f"{path!s} has fairq schema version {version}, older than this fairq's "
-                          f"({LATEST}); open it for writing once (e.g. `fairq init`) to upgrade it")
+                          f"({LATEST}); to upgrade it, open it for writing once with the application's own "
+                          "settings (its Queue(path, max_attempts=..., backoff=..., lease_seconds=...)), or run "
+                          "`fairq init` and then `fairq policy set`")
 
 
 def ensure_schema(db: Database, seed: Callable[[sqlite3.Connection], None] | None = None) -> int:
