@@ -59,7 +59,8 @@ class TxnCore:
         self._db = db
         self.connection: sqlite3.Connection = db.conn
         self._row: StateRow | None = None
-        self._policy: Policy | None = None  # read with the state row
+        self._policy_row: tuple[Any, ...] = ()  # read with the state row
+        self._policy: Policy | None = None
         self._moved: Counter[str] = Counter()  # state -> change in its event count
         self._totals: Counter[str] = Counter()  # TOTALS name -> how many more happened
         self._lags: list[int] | None = None  # claim lag bucket counts, once a first claim changes them
@@ -90,13 +91,14 @@ class TxnCore:
                 "FROM queue_state AS s JOIN policy AS p ON p.id = 1 WHERE s.id = 1"
             ).fetchone()
             self._row = StateRow(*row[:5])
-            self._policy = policy_from_row(row[5:])
+            self._policy_row = row[5:]
         return self._row
 
     def policy(self) -> Policy:
-        """The stored retry policy, as this transaction sees it."""
+        """The stored retry policy, as this transaction sees it (built when first asked)."""
         self.state_row()
-        assert self._policy is not None
+        if self._policy is None:
+            self._policy = policy_from_row(self._policy_row)
         return self._policy
 
     def now(self, requested_ms: int, explicit: bool) -> int:
