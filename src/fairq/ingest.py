@@ -101,7 +101,10 @@ class Checked:
     without parsing the source again."""
 
     def __init__(self) -> None:
-        self._spool = tempfile.TemporaryFile("w+", encoding="utf-8")
+        try:
+            self._spool = tempfile.TemporaryFile("w+", encoding="utf-8")
+        except OSError as exc:  # no temporary folder that can be written: nothing was stored
+            raise _no_room(exc) from exc
         self.lines = 0  # non-blank lines
 
     def add(self, number: int, event: NewEvent) -> None:
@@ -128,7 +131,8 @@ class Checked:
 
 def _no_room(exc: OSError) -> DiskFull:
     where = tempfile.gettempdir()
-    return DiskFull(where, f"cannot write the checked copy of the file in {where} ({exc}); nothing was stored")
+    return DiskFull(where, f"cannot write the checked copy of the file in {where} ({exc}); nothing was "
+                           "stored: free space there, or point TMPDIR at a folder with room")
 
 
 def check(source: Source, limits: Limits, make_event: MakeEvent) -> Checked:
