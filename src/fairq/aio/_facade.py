@@ -55,8 +55,10 @@ class Facade(Generic[T]):
 def verb(method: Callable[Concatenate[Any, P], R]) -> Verb[P, R]:
     """The coroutine form of a sync method: same arguments, same result, run on the thread."""
 
+    name = method.__name__  # looked up on the object, so a subclass's override is the one run
+
     async def call(self: Facade[Any], /, *args: P.args, **kw: P.kwargs) -> R:
-        return await self._thread.call(functools.partial(method, self.sync, *args, **kw))
+        return await self._thread.call(functools.partial(getattr(self.sync, name), *args, **kw))
 
     return _named(call, method)
 
@@ -70,11 +72,13 @@ def claiming(method: Callable[Concatenate[Any, P], R]) -> Verb[P, R]:
     """verb() for claim and claim_many: a claim cancelled after it committed releases its leases
     (no attempt spent) before CancelledError is raised, so no event is left inflight unheld."""
 
+    name = method.__name__  # looked up on the object, so a subclass's override is the one run
+
     async def call(self: Facade[Any], /, *args: P.args, **kw: P.kwargs) -> R:
         async def give_back(result: Any) -> None:
             await self._give_back(result if isinstance(result, list) else [] if result is None else [result])
 
-        return await self._thread.call(functools.partial(method, self.sync, *args, **kw), on_cancel=give_back)
+        return await self._thread.call(functools.partial(getattr(self.sync, name), *args, **kw), on_cancel=give_back)
 
     return _named(call, method)
 
