@@ -197,7 +197,7 @@ class AsyncWorker:
         counts = self.counts()
         log.info("worker.stop %s", " ".join(f"{k}={n}" for k, n in counts.items()))
         for task in rounds:
-            if not task.cancelled() and task.exception() is not None:
+            if task.done() and not task.cancelled() and task.exception() is not None:
                 raise task.exception()  # type: ignore[misc]
         return counts
 
@@ -210,7 +210,7 @@ class AsyncWorker:
             while pending and not self._stop.is_set():
                 await asyncio.wait(pending | {stopping}, return_when=asyncio.FIRST_COMPLETED)
                 pending = {t for t in pending if not t.done()}
-                if any(not t.cancelled() and t.exception() is not None for t in rounds):
+                if any(t.done() and not t.cancelled() and t.exception() is not None for t in rounds):
                     self.stop()
             if pending:
                 _, pending = await asyncio.wait(pending, timeout=self.stop_timeout)
