@@ -8,8 +8,16 @@ fairq.Retry and fairq.Fail as with fairq.Worker. See docs/asyncio.md.
 
 from __future__ import annotations
 
-from .job import AsyncJob
+from ..http.client import Client
+from ..queue import Queue
+from .client import AsyncClient
+from .job import AsyncJob, check_async_handler
 from .queue import AsyncQueue
 from .worker import AsyncWorker
 
-__all__ = ["AsyncQueue", "AsyncWorker", "AsyncJob"]
+__all__ = ["AsyncQueue", "AsyncClient", "AsyncWorker", "AsyncJob", "check_async_handler", "wrap"]
+
+
+def wrap(queue: Queue | Client) -> AsyncQueue | AsyncClient:
+    """The async facade of an open Queue or Client (which it then owns and closes)."""
+    return AsyncClient(queue) if isinstance(queue, Client) else AsyncQueue(queue)

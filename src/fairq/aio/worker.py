@@ -20,7 +20,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from .. import _validate as v
-from ..errors import InvalidInput, LeaseLost
+from ..errors import FairqError, InvalidInput, LeaseLost
 from ..queue import MAX_BATCH
 from ..types import Outcome, State
 from ..worker import Handled, Job, default_owner
@@ -45,7 +45,7 @@ class AsyncWorker:
     handle(job)``; it returns (ack) or raises fairq.Retry, fairq.Fail or
     anything else (retry). A plain function is refused (InvalidInput): use
     fairq.Worker. concurrency: rounds (so handlers) at once. batch, owner,
-    lease_seconds, stop_timeout, idle_min, idle_max: as for fairq.Worker.
+    lease_seconds, tick, stop_timeout, idle_min, idle_max: as for fairq.Worker.
     timeout: seconds a handler may run; past it its task is cancelled and
     its event retried with reason "timeout". A lost lease (found by the
     heartbeat) sets job.lost and cancels the handler's task; nothing of it
@@ -55,9 +55,11 @@ class AsyncWorker:
 
     def __init__(self, queue: Any, handler: Callable[[Job], Awaitable[Any]], *, owner: str | None = None,
                  concurrency: int = 1, batch: int = 1, lease_seconds: float | None = None,
-                 timeout: float | None = None, stop_timeout: float = 30.0, idle_min: float = 0.01,
-                 idle_max: float = 1.0) -> None:
-        for verb in _VERBS:
+                 timeout: float | None = None, tick: bool = False, stop_timeout: float = 30.0,
+                 idle_min: float = 0.01, idle_max: float = 1.0) -> None:
+        if not isinstance(tick, bool):
+            raise InvalidInput("tick", "must be True or False")
+        for verb in _VERBS + (("tick",) if tick else ()):
             if not asyncio.iscoroutinefunction(getattr(queue, verb, None)):
                 raise InvalidInput("queue", f"must be a fairq.aio.AsyncQueue or AsyncClient (a "
                                             f"{type(queue).__name__} has no coroutine {verb}())")
@@ -74,6 +76,8 @@ class AsyncWorker:
         self.idle_max = v.seconds(idle_max, "idle_max")
         if self.idle_max < self.idle_min:
             raise InvalidInput("idle_max", f"must be >= idle_min ({self.idle_min}), got {self.idle_max}")
+        self.tick = tick
+        self._next_tick = 0.0  # loop time of the next tick
         self.tally = Tally()
         self._stop = threading.Event()  # what Job.stopping reads
         self._wake: asyncio.Event | None = None  # set with _stop, for the run's waits
@@ -230,6 +234,7 @@ class AsyncWorker:
         """One round after another until stopping; idle rounds back off from idle_min to idle_max."""
         pause = self.idle_min
         while not self._stop.is_set():
+            await self._tick_if_due()
             seen = self._busy_rounds
             self._active += 1
             handled: list[Handled] = []
@@ -250,6 +255,20 @@ class AsyncWorker:
                 except asyncio.TimeoutError:
                     pass
                 pause = min(pause * 2, self.idle_max)
+
+    async def _tick_if_due(self) -> None:
+        """With tick=True, turn due schedule slots into events, at most once per idle_max."""
+        now = asyncio.get_running_loop().time()
+        if not self.tick or now < self._next_tick:
+            return
+        self._next_tick = now + self.idle_max
+        try:
+            made = await self.queue.tick()
+        except FairqError as exc:  # ticking is a side job: the events still get worked
+            log.error("schedules.tick_failed error=%r", f"{type(exc).__name__}: {exc}")
+            return
+        if made:
+            log.info("schedules.tick instances=%d", len(made))
 
     async def _stop_mode_reached(self, handled: list[Handled], seen: int, mode: str | None) -> bool:
         """until_idle: an empty round while no round runs and none handled anything since
