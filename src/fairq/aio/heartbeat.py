@@ -61,11 +61,13 @@ class LoopWatch:
         self._ticker: asyncio.Task[None] | None = None
 
     def start(self) -> None:
+        """Start the ticker task (on the running loop) and the watching thread."""
         self._last = time.monotonic()
         self._ticker = asyncio.ensure_future(self._tick())
         self._thread.start()
 
     async def stop(self) -> None:
+        """End the thread (at its next check) and the ticker task."""
         self._done.set()
         if self._ticker is not None:
             self._ticker.cancel()
