@@ -165,7 +165,6 @@ def test_sigterm_stops_claiming_and_the_running_handler_finishes_and_is_settled(
             assert (await q.stats()).counts["ready"] == 4
 
     asyncio.run(main())
-    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL or callable(signal.getsignal(signal.SIGTERM))
 
 
 def test_a_handler_still_running_after_the_stop_timeout_is_cancelled_and_retried(db_path: Path) -> None:
@@ -245,3 +244,39 @@ def test_the_sync_worker_refuses_an_async_handler_and_points_to_async_worker(q: 
     with pytest.raises(fairq.InvalidInput) as refused:
         fairq.Worker(q, async_handler)
     assert "fairq.aio.AsyncWorker" in str(refused.value)
+
+
+SECOND_SIGNAL = """
+import asyncio, sys, fairq, fairq.aio
+
+async def hang(job):
+    print("started", flush=True)
+    await asyncio.sleep(600)
+
+async def main():
+    async with fairq.aio.AsyncQueue(sys.argv[1]) as q:
+        await q.enqueue("a", {})
+        await fairq.aio.AsyncWorker(q, hang, stop_timeout=600).run()
+
+asyncio.run(main())
+"""
+
+
+def test_a_second_sigterm_exits_a_real_process_at_once_and_the_lease_is_left_to_expire(db_path: Path) -> None:
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen([sys.executable, "-c", SECOND_SIGNAL, str(db_path)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "PYTHONPATH": str(Path(fairq.__file__).parent.parent)})
+    assert proc.stdout is not None and proc.stdout.readline() == "started\n"
+    proc.send_signal(signal.SIGTERM)
+    time.sleep(0.3)
+    assert proc.poll() is None  # the first one waits for the handler (stop_timeout 600 s)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)  # the timeout only stops a hang
+    assert proc.returncode == 128 + signal.SIGTERM, err
+    assert "second SIGTERM" in err
+    with fairq.Queue(db_path) as q:
+        info = q.get("a")
+        assert info is not None and info.state is fairq.State.INFLIGHT

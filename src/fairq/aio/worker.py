@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
+import os
 import signal
 import threading
 from collections.abc import Awaitable, Callable, Sequence
@@ -174,6 +175,7 @@ class AsyncWorker:
         signals=True (on the main thread's loop): SIGINT or SIGTERM stops
         claiming; running handlers get `stop_timeout` seconds to finish and
         be settled, then are cancelled (abandoned: retried "stop_timeout").
+        A second signal exits the process at once (status 128 + signal).
         Raises the first error the queue raised.
         """
         if until_idle and until_empty:
@@ -281,6 +283,10 @@ class AsyncWorker:
         return bool(stats.flows - stats.counts[State.QUARANTINED.value] == 0)
 
     def _on_signal(self, signum: int) -> None:
+        """The first SIGINT / SIGTERM stops the worker gracefully; a second exits the process now."""
+        if self._stop.is_set():
+            os.write(2, f"fairq: second {signal.Signals(signum).name}: exiting now; leases will expire\n".encode())
+            os._exit(128 + signum)
         log.info("worker.stopping signal=%s stop_timeout=%s", signal.Signals(signum).name, self.stop_timeout)
         self.stop()
 
