@@ -280,3 +280,19 @@ def test_a_second_sigterm_exits_a_real_process_at_once_and_the_lease_is_left_to_
     with fairq.Queue(db_path) as q:
         info = q.get("a")
         assert info is not None and info.state is fairq.State.INFLIGHT
+
+
+def test_a_finished_job_keeps_its_lease_while_a_later_job_of_its_batch_runs(db_path: Path) -> None:
+    async def handler(job: fairq.Job) -> None:
+        if job.event_id == "late":
+            await asyncio.sleep(1.0)  # more than three leases of 0.3 s: "early" waits to be settled
+
+    async def main() -> None:
+        async with fairq.aio.AsyncQueue(db_path) as q:
+            await q.enqueue_many([("early", {}, "a"), ("late", {}, "b")])
+            worker = fairq.aio.AsyncWorker(q, handler, batch=2, lease_seconds=0.3)
+            handled = await worker.step()
+            assert [(h.event_id, h.settled is not None) for h in handled] == [("early", True), ("late", True)]
+            assert worker.counts()["acked"] == 2 and worker.counts()["lost"] == 0
+
+    asyncio.run(main())

@@ -24,7 +24,8 @@ log = logging.getLogger("fairq.worker")
 
 async def beat(queue: Any, jobs: Sequence[AsyncJob], lease_seconds: float,
                failures: list[BaseException]) -> None:
-    """Extend the jobs' leases every lease_seconds / 3 until cancelled.
+    """Extend the jobs' leases every lease_seconds / 3 until cancelled (after the batch's
+    settle is decided: a finished job still waits for its batch-mates).
 
     LeaseLost: the job is lost and its handler cancelled. Busy / Unavailable:
     logged, the next beat tries again. Any other error is appended to
@@ -33,7 +34,7 @@ async def beat(queue: Any, jobs: Sequence[AsyncJob], lease_seconds: float,
     while True:
         await asyncio.sleep(lease_seconds / 3)
         for job in jobs:
-            if job.lost or (job.task is not None and job.task.done()):
+            if job.lost:
                 continue
             try:
                 job.lease = await queue.extend(job.lease, lease_seconds)
