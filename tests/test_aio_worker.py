@@ -296,3 +296,29 @@ def test_a_finished_job_keeps_its_lease_while_a_later_job_of_its_batch_runs(db_p
             assert worker.counts()["acked"] == 2 and worker.counts()["lost"] == 0
 
     asyncio.run(main())
+
+
+def test_cancelling_a_running_worker_strands_nothing(db_path: Path) -> None:
+
+    async def main() -> None:
+        began = asyncio.Event()
+
+        async def hang(job: fairq.Job) -> None:
+            began.set()
+            await asyncio.sleep(600)
+
+        async with fairq.aio.AsyncQueue(db_path) as q:
+            await q.enqueue_many([("a", {}, "f1"), ("b", {}, "f2"), ("c", {}, "f3")])
+            worker = fairq.aio.AsyncWorker(q, hang, batch=3)
+            running = asyncio.ensure_future(worker.run(signals=False))
+            await asyncio.wait_for(began.wait(), 20)  # the timeout only stops a hang
+            running.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await running
+            assert worker.counts()["abandoned"] == 1 and worker.counts()["released"] == 2
+            infos = {e: await q.get(e) for e in "abc"}
+            assert all(info is not None and info.state is fairq.State.READY for info in infos.values())
+            assert infos["a"].reason == "stop_timeout"  # type: ignore[union-attr]
+            assert [infos[e].attempts for e in "abc"] == [1, 0, 0]  # type: ignore[union-attr]
+
+    asyncio.run(main())

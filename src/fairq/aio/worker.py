@@ -92,9 +92,11 @@ class AsyncWorker:
         """Claim up to `batch` events, run the handler on each, settle them; [] when idle.
 
         If the worker is stopping when a later job of the batch would start,
-        that job is released. Cancelled (run() past its stop timeout): the
-        running handler is cancelled and retried with reason "stop_timeout"
-        (counted abandoned), unstarted jobs are released, then CancelledError.
+        that job is released. A cancelled step (run() past its stop timeout,
+        or its caller cancelled): the running handler is cancelled and its
+        event retried with reason "stop_timeout" (counted abandoned), finished
+        jobs are settled as decided, unstarted ones released; then
+        CancelledError. A claim cancelled midway gives its leases back.
         """
         leases = await self.queue.claim_many(await self._claim_size(), owner=self.owner,
                                              lease_seconds=self.lease_seconds)
@@ -107,17 +109,15 @@ class AsyncWorker:
         decisions: list[Decision] = []
         try:
             for i, job in enumerate(jobs):
-                running = i > 0 and self._stop.is_set()
-                decisions.append(RELEASE if running else await run_handler(self.handler, job, self.timeout))
+                release = i > 0 and self._stop.is_set()
+                decisions.append(RELEASE if release else await run_handler(self.handler, job, self.timeout))
         except asyncio.CancelledError:
             beating.cancel()
-            started = len(decisions)
-            if started < len(jobs):
-                self.tally.add("abandoned")
-                log.warning("worker.abandoned event_id=%s", jobs[started].event_id)
+            started = len(decisions)  # the index of the job whose handler was running
+            self.tally.add("abandoned")
+            log.warning("worker.abandoned event_id=%s", jobs[started].event_id)
             left = [(Outcome.RETRY, STOPPED, None)] + [RELEASE] * (len(jobs) - started - 1)
-            await finish(asyncio.ensure_future(self._settle(jobs, decisions + left[: len(jobs) - started],
-                                                            abandoned=started)))
+            await finish(asyncio.ensure_future(self._settle(jobs, decisions + left, abandoned=started)))
             raise
         finally:
             beating.cancel()
