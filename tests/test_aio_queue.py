@@ -51,6 +51,9 @@ def test_a_refused_call_raises_the_same_typed_error(db_path: Path) -> None:
                 await q.enqueue("", {})
             assert refused.value.field == "event_id"
             assert (await q.stats()).counts["ready"] == 0  # nothing was written
+            with pytest.raises(fairq.InvalidInput) as refused:
+                fairq.aio.AsyncQueue(q.sync, lease_seconds=5)
+            assert refused.value.field == "options"
 
     asyncio.run(main())
 

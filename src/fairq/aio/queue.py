@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from ..errors import InvalidInput
 from ..queue import Queue
 from ._facade import Facade, claiming, loose_verb, verb
 
@@ -26,7 +27,9 @@ class AsyncQueue(Facade[Queue]):
     """
 
     def __init__(self, path: Any, **options: Any) -> None:
-        queue = path if isinstance(path, Queue) and not options else Queue(path, **options)
+        if isinstance(path, Queue) and options:
+            raise InvalidInput("options", f"an open Queue is used as it is; got {', '.join(sorted(options))}")
+        queue = path if isinstance(path, Queue) else Queue(path, **options)
         super().__init__(queue, f"fairq-db-{os.path.basename(os.fspath(queue.path))}")
         self.path = queue.path
 

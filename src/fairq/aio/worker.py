@@ -50,7 +50,7 @@ class AsyncWorker:
     timeout: seconds a handler may run; past it its task is cancelled and
     its event retried with reason "timeout". A lost lease (found by the
     heartbeat) sets job.lost and cancels the handler's task; nothing of it
-    is settled. A handler must not block the loop: one that blocks it longer
+    is settled (its Handled has outcome release, settled None, and `lost`). A handler must not block the loop: one that blocks it longer
     than the lease is logged ("loop.blocked") and its leases expire.
     """
 
