@@ -98,3 +98,12 @@ def test_the_handlers_example_fills_the_database_the_worker_reads(tmp_path) -> N
     with fairq.Queue(tmp_path / "orders.db") as q:
         assert q.stats().counts["acked"] > 0
     assert not (tmp_path / "fairq.db").exists()
+
+
+def test_the_async_app_drains_request_enqueued_orders_with_an_async_worker() -> None:
+    done = subprocess.run([sys.executable, str(ROOT / "examples" / "async_app.py"), "--check"],
+                          capture_output=True, text=True, timeout=120,  # the timeout only stops a hang
+                          env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "5/5 results as expected" in done.stdout and "DIFF" not in done.stdout
+    assert '"charged": {"ada": 1000, "bob": 700, "cy": 1000}' in done.stdout

@@ -8,6 +8,7 @@ folder where `relay` appends what the receiver answered).
 
 from __future__ import annotations
 
+import asyncio
 import os
 import sys
 import time
@@ -75,7 +76,13 @@ def relay(job: fairq.Job) -> None:
 
 
 async def async_handle(job: fairq.Job) -> None:
-    """An async handler: refused, not acked unrun."""
+    """An async handler: `fairq work` runs it with fairq.aio.AsyncWorker; a body {"fail": true} fails."""
+    await asyncio.sleep(0)
+    if isinstance(job.body, dict) and job.body.get("fail"):
+        raise fairq.Fail("refused by the async handler")
+    import logging
+
+    logging.getLogger("work_handlers").info("handled %s asynchronously in %d", job.event_id, os.getpid())
 
 
 def takes_nothing() -> None:

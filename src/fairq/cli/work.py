@@ -6,12 +6,16 @@ line shows claimed / acked / retried / quarantined per second. Exit status:
 0 after a clean stop (Ctrl-C or SIGTERM: running handlers finish and are
 settled) or once the stop mode (--until-idle, --until-empty) is reached; 1
 if handlers were still running when the stop timeout ended (their leases
-expire) or the handler was refused; 128 + signal number after a second signal.
+expire) or the handler was refused; 2 for options an async handler cannot
+take (--processes); 128 + signal number after a second signal. An
+`async def` handler runs on fairq.aio.AsyncWorker: --concurrency N tasks on
+one event loop.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import functools
 import importlib
 import logging
@@ -23,8 +27,10 @@ from collections.abc import Callable
 from typing import IO, Any
 
 from ..errors import FairqError, InvalidInput
+from .. import aio
 from ..worker import COUNTS, Worker, check_handler
-from ._common import EXIT_OK, EXIT_REFUSED, open_target
+from ..worker.handler import is_async
+from ._common import EXIT_OK, EXIT_REFUSED, EXIT_USAGE, open_target
 from ._logs import JsonFormatter, KeyValueFormatter
 
 log = logging.getLogger("fairq.cli")
@@ -36,10 +42,11 @@ RATES = ("claimed", "acked", "retried", "quarantined")
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("work", help="run MODULE:FUNCTION on claimed events until stopped (Ctrl-C)")
     p.add_argument("handler", metavar="MODULE:FUNCTION",
-                   help="the handler, a plain function of one fairq.Job (async handlers are not supported "
-                        "yet); MODULE is imported from the current directory or sys.path")
+                   help="the handler, a function of one fairq.Job (an async def handler runs as tasks on one "
+                        "event loop); MODULE is imported from the current directory or sys.path")
     p.add_argument("--concurrency", type=int, default=1, metavar="N", help="handlers at once (default 1)")
-    p.add_argument("--processes", action="store_true", help="run N processes instead of N threads")
+    p.add_argument("--processes", action="store_true",
+                   help="run N processes instead of N threads (not for an async def handler)")
     p.add_argument("--batch", type=int, default=1, metavar="N",
                    help="claim and settle up to N events per transaction; with --concurrency above 1, "
                         "no more than a fair share of the claimable flows (default 1)")
@@ -75,7 +82,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def work(args: argparse.Namespace) -> int:
     handler = load_handler(args.handler)
+    if is_async(handler) and args.processes:
+        print(f"fairq work: usage error: {args.handler} is an async function: it runs as --concurrency N tasks "
+              "on one event loop; --processes is for plain handlers", file=sys.stderr)
+        return EXIT_USAGE
     configure_logging(args.log_level, args.log_format)
+    if is_async(handler):
+        counts = asyncio.run(work_async(args, handler))
+        return report(args, counts)
     with open_target(args, max_attempts=args.max_attempts) as q:
         worker = Worker(q, handler, owner=args.owner, concurrency=args.concurrency, batch=args.batch,
                         processes=args.processes, lease_seconds=args.lease_seconds,
@@ -89,6 +103,26 @@ def work(args: argparse.Namespace) -> int:
         finally:
             if progress is not None:
                 progress.close()
+    return report(args, counts)
+
+
+async def work_async(args: argparse.Namespace, handler: Callable[..., Any]) -> dict[str, int]:
+    """`fairq work` for an async def handler: fairq.aio.AsyncWorker on the queue's own thread."""
+    async with aio.wrap(open_target(args, max_attempts=args.max_attempts)) as q:
+        worker = aio.AsyncWorker(q, handler, owner=args.owner, concurrency=args.concurrency, batch=args.batch,
+                                 lease_seconds=args.lease_seconds, stop_timeout=args.stop_timeout,
+                                 timeout=args.timeout, tick=args.tick)
+        log.info("work.start %s handler=%s async=True", source(q.sync), args.handler)
+        progress = Progress(worker, sys.stderr) if sys.stderr.isatty() else None
+        try:
+            return await worker.run(until_idle=args.until_idle, until_empty=args.until_empty)
+        finally:
+            if progress is not None:
+                progress.close()
+
+
+def report(args: argparse.Namespace, counts: dict[str, int]) -> int:
+    """Print the run's counts; the exit status (1 if handlers were abandoned at the stop timeout)."""
     if args.log_format == "json":  # every line a JSON object
         log.info("work.done %s", " ".join(f"{name}={counts[name]}" for name in COUNTS))
     else:
@@ -127,7 +161,7 @@ def load_handler(spec: str) -> Callable[..., Any]:
         except AttributeError:
             raise FairqError(f"handler {spec!r}: {module_name} has no {attribute}") from None
     try:
-        return check_handler(found)
+        return aio.check_async_handler(found) if is_async(found) else check_handler(found)
     except InvalidInput as exc:
         raise FairqError(f"handler {spec!r}: {exc.problem}") from None
 
@@ -150,7 +184,7 @@ def configure_logging(level: str, fmt: str = "text") -> None:
 class Progress:
     """A terminal line rewritten every second: claimed / acked / retried / quarantined per second."""
 
-    def __init__(self, worker: Worker, stream: IO[str], every: float = 1.0) -> None:
+    def __init__(self, worker: Worker | aio.AsyncWorker, stream: IO[str], every: float = 1.0) -> None:
         self._worker = worker
         self._stream = stream
         self._every = every

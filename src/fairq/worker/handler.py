@@ -19,7 +19,7 @@ from .job import Decision, Fail, Job, Retry, describe
 log = logging.getLogger("fairq.worker")
 
 #: The retry reason of a handler that returned an awaitable instead of finishing.
-AWAITABLE = "handler returned an awaitable: async handlers are not supported yet"
+AWAITABLE = "handler returned an awaitable: run async handlers with fairq.aio.AsyncWorker"
 
 
 def check_handler(handler: Any) -> Callable[[Job], Any]:
@@ -32,9 +32,9 @@ def check_handler(handler: Any) -> Callable[[Job], Any]:
     if not callable(handler):
         raise InvalidInput("handler", "must be callable")
     name = getattr(handler, "__qualname__", None) or type(handler).__name__
-    if _is_async(handler):
-        raise InvalidInput("handler", f"{name} is an async function; async handlers are not supported yet: "
-                                      "wrap it in a plain function that calls asyncio.run(...)")
+    if is_async(handler):
+        raise InvalidInput("handler", f"{name} is an async function: fairq.Worker runs plain functions; "
+                                      "run it with fairq.aio.AsyncWorker (fairq work picks it for you)")
     try:
         signature = inspect.signature(handler)
     except (TypeError, ValueError):  # a builtin or extension callable: it will tell when called
@@ -47,7 +47,7 @@ def check_handler(handler: Any) -> Callable[[Job], Any]:
     return handler  # type: ignore[no-any-return]
 
 
-def _is_async(handler: Any) -> bool:
+def is_async(handler: Any) -> bool:
     """True for an async function, a partial of one, or an object whose __call__ is one."""
     call = getattr(handler, "__call__", None)
     return inspect.iscoroutinefunction(handler) or (

@@ -1,0 +1,90 @@
+"""The async facade: each verb of a sync queue object as a coroutine that runs
+it on the object's own thread (fairq.aio._thread). One copy of every verb:
+`enqueue = verb(Queue.enqueue)` forwards to the sync method, so the sync
+code stays the only implementation. Claims give their leases back when the
+awaiting task is cancelled after they committed.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Coroutine
+from typing import Any, Concatenate, Generic, ParamSpec, TypeVar
+
+from ..types import Lease, Outcome
+from ._thread import DbThread
+
+P = ParamSpec("P")
+R = TypeVar("R")
+T = TypeVar("T")
+Verb = Callable[Concatenate[Any, P], Coroutine[Any, Any, R]]
+
+
+class Facade(Generic[T]):
+    """Owns a sync queue object (`sync`) and its thread; closes both on close() / ``async with``."""
+
+    def __init__(self, sync: T, thread_name: str) -> None:
+        self.sync = sync
+        self._thread = DbThread(thread_name)
+
+    async def run(self, fn: Callable[Concatenate[T, P], R], *args: P.args, **kw: P.kwargs) -> R:
+        """fn(sync, *args, **kw) on the database thread: any sync call the facade does not wrap,
+        e.g. ``await q.run(lambda queue: queue.schedules.add(...))``."""
+        return await self._thread.call(functools.partial(fn, self.sync, *args, **kw))
+
+    async def close(self) -> None:
+        """Close the sync object on its thread, then let the thread end."""
+        try:
+            await self._thread.call(self.sync.close)  # type: ignore[attr-defined]
+        finally:
+            self._thread.close()
+
+    async def __aenter__(self) -> Any:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def _give_back(self, leases: list[Lease]) -> None:
+        """Release leases a cancelled claim took: ready again at once, no attempt spent."""
+        if leases:
+            items = [(lease, Outcome.RELEASE) for lease in leases]
+            await self._thread.call(functools.partial(self.sync.settle_many, items))  # type: ignore[attr-defined]
+
+
+def verb(method: Callable[Concatenate[Any, P], R]) -> Verb[P, R]:
+    """The coroutine form of a sync method: same arguments, same result, run on the thread."""
+
+    name = method.__name__  # looked up on the object, so a subclass's override is the one run
+
+    async def call(self: Facade[Any], /, *args: P.args, **kw: P.kwargs) -> R:
+        return await self._thread.call(functools.partial(getattr(self.sync, name), *args, **kw))
+
+    return _named(call, method)
+
+
+def loose_verb(method: Callable[..., R]) -> Callable[..., Coroutine[Any, Any, R]]:
+    """verb() for a method taking **kw (ack, retry, fail, release): typed loosely."""
+    return verb(method)
+
+
+def claiming(method: Callable[Concatenate[Any, P], R]) -> Verb[P, R]:
+    """verb() for claim and claim_many: a claim cancelled after it committed releases its leases
+    (no attempt spent) before CancelledError is raised, so no event is left inflight unheld."""
+
+    name = method.__name__  # looked up on the object, so a subclass's override is the one run
+
+    async def call(self: Facade[Any], /, *args: P.args, **kw: P.kwargs) -> R:
+        async def give_back(result: Any) -> None:
+            await self._give_back(result if isinstance(result, list) else [] if result is None else [result])
+
+        return await self._thread.call(functools.partial(getattr(self.sync, name), *args, **kw), on_cancel=give_back)
+
+    return _named(call, method)
+
+
+def _named(call: Verb[P, R], method: Callable[..., Any]) -> Verb[P, R]:
+    """The coroutine wears the sync method's name and docstring."""
+    call.__name__ = call.__qualname__ = method.__name__
+    call.__doc__ = method.__doc__
+    return call

@@ -1,0 +1,55 @@
+"""AsyncClient: every fairq.Client verb as a coroutine, run on one thread per client.
+
+The same facade as AsyncQueue (fairq.aio._facade) over the HTTP client: no
+new dependency, one copy of every verb.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..http.client import Client
+from ._facade import Facade, claiming, verb
+
+
+class AsyncClient(Facade[Client]):
+    """``async with fairq.aio.AsyncClient(url, token=...) as c: await c.enqueue(...)``.
+
+    url and options open a fairq.Client (the same arguments); or pass a
+    Client, which the AsyncClient then owns and closes. Calls take turns on
+    the client's own thread; a cancelled claim releases the leases it took
+    once the server answered. `sync` is the Client.
+    """
+
+    def __init__(self, url: Any = None, **options: Any) -> None:
+        client = url if isinstance(url, Client) and not options else Client(url, **options)
+        super().__init__(client, "fairq-http")
+        self.url = client.url
+
+    async def __aenter__(self) -> AsyncClient:
+        return self
+
+    @property
+    def lease_seconds(self) -> float:
+        """The lease a claim asks for when the call names none (the Client's)."""
+        return self.sync.lease_seconds
+
+    def settings(self) -> dict[str, Any]:
+        """The Client's settings(): the options that open it again the same way."""
+        return self.sync.settings()
+
+    enqueue = verb(Client.enqueue)
+    enqueue_many = verb(Client.enqueue_many)
+    claim = claiming(Client.claim)
+    claim_many = claiming(Client.claim_many)
+    settle = verb(Client.settle)
+    settle_many = verb(Client.settle_many)
+    extend = verb(Client.extend)
+    redrive = verb(Client.redrive)
+    set_weight = verb(Client.set_weight)
+    tick = verb(Client.tick)
+    get = verb(Client.get)
+    events = verb(Client.events)
+    audit = verb(Client.audit)
+    why_blocked = verb(Client.why_blocked)
+    stats = verb(Client.stats)

@@ -1,0 +1,102 @@
+"""One coroutine handler call: refuse a handler that is not async, run it as a
+task under a timeout, and turn what it did into a Decision.
+
+The outcomes are fairq.worker's (decide() reads the finished task): return
+is ack, Retry and Fail are theirs, any other exception is a retry. A
+handler cancelled because its lease was lost is not decided (nothing of it
+is settled); one cancelled past its timeout is a retry with reason "timeout".
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from ..errors import InvalidInput, LeaseLost
+from ..types import Outcome
+from ..worker import Job
+from ..worker.handler import decide, is_async
+from ..worker.heartbeat import TIMEOUT
+from ..worker.job import RELEASE, Decision
+
+log = logging.getLogger("fairq.worker")
+
+#: The retry reason of a handler task that was cancelled by someone other than the worker.
+CANCELLED = "CancelledError"
+
+
+class AsyncJob(Job):
+    """A Job whose handler runs as an asyncio task (`task`); losing its lease cancels the task."""
+
+    __slots__ = ("task",)
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self.task: asyncio.Task[Any] | None = None
+
+    @property
+    def lost_error(self) -> LeaseLost | None:
+        """The StaleLease or LeaseExpired that made the job lost, if any."""
+        return self._lost
+
+    def lose(self, error: LeaseLost) -> None:
+        """The lease is gone: mark the job lost and cancel its handler (Job.lost turns True first)."""
+        self._lose(error)
+        if self.task is not None:
+            self.task.cancel()
+
+
+def check_async_handler(handler: Any) -> Callable[[Job], Awaitable[Any]]:
+    """The handler, if it is an async function of one Job; else InvalidInput on "handler"."""
+    if not callable(handler):
+        raise InvalidInput("handler", "must be callable")
+    name = getattr(handler, "__qualname__", None) or type(handler).__name__
+    if not is_async(handler):
+        raise InvalidInput("handler", f"{name} is not an async function: run a plain handler with fairq.Worker")
+    try:
+        inspect.signature(handler).bind(object())
+    except TypeError:
+        raise InvalidInput("handler", f"{name} cannot be called with one argument, the Job "
+                                      "(async def handle(job): ...)") from None
+    except ValueError:  # a signature that cannot be read: it will tell when called
+        pass
+    return handler  # type: ignore[no-any-return]
+
+
+async def run_handler(handler: Callable[[Job], Awaitable[Any]], job: AsyncJob, timeout: float | None) -> Decision:
+    """Run the handler on the job as a task: its decision, retry "timeout" past `timeout`.
+
+    A job lost before it starts is not run (RELEASE: it will not be settled).
+    If this coroutine is cancelled, the handler task is cancelled too.
+    """
+    if job.lost:
+        return RELEASE
+    task = asyncio.ensure_future(handler(job))
+    job.task = task
+    try:
+        await asyncio.wait({task}, timeout=timeout)
+        if not task.done():
+            log.warning("handler.timeout event_id=%s attempts=%d timeout=%s", job.event_id, job.attempts, timeout)
+            task.cancel()
+            await asyncio.wait({task})  # a handler that swallows the cancel is waited for
+            _consume(task)
+            return Outcome.RETRY, TIMEOUT, None
+    except asyncio.CancelledError:
+        task.cancel()
+        raise
+    if job.lost:
+        _consume(task)
+        return RELEASE
+    if task.cancelled():
+        log.warning("handler.error event_id=%s attempts=%d error=%r", job.event_id, job.attempts, CANCELLED)
+        return Outcome.RETRY, CANCELLED, None
+    return decide(lambda _job: task.result(), job)
+
+
+def _consume(task: asyncio.Task[Any]) -> None:
+    """Read a finished task's exception, so asyncio does not log it as never retrieved."""
+    if not task.cancelled():
+        task.exception()

@@ -1,0 +1,70 @@
+"""AsyncQueue: every fairq.Queue verb as a coroutine, run on one thread per queue.
+
+Nothing here re-implements a verb: each attribute forwards to the same
+method of the fairq.Queue it owns (fairq.aio._facade).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from ..errors import InvalidInput
+from ..queue import Queue
+from ._facade import Facade, claiming, loose_verb, verb
+
+
+class AsyncQueue(Facade[Queue]):
+    """``async with fairq.aio.AsyncQueue(path, **options) as q: await q.enqueue(...)``.
+
+    path and options open a fairq.Queue (the same arguments); or pass an open
+    Queue, which the AsyncQueue then owns and closes. Every call runs on this
+    queue's own thread, one at a time, in a copy of the caller's contextvars;
+    settle effects run there too, inside the settle's transaction. A call
+    whose awaiting task is cancelled still completes (a transaction cannot be
+    stopped halfway); a cancelled claim or claim_many then releases the
+    leases it took before CancelledError is raised. `sync` is the Queue.
+    """
+
+    def __init__(self, path: Any, **options: Any) -> None:
+        if isinstance(path, Queue) and options:
+            raise InvalidInput("options", f"an open Queue is used as it is; got {', '.join(sorted(options))}")
+        queue = path if isinstance(path, Queue) else Queue(path, **options)
+        super().__init__(queue, f"fairq-db-{os.path.basename(os.fspath(queue.path))}")
+        self.path = queue.path
+
+    async def __aenter__(self) -> AsyncQueue:
+        return self
+
+    @property
+    def lease_seconds(self) -> float:
+        """The stored lease (a read on the calling thread's turn: fast, no write)."""
+        return self.sync.lease_seconds
+
+    def settings(self) -> dict[str, Any]:
+        """The Queue's settings(): the options that open the file again the same way."""
+        return self.sync.settings()
+
+    enqueue = verb(Queue.enqueue)
+    enqueue_many = verb(Queue.enqueue_many)
+    claim = claiming(Queue.claim)
+    claim_many = claiming(Queue.claim_many)
+    settle = verb(Queue.settle)
+    ack = loose_verb(Queue.ack)
+    retry = loose_verb(Queue.retry)
+    fail = loose_verb(Queue.fail)
+    release = loose_verb(Queue.release)
+    settle_many = verb(Queue.settle_many)
+    extend = verb(Queue.extend)
+    redrive = verb(Queue.redrive)
+    tick = verb(Queue.tick)
+    get = verb(Queue.get)
+    events = verb(Queue.events)
+    audit = verb(Queue.audit)
+    stats = verb(Queue.stats)
+    why_blocked = verb(Queue.why_blocked)
+    policy = verb(Queue.policy)
+    set_policy = verb(Queue.set_policy)
+    set_weight = verb(Queue.set_weight)
+    reset_clock = verb(Queue.reset_clock)
+    purge = verb(Queue.purge)

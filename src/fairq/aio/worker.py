@@ -1,0 +1,306 @@
+"""AsyncWorker: coroutine handlers as tasks on one event loop, with fairq.Worker's outcomes.
+
+A round claims up to `batch` events, runs the handler on each in turn (a
+task, under the timeout, while a heartbeat task extends the batch's leases)
+and settles them in one settle_many; `concurrency` rounds run at once.
+Whatever the queue raises propagates and is never a retry; a heartbeat's
+queue error is raised after its batch is settled. run() stops on SIGINT /
+SIGTERM (loop.add_signal_handler), on stop(), or in a stop mode (until_idle,
+until_empty), as Worker.run does. No SQL, no policy here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import os
+import signal
+import threading
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+from .. import _validate as v
+from ..errors import FairqError, InvalidInput, LeaseLost
+from ..queue import MAX_BATCH
+from ..types import Outcome, State
+from ..worker import Handled, Job, default_owner
+from ..worker.counts import Tally
+from ..worker.job import RELEASE, Decision
+from ._thread import finish
+from .heartbeat import LoopWatch, beat
+from .job import AsyncJob, check_async_handler, run_handler
+
+log = logging.getLogger("fairq.worker")
+
+_COUNT_FOR = {State.ACKED: "acked", State.READY: "retried", State.QUARANTINED: "quarantined"}
+#: The retry reason of a handler still running when the stop timeout ended (it was cancelled).
+STOPPED = "stop_timeout"
+_VERBS = ("claim_many", "settle_many", "extend", "stats")
+
+
+class AsyncWorker:
+    """Runs an async handler on claimed events: ``await step()`` does one round, ``await run()`` loops.
+
+    queue: a fairq.aio.AsyncQueue or AsyncClient. handler: ``async def
+    handle(job)``; it returns (ack) or raises fairq.Retry, fairq.Fail or
+    anything else (retry). A plain function is refused (InvalidInput): use
+    fairq.Worker. concurrency: rounds (so handlers) at once. batch, owner,
+    lease_seconds, tick, stop_timeout, idle_min, idle_max: as for fairq.Worker.
+    timeout: seconds a handler may run; past it its task is cancelled and
+    its event retried with reason "timeout". A lost lease (found by the
+    heartbeat) sets job.lost and cancels the handler's task; nothing of it
+    is settled (its Handled has outcome release, settled None, and `lost`). A handler must not block the loop: one that blocks it longer
+    than the lease is logged ("loop.blocked") and its leases expire.
+    """
+
+    def __init__(self, queue: Any, handler: Callable[[Job], Awaitable[Any]], *, owner: str | None = None,
+                 concurrency: int = 1, batch: int = 1, lease_seconds: float | None = None,
+                 timeout: float | None = None, tick: bool = False, stop_timeout: float = 30.0,
+                 idle_min: float = 0.01, idle_max: float = 1.0) -> None:
+        if not isinstance(tick, bool):
+            raise InvalidInput("tick", "must be True or False")
+        for verb in _VERBS + (("tick",) if tick else ()):
+            if not asyncio.iscoroutinefunction(getattr(queue, verb, None)):
+                raise InvalidInput("queue", f"must be a fairq.aio.AsyncQueue or AsyncClient (a "
+                                            f"{type(queue).__name__} has no coroutine {verb}())")
+        self.queue = queue
+        self.handler = check_async_handler(handler)
+        self.owner = v.optional_identifier(owner, "owner") or default_owner()
+        self.concurrency = v.count(concurrency, "concurrency", low=1, high=65536)
+        self.batch = v.count(batch, "batch", low=1, high=MAX_BATCH)
+        self.lease_seconds = float(queue.lease_seconds) if lease_seconds is None else v.seconds(
+            lease_seconds, "lease_seconds", positive=True)
+        self.timeout = None if timeout is None else v.seconds(timeout, "timeout", positive=True)
+        self.stop_timeout = v.seconds(stop_timeout, "stop_timeout")
+        self.idle_min = v.seconds(idle_min, "idle_min", positive=True)
+        self.idle_max = v.seconds(idle_max, "idle_max")
+        if self.idle_max < self.idle_min:
+            raise InvalidInput("idle_max", f"must be >= idle_min ({self.idle_min}), got {self.idle_max}")
+        self.tick = tick
+        self._next_tick = 0.0  # loop time of the next tick
+        self.tally = Tally()
+        self._stop = threading.Event()  # what Job.stopping reads
+        self._wake: asyncio.Event | None = None  # set with _stop, for the run's waits
+        self._active = 0  # rounds in progress: until_idle waits for all of them
+        self._busy_rounds = 0  # rounds that handled something
+        self.watch: LoopWatch | None = None
+
+    # -- one round -------------------------------------------------------------
+
+    async def step(self) -> list[Handled]:
+        """Claim up to `batch` events, run the handler on each, settle them; [] when idle.
+
+        If the worker is stopping when a later job of the batch would start,
+        that job is released. A cancelled step (run() past its stop timeout,
+        or its caller cancelled): the running handler is cancelled and its
+        event retried with reason "stop_timeout" (counted abandoned), finished
+        jobs are settled as decided, unstarted ones released; then
+        CancelledError. A claim cancelled midway gives its leases back.
+        """
+        leases = await self.queue.claim_many(await self._claim_size(), owner=self.owner,
+                                             lease_seconds=self.lease_seconds)
+        if not leases:
+            return []
+        self.tally.add("claimed", len(leases))
+        jobs = [AsyncJob(lease, self._stop) for lease in leases]
+        failures: list[BaseException] = []
+        beating = asyncio.ensure_future(beat(self.queue, jobs, self.lease_seconds, failures))
+        decisions: list[Decision] = []
+        try:
+            for i, job in enumerate(jobs):
+                release = i > 0 and self._stop.is_set()
+                decisions.append(RELEASE if release else await run_handler(self.handler, job, self.timeout))
+        except asyncio.CancelledError:
+            beating.cancel()
+            started = len(decisions)  # the index of the job whose handler was running
+            self.tally.add("abandoned")
+            log.warning("worker.abandoned event_id=%s", jobs[started].event_id)
+            left = [(Outcome.RETRY, STOPPED, None)] + [RELEASE] * (len(jobs) - started - 1)
+            await finish(asyncio.ensure_future(self._settle(jobs, decisions + left, abandoned=started)))
+            raise
+        finally:
+            beating.cancel()
+            await asyncio.wait({beating})
+        handled = await self._settle(jobs, decisions)
+        if failures:
+            raise failures[0]
+        return handled
+
+    async def _claim_size(self) -> int:
+        """`batch`, or with concurrent rounds, no more than a fair share of the open heads."""
+        if self.batch == 1 or self.concurrency == 1:
+            return self.batch
+        stats = await self.queue.stats(top=0)
+        open_heads = stats.flows - stats.counts[State.QUARANTINED.value] - stats.counts[State.INFLIGHT.value]
+        return max(1, min(self.batch, math.ceil(int(open_heads) / self.concurrency)))
+
+    async def _settle(self, jobs: Sequence[AsyncJob], decisions: Sequence[Decision],
+                      abandoned: int | None = None) -> list[Handled]:
+        """Settle every job not lost in one settle_many; count and log each (the job at
+        index `abandoned` was cancelled at the stop timeout: counted abandoned only)."""
+        out: list[Handled] = []
+        items, mine = [], []
+        for i, (job, (outcome, reason, delay)) in enumerate(zip(jobs, decisions)):
+            if job.lost:
+                self.tally.add("lost")
+                lost = job.lost_error
+                log.warning("lease.lost event_id=%s outcome=%s error=%r", job.event_id, outcome, str(lost))
+                out.append(Handled(job.event_id, outcome, reason, None, lost))
+            else:
+                items.append((job.lease, outcome, reason, delay))
+                mine.append((i, job, outcome, reason))
+        results = await self.queue.settle_many(items) if items else []
+        for (i, job, outcome, reason), result in zip(mine, results):
+            if isinstance(result, LeaseLost):
+                self.tally.add("lost")
+                log.warning("lease.lost event_id=%s outcome=%s error=%r", job.event_id, outcome, str(result))
+                out.append(Handled(job.event_id, outcome, reason, None, result))
+                continue
+            out.append(Handled(job.event_id, outcome, reason, result))
+            if i != abandoned:
+                self.tally.add("released" if outcome is Outcome.RELEASE else _COUNT_FOR[result.state])
+            if result.state is State.QUARANTINED:
+                log.error("event.quarantined event_id=%s attempts=%d reason=%r", job.event_id, job.attempts,
+                          reason)
+        order = {job.event_id: n for n, job in enumerate(jobs)}
+        return sorted(out, key=lambda h: order[h.event_id])
+
+    # -- the loop ----------------------------------------------------------------
+
+    async def run(self, until_idle: bool = False, *, until_empty: bool = False,
+                  signals: bool = True) -> dict[str, int]:
+        """Handle events until stopped, or in a stop mode (as Worker.run); returns counts().
+
+        signals=True (on the main thread's loop): SIGINT or SIGTERM stops
+        claiming; running handlers get `stop_timeout` seconds to finish and
+        be settled, then are cancelled (abandoned: retried "stop_timeout").
+        A second signal exits the process at once (status 128 + signal).
+        Raises the first error the queue raised.
+        """
+        if until_idle and until_empty:
+            raise InvalidInput("until_empty", "choose one stop mode: until_idle or until_empty")
+        mode = "until_empty" if until_empty else "until_idle" if until_idle else None
+        loop = asyncio.get_running_loop()
+        self._stop, self._wake = threading.Event(), asyncio.Event()
+        installed = []
+        if signals and threading.current_thread() is threading.main_thread():
+            for signum in (signal.SIGINT, signal.SIGTERM):
+                loop.add_signal_handler(signum, self._on_signal, signum)
+                installed.append(signum)
+        self.watch = LoopWatch(self.lease_seconds)
+        self.watch.start()
+        log.info("worker.start owner=%s concurrency=%d batch=%d lease_seconds=%s timeout=%s stop=%s async=True",
+                 self.owner, self.concurrency, self.batch, self.lease_seconds, self.timeout, mode or "signal")
+        rounds = [asyncio.ensure_future(self._loop(mode)) for _ in range(self.concurrency)]
+        try:
+            await self._supervise(rounds)
+        finally:
+            for signum in installed:
+                loop.remove_signal_handler(signum)
+            await self.watch.stop()
+            self._stop = threading.Event()
+        counts = self.counts()
+        log.info("worker.stop %s", " ".join(f"{k}={n}" for k, n in counts.items()))
+        for task in rounds:
+            if task.done() and not task.cancelled() and task.exception() is not None:
+                raise task.exception()  # type: ignore[misc]
+        return counts
+
+    async def _supervise(self, rounds: list[asyncio.Task[None]]) -> None:
+        """Wait for the rounds; once stopping, give them stop_timeout, then cancel them."""
+        assert self._wake is not None
+        stopping = asyncio.ensure_future(self._wake.wait())
+        try:
+            pending = set(rounds)
+            while pending and not self._stop.is_set():
+                await asyncio.wait(pending | {stopping}, return_when=asyncio.FIRST_COMPLETED)
+                pending = {t for t in pending if not t.done()}
+                if any(t.done() and not t.cancelled() and t.exception() is not None for t in rounds):
+                    self.stop()
+            if pending:
+                _, pending = await asyncio.wait(pending, timeout=self.stop_timeout)
+                for task in pending:
+                    task.cancel()
+                if pending:
+                    await asyncio.wait(pending)
+        except asyncio.CancelledError:
+            for task in rounds:
+                task.cancel()
+            await asyncio.wait(rounds)
+            raise
+        finally:
+            stopping.cancel()
+
+    async def _loop(self, mode: str | None) -> None:
+        """One round after another until stopping; idle rounds back off from idle_min to idle_max."""
+        pause = self.idle_min
+        while not self._stop.is_set():
+            await self._tick_if_due()
+            seen = self._busy_rounds
+            self._active += 1
+            handled: list[Handled] = []
+            try:
+                handled = await self.step()
+            finally:
+                self._active -= 1
+                if handled:
+                    self._busy_rounds += 1
+            if await self._stop_mode_reached(handled, seen, mode):
+                self.stop()
+            elif handled:
+                pause = self.idle_min
+            else:
+                assert self._wake is not None
+                try:
+                    await asyncio.wait_for(self._wake.wait(), pause)
+                except asyncio.TimeoutError:
+                    pass
+                pause = min(pause * 2, self.idle_max)
+
+    async def _tick_if_due(self) -> None:
+        """With tick=True, turn due schedule slots into events, at most once per idle_max."""
+        now = asyncio.get_running_loop().time()
+        if not self.tick or now < self._next_tick:
+            return
+        self._next_tick = now + self.idle_max
+        try:
+            made = await self.queue.tick()
+        except FairqError as exc:  # ticking is a side job: the events still get worked
+            log.error("schedules.tick_failed error=%r", f"{type(exc).__name__}: {exc}")
+            return
+        if made:
+            log.info("schedules.tick instances=%d", len(made))
+
+    async def _stop_mode_reached(self, handled: list[Handled], seen: int, mode: str | None) -> bool:
+        """until_idle: an empty round while no round runs and none handled anything since
+        this one began. until_empty: an empty round with only quarantined events left."""
+        if handled or mode is None:
+            return False
+        if mode == "until_idle":
+            return self._active == 0 and self._busy_rounds == seen
+        stats = await self.queue.stats(top=0)
+        return bool(stats.flows - stats.counts[State.QUARANTINED.value] == 0)
+
+    def _on_signal(self, signum: int) -> None:
+        """The first SIGINT / SIGTERM stops the worker gracefully; a second exits the process now."""
+        if self._stop.is_set():
+            os.write(2, f"fairq: second {signal.Signals(signum).name}: exiting now; leases will expire\n".encode())
+            os._exit(128 + signum)
+        log.info("worker.stopping signal=%s stop_timeout=%s", signal.Signals(signum).name, self.stop_timeout)
+        self.stop()
+
+    def stop(self) -> None:
+        """Stop claiming; running handlers finish (within stop_timeout) and are settled. Call on the loop."""
+        self._stop.set()
+        if self._wake is not None:
+            self._wake.set()
+
+    @property
+    def stop_requested(self) -> bool:
+        """True once stop() was called in this run."""
+        return self._stop.is_set()
+
+    def counts(self) -> dict[str, int]:
+        """What this worker did so far; the keys are fairq.worker.COUNTS."""
+        return self.tally.snapshot()

@@ -1,0 +1,43 @@
+"""fairq.aio.AsyncClient: the HTTP client's verbs as coroutines, and an AsyncWorker draining
+a `fairq serve` server through it."""
+
+from __future__ import annotations
+
+import asyncio
+
+import fairq
+import fairq.aio
+from helpers import TOKEN, running
+
+
+def test_the_client_verbs_are_coroutines_with_the_sync_results(client: fairq.Client) -> None:
+    async def main() -> None:
+        async with fairq.aio.AsyncClient(client) as c:
+            assert (await c.enqueue("a", {"n": 1}, flow="f")).created
+            lease = await c.claim(owner="me")
+            assert lease is not None and lease.event_id == "a"
+            assert (await c.settle(lease, "ack")).state is fairq.State.ACKED
+            assert (await c.stats()).counts["acked"] == 1
+            info = await c.get("a")
+            assert info is not None and info.state is fairq.State.ACKED
+
+    asyncio.run(main())
+
+
+def test_an_async_worker_drains_a_server_through_the_async_client(make_queue) -> None:
+    handled: list[str] = []
+
+    async def handler(job: fairq.Job) -> None:
+        await asyncio.sleep(0.001)
+        handled.append(job.event_id)
+
+    with running(make_queue()) as server:
+        async def main() -> None:
+            async with fairq.aio.AsyncClient(server.url, token=TOKEN, timeout=10) as c:
+                await c.enqueue_many([(f"e{i}", {}, f"F{i % 4}") for i in range(12)])
+                counts = await fairq.aio.AsyncWorker(c, handler, concurrency=4).run(until_idle=True, signals=False)
+                assert counts["acked"] == 12
+                assert (await c.stats()).counts["acked"] == 12
+
+        asyncio.run(main())
+    assert sorted(handled) == sorted(f"e{i}" for i in range(12))
