@@ -449,3 +449,16 @@ def parse(text: str) -> tuple[dict[str, str], list[tuple[str, dict[str, str], fl
         family = re.sub(r"_(bucket|count|sum)$", "", name) if name not in types else name
         assert family in types and family in helps, f"{name} has no TYPE/HELP before it"
     return types, samples
+
+
+def place_order(q: fairq.Queue, app: Any, order_id: str, cents: int, *, begin: str = "BEGIN IMMEDIATE") -> None:
+    """An application's unit of work for the outbox tests: its `orders` row and its
+    event in one transaction on its own connection `app` (`begin` opens it)."""
+    app.execute(begin)
+    try:
+        app.execute("INSERT INTO orders VALUES (:id, :cents)", {"id": order_id, "cents": cents})
+        q.enqueue(f"paid-{order_id}", {"order": order_id, "cents": cents}, conn=app, now=1)
+    except BaseException:
+        app.execute("ROLLBACK")
+        raise
+    app.execute("COMMIT")

@@ -20,21 +20,9 @@ import pytest
 
 import fairq
 from fairq.worker import Heartbeat
+from helpers import Clock
 
 HANG = 30.0  # seconds; only to stop a hung test
-
-
-class ManualClock:
-    """A queue clock that moves only when the test says so."""
-
-    def __init__(self, now: float = 1_000_000.0) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
 
 
 class Beats:
@@ -81,7 +69,7 @@ def driven(worker: fairq.Worker, beats: Beats) -> fairq.Worker:
 
 
 def test_a_heartbeat_keeps_a_slow_handlers_lease_alive(make_queue, beats) -> None:
-    clock = ManualClock()
+    clock = Clock(1_000_000.0)
     q = make_queue(lease_seconds=0.6, clock=clock)
     other = make_queue(lease_seconds=0.6, clock=clock)
     q.enqueue("slow", {})
@@ -105,7 +93,7 @@ def test_a_heartbeat_keeps_a_slow_handlers_lease_alive(make_queue, beats) -> Non
 
 def test_without_a_beat_the_same_lease_lapses(make_queue, beats) -> None:
     # The control for the test above: the same time without a beat loses the event.
-    clock = ManualClock()
+    clock = Clock(1_000_000.0)
     q = make_queue(lease_seconds=0.6, clock=clock)
     other = make_queue(lease_seconds=0.6, clock=clock)
     q.enqueue("slow", {})
@@ -172,7 +160,7 @@ def test_a_lease_lost_before_the_settle_is_reported_not_raised(make_queue) -> No
 
 
 def test_one_heartbeat_serves_every_thread_of_a_worker(make_queue, beats, monkeypatch) -> None:
-    clock = ManualClock()
+    clock = Clock(1_000_000.0)
     q = make_queue(lease_seconds=0.6, clock=clock)
     q.enqueue_many([(f"e{i}", {}) for i in range(4)])
     extended_by = []
@@ -206,7 +194,7 @@ def test_one_heartbeat_serves_every_thread_of_a_worker(make_queue, beats, monkey
 
 
 def test_a_busy_heartbeat_tries_again_at_the_next_beat(make_queue, beats, monkeypatch) -> None:
-    clock = ManualClock()
+    clock = Clock(1_000_000.0)
     q = make_queue(lease_seconds=0.6, clock=clock)
     q.enqueue("e", {})
     calls = []

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 import fairq
+from helpers import place_order
 
 
 @pytest.fixture
@@ -29,20 +30,8 @@ def orders(store, target):
     return lambda: [tuple(row) for row in store.sql(target, "SELECT id, cents FROM orders ORDER BY id")]
 
 
-def place_order(q: fairq.Queue, store, app, order_id: str, cents: int) -> None:
-    """The application's unit of work: its row and its event, one transaction."""
-    app.execute(store.BEGIN)
-    try:
-        app.execute("INSERT INTO orders VALUES (:id, :cents)", {"id": order_id, "cents": cents})
-        q.enqueue(f"paid-{order_id}", {"order": order_id, "cents": cents}, conn=app, now=1)
-    except BaseException:
-        app.execute("ROLLBACK")
-        raise
-    app.execute("COMMIT")
-
-
 def test_the_business_row_and_the_event_commit_together(q: fairq.Queue, store, app, orders) -> None:
-    place_order(q, store, app, "o1", 500)
+    place_order(q, app, "o1", 500, begin=store.BEGIN)
     assert orders() == [("o1", 500)]
     assert q.get("paid-o1").body == {"cents": 500, "order": "o1"}
     assert q.claim(now=1).event_id == "paid-o1"
@@ -63,7 +52,7 @@ def test_a_failing_business_write_leaves_no_event(q: fairq.Queue, store, app, or
 def test_a_conflicting_event_leaves_no_business_row(q: fairq.Queue, store, app, orders) -> None:
     q.enqueue("paid-o1", {"order": "o1", "cents": 999}, now=0)
     with pytest.raises(fairq.Conflict):
-        place_order(q, store, app, "o1", 500)
+        place_order(q, app, "o1", 500, begin=store.BEGIN)
     assert orders() == []
     assert q.get("paid-o1").body == {"cents": 999, "order": "o1"}
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import fairq
-from helpers import inject
+from helpers import inject, place_order
 
 
 @pytest.fixture
@@ -29,18 +29,6 @@ def orders(db_path: Path) -> list:
         return conn.execute("SELECT id, cents FROM orders ORDER BY id").fetchall()
     finally:
         conn.close()
-
-
-def place_order(q: fairq.Queue, app: sqlite3.Connection, order_id: str, cents: int) -> None:
-    """The application's unit of work: its row and its event, one transaction."""
-    app.execute("BEGIN IMMEDIATE")
-    try:
-        app.execute("INSERT INTO orders VALUES (:id, :cents)", {"id": order_id, "cents": cents})
-        q.enqueue(f"paid-{order_id}", {"order": order_id, "cents": cents}, conn=app, now=1)
-    except BaseException:
-        app.execute("ROLLBACK")
-        raise
-    app.execute("COMMIT")
 
 
 def test_a_failing_event_insert_leaves_no_business_row(q: fairq.Queue, app, db_path) -> None:
