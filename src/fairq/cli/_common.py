@@ -51,13 +51,9 @@ def target_problem(args: argparse.Namespace) -> str | None:
 def open_target(args: argparse.Namespace, **settings: Any) -> Queue | Client:
     """The queue a command works on: a Client for the server at --url or $FAIRQ_URL
     (token from $FAIRQ_TOKEN, so it never shows in a process listing), else the
-    existing local file (opened with Queue `settings`). Of the settings a Client
-    takes only lease_seconds; the rest are the server's own."""
+    existing local file (opened with Queue `settings`)."""
     url = server_url(args)
-    if url is None:
-        return open_existing(args, **settings)
-    lease = {"lease_seconds": settings["lease_seconds"]} if "lease_seconds" in settings else {}
-    return Client(url, token=os.environ.get("FAIRQ_TOKEN") or None, **lease)
+    return open_existing(args, **settings) if url is None else _client(url, settings)
 
 
 def database_path(args: argparse.Namespace | str | None = None) -> str:
@@ -88,9 +84,14 @@ def read_target(args: argparse.Namespace) -> Queue | Client:
     """What a looking command reads: a Client for the server at --url or
     $FAIRQ_URL, else the local file opened read-only (see open_to_read)."""
     url = server_url(args)
-    if url is None:
-        return open_to_read(args)
-    return Client(url, token=os.environ.get("FAIRQ_TOKEN") or None)
+    return open_to_read(args) if url is None else _client(url, {})
+
+
+def _client(url: str, settings: dict[str, Any]) -> Client:
+    """A Client for the server at `url`; its token comes from $FAIRQ_TOKEN (the
+    Client's default), never from the command line. Of the Queue settings a
+    Client takes only lease_seconds."""
+    return Client(url, **{k: settings[k] for k in ("lease_seconds",) if k in settings})
 
 
 def stats_json(stats: Stats) -> dict[str, Any]:
