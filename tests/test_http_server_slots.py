@@ -6,7 +6,6 @@ from __future__ import annotations
 import socket
 import threading
 
-import fairq
 from fairq.http.handler import Handler
 from helpers import TOKEN, raw, running
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import re
 
 import fairq
 from fairq.metrics import exposition

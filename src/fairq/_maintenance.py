@@ -46,7 +46,7 @@ class QueueMaintenance:
         """
         reason = required_reason(reason)
         actor = v.optional_identifier(actor, "actor")
-        to_ms_ = self._requested(None)[0] if to is None else self._requested(to, "to")[0]
+        to_ms_ = self._requested(to, "to")[0]
         with self._store.transaction("reset_clock") as tx:
             done = tx.reset_clock(to_ms_, reason=reason, actor=actor)
         if done.after < done.before:

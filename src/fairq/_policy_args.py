@@ -14,7 +14,7 @@ from . import _validate as v
 from .errors import InvalidInput, PolicyMismatch
 from .policy import Backoff, Policy, from_ms, to_ms
 
-__all__ = ["given", "initial", "check", "changed"]
+__all__ = ["given", "check", "changed"]
 
 #: The order fields are judged in, and the keyword each is given by.
 FIELDS = ("max_attempts", "backoff", "lease_seconds")
@@ -36,11 +36,6 @@ def given(*, max_attempts: Any, backoff: Any, lease_seconds: Any) -> dict[str, A
             raise InvalidInput("lease_seconds", f"must be at least 0.001 (a millisecond), got {seconds!r}")
         out["lease_seconds"] = from_ms(to_ms(seconds))
     return out
-
-
-def initial(fields: dict[str, Any]) -> Policy:
-    """The policy a new file stores: the given fields, defaults for the rest."""
-    return dataclasses.replace(Policy(), **fields)
 
 
 def check(stored: Policy, fields: dict[str, Any]) -> None:

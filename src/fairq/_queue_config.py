@@ -15,9 +15,10 @@ from typing import Any
 
 from . import _policy_args
 from . import _validate as v
+from ._requests import required_reason
 from .backend import Store
 from .errors import InvalidInput
-from .policy import MAX_WEIGHT, Backoff, Policy
+from .policy import MAX_WEIGHT, Backoff, Policy, effective_now
 
 log = logging.getLogger("fairq")
 
@@ -69,13 +70,13 @@ class QueueConfig:
                                     lease_seconds=lease_seconds)
         if not fields and not partial:
             raise InvalidInput("policy", "give max_attempts, backoff or lease_seconds to change")
-        why = v.reason(reason, "reason", required=True)
+        why = required_reason(reason)
         actor = v.optional_identifier(actor, "actor")
         reading_ms = self._requested(None)[0]
         with self._store.transaction("set_policy") as tx:
             # Configuration does not move the stored clock; the audit row gets
             # the time a call would run at now.
-            now_ms = max(reading_ms, tx.stored_now())
+            now_ms = effective_now(reading_ms, tx.stored_now(), explicit=False)
             before = tx.policy()
             if partial:  # merged with the backoff stored now, in this transaction
                 fields["backoff"] = dataclasses.replace(before.backoff, **partial)

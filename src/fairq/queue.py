@@ -26,8 +26,8 @@ from ._queue_reads import QueueReads
 from ._requests import batch_item, store_path, new_event, required_reason, requested_time, settle_item
 from .leases import lease_key, settle_parts
 from .backend import AppConnection, NewEvent, Store
-from .errors import Conflict, InvalidInput, LeaseLost
-from .policy import DEFAULT_MAX_CLOCK_SKEW, Backoff, to_ms
+from .errors import InvalidInput, LeaseLost
+from .policy import DEFAULT_MAX_CLOCK_SKEW, Backoff, Policy, to_ms
 from .schedules import Schedules, expand_due
 from .store import open_store
 from .types import Enqueued, Lease, Outcome, Settled, State
@@ -105,7 +105,7 @@ class Queue(QueueReads, QueueMaintenance, QueueConfig):
         self.max_clock_skew = v.optional_seconds(max_clock_skew, "max_clock_skew")
         self._open_args = {"synchronous": synchronous, "busy_timeout": busy_timeout}
         self._store: Store = open_store(path, synchronous=synchronous, busy_timeout=busy_timeout,
-                                        readonly=readonly, policy=_policy_args.initial(given))
+                                        readonly=readonly, policy=_policy_args.changed(Policy(), given))
         self.path = path
         try:
             _policy_args.check(self.policy(), given)

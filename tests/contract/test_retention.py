@@ -6,7 +6,6 @@ including that purged events are a prefix of their flow.
 
 from __future__ import annotations
 
-import re
 
 import pytest
 

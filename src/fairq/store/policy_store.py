@@ -11,11 +11,11 @@ or reads a wall clock.
 
 from __future__ import annotations
 
+import functools
 import sqlite3
-from collections.abc import Sequence
 from typing import Any
 
-from ..policy import Backoff, Policy, from_ms, policy_json, to_ms
+from ..policy import Backoff, Policy, from_ms, to_ms
 
 __all__ = ["policy_from_row", "read_policy", "store_policy", "change_policy"]
 
@@ -24,7 +24,8 @@ _SELECT = ("SELECT max_attempts, lease_ms, backoff_base_s, backoff_factor, backo
            "backoff_jitter, version FROM policy WHERE id = 1")
 
 
-def policy_from_row(row: Sequence[Any]) -> Policy:
+@functools.lru_cache(maxsize=8)
+def policy_from_row(row: tuple[Any, ...]) -> Policy:
     """A Policy from the policy row's columns, in _SELECT's order."""
     max_attempts, lease_ms, base, factor, cap, jitter, version = row
     lease_seconds = from_ms(lease_ms)
@@ -34,7 +35,7 @@ def policy_from_row(row: Sequence[Any]) -> Policy:
 
 def read_policy(conn: sqlite3.Connection) -> Policy:
     """The policy stored in the file `conn` has open (in its transaction, if any)."""
-    return policy_from_row(conn.execute(_SELECT).fetchone())
+    return policy_from_row(tuple(conn.execute(_SELECT).fetchone()))
 
 
 def store_policy(conn: sqlite3.Connection, policy: Policy) -> None:
@@ -49,13 +50,12 @@ def store_policy(conn: sqlite3.Connection, policy: Policy) -> None:
     )
 
 
-def change_policy(conn: sqlite3.Connection, new: Policy) -> tuple[Policy, Policy]:
-    """Store `new` as the next version; returns (before, after). Writes
-    nothing when `new` equals the stored policy (then before == after, same
-    version). The caller audits the change."""
-    before = read_policy(conn)
+def change_policy(conn: sqlite3.Connection, before: Policy, new: Policy) -> Policy:
+    """Store `new` as the version after `before` (the policy this transaction
+    read); returns what is now stored. Writes nothing when `new` equals
+    `before`. The caller audits the change."""
     if new == before:
-        return before, before
+        return before
     params = {**_params(new), "version": before.version}
     # One change, one version: the write lock is held, so the guard holds;
     # it states that the row changes from the version just read.
@@ -66,7 +66,7 @@ def change_policy(conn: sqlite3.Connection, new: Policy) -> tuple[Policy, Policy
         params,
     ).rowcount
     assert changed == 1
-    return before, read_policy(conn)
+    return read_policy(conn)
 
 
 def _params(policy: Policy) -> dict[str, Any]:

@@ -98,7 +98,8 @@ class QueueTxn(TxnCore):
     def set_policy(self, new: Policy, *, reason: str | None, actor: str | None, now_ms: int) -> Policy:
         """Store `new` as the next policy version with one audit row
         ("policy_set", the policy before and after); unchanged: no write."""
-        before, after = change_policy(self.connection, new)
+        before = self.policy()
+        after = change_policy(self.connection, before, new)
         self._policy = after
         if after.version != before.version:
             self.record("", "policy_set", reason, actor, None, now_ms,

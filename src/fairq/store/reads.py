@@ -18,7 +18,7 @@ from typing import Any
 from .. import policy
 from .._json import body_value
 from ..policy import Policy, from_ms
-from ..types import TOTALS, AuditEntry, EventInfo, State, Stats, UndecodableBody
+from ..types import TOTALS, AuditEntry, EventInfo, State, Stats
 from .policy_store import read_policy
 from .schedules import ScheduleTxn
 

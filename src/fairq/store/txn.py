@@ -133,10 +133,6 @@ class TxnCore:
         self._dirty = True
         return clock.turn
 
-    def changed_rotation(self) -> None:
-        """Record that the caller moved the state row's vtime or tail."""
-        self._dirty = True
-
     def moved(self, before: str | None, after: str, n: int = 1) -> None:
         """Record that n events moved from state `before` (None: new) to `after`."""
         if n and before != after:
