@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import functools
 import os
-import shlex
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from . import _validate as v
 from .backend import NewEvent, SettleItem
 from .errors import InvalidInput
-from .leases import lease_key
+from .leases import lease_key, redrive_command
 from .policy import to_ms
 from .types import Blocked, EventInfo, Outcome, State
 
@@ -104,7 +103,8 @@ def blocked(flow: str, found: tuple[int, EventInfo | None] | None, now_ms: int, 
         reason=head.reason, generation=head.generation, attempts=head.attempts,
         backlog=next_seq - head.seq)
     if head.state is State.QUARANTINED:
-        return answer("quarantined", redrive=redrive_command(path, head))
+        return answer("quarantined",
+                      redrive=redrive_command("--db", os.fsdecode(path), head.event_id, head.generation))
     if head.state is State.INFLIGHT:
         assert head.lease_until is not None
         return answer("leased" if head.lease_until > at else "expired", until=head.lease_until)
@@ -112,12 +112,6 @@ def blocked(flow: str, found: tuple[int, EventInfo | None] | None, now_ms: int, 
     if head.next_at <= at:
         return answer("ready")
     return answer("backing_off" if head.attempts else "delayed", until=head.next_at)
-
-
-def redrive_command(path: Any, head: EventInfo) -> str:
-    """The fairq command line that redrives a quarantined head."""
-    return (f"fairq --db {shlex.quote(os.fspath(path))} redrive {shlex.quote(head.event_id)} "
-            f"--expected-generation {head.generation} --reason '<why it is safe to run again>'")
 
 
 def store_path(path: Any) -> Any:

@@ -8,12 +8,13 @@ refusal (InvalidInput naming the field) writes nothing.
 
 from __future__ import annotations
 
+import shlex
 from typing import Any
 
 from . import _validate as v
 from .errors import InvalidInput
 
-__all__ = ["lease_key", "settle_parts"]
+__all__ = ["lease_key", "settle_parts", "redrive_command"]
 
 
 def lease_key(lease: Any, field: str) -> tuple[str, int]:
@@ -33,3 +34,10 @@ def settle_parts(item: Any) -> tuple[Any, Any, Any, Any]:
         raise InvalidInput("", "must be (lease, outcome), (lease, outcome, reason) "
                            "or (lease, outcome, reason, delay)")
     return item + (None,) * (4 - len(item))
+
+
+def redrive_command(option: str, value: str, event_id: str, generation: int) -> str:
+    """The fairq command line that redrives a quarantined head; `option` and
+    `value` name the queue ("--db", a path, or "--url", a server)."""
+    return (f"fairq {option} {shlex.quote(value)} redrive {shlex.quote(event_id)} "
+            f"--expected-generation {generation} --reason '<why it is safe to run again>'")

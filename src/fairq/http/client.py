@@ -21,7 +21,6 @@ import dataclasses
 import http.client
 import json
 import os
-import shlex
 import urllib.error
 import urllib.request
 from collections.abc import Iterable, Mapping
@@ -30,7 +29,7 @@ from urllib.parse import quote, urlencode, urlsplit
 
 from .. import _validate as v
 from ..errors import InvalidInput, LeaseLost, RemoteError, Unavailable
-from ..leases import lease_key, settle_parts
+from ..leases import lease_key, redrive_command, settle_parts
 from ..queue import MAX_BATCH, Queue
 from ..types import (
     AuditEntry,
@@ -211,9 +210,8 @@ class Client:
         blocked = from_json(Blocked, self._call("GET", "/v1/flows/" + _segment(flow, "flow") + "/why_blocked"))
         if blocked.redrive is None:
             return blocked
-        return dataclasses.replace(blocked, redrive=(
-            f"fairq --url {shlex.quote(self.url)} redrive {shlex.quote(blocked.event_id or '')} "
-            f"--expected-generation {blocked.generation} --reason '<why it is safe to run again>'"))
+        return dataclasses.replace(blocked, redrive=redrive_command(
+            "--url", self.url, blocked.event_id or "", blocked.generation or 0))
 
     def stats(self, *, now: None = None, top: int = 10) -> Stats:
         """Queue.stats on the server, taken at the server's clock."""

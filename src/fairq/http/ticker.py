@@ -33,9 +33,8 @@ class Ticker:
         self._seconds = seconds
         self._stopped = threading.Event()
         self._thread = threading.Thread(target=self._run, name="fairq-ticker", daemon=True)
-        #: Ticks made, and the instances they created, since start().
+        #: Ticks made since start().
         self.ticks = 0
-        self.created = 0
 
     def start(self) -> None:
         self._thread.start()
@@ -61,7 +60,6 @@ class Ticker:
                 log.exception("tick failed; ticking again in %g s", self._seconds)
             else:
                 self.ticks += 1
-                self.created += sum(e.created for e in done)
                 if done:
                     log.info("tick: enqueued %d instances", len(done))
             self._stopped.wait(self._seconds)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple, TypeVar
 
 from .. import _validate as v
@@ -120,24 +120,21 @@ def _number(value: Any) -> float | None:
     return math.inf if value == "+Inf" else value
 
 
+def _in_order(names: Sequence[str]) -> Callable[[dict[str, int]], dict[str, int]]:
+    """A mapping put back in fairq's order of `names`, then any others (JSON
+    objects arrive sorted by key)."""
+    def ordered(counts: dict[str, int]) -> dict[str, int]:
+        known = {name: counts[name] for name in names if name in counts}
+        return {**known, **{k: n for k, n in counts.items() if k not in known}}
+    return ordered
+
+
 # Fields whose JSON form is not already the Python value, by field name (each
 # name means one thing across the value types).
-def _in_state_order(counts: dict[str, int]) -> dict[str, int]:
-    """Counts by state in the order of fairq.State (JSON objects arrive sorted by key)."""
-    known: dict[str, int] = {s.value: counts[s.value] for s in State if s.value in counts}
-    return {**known, **{k: n for k, n in counts.items() if k not in known}}
-
-
-def _in_totals_order(totals: dict[str, int]) -> dict[str, int]:
-    """Stats.totals in the order fairq.types.TOTALS names them, then the rest (purged)."""
-    known = {name: totals[name] for name in TOTALS if name in totals}
-    return {**known, **{k: n for k, n in totals.items() if k not in known}}
-
-
 _DECODE: dict[str, Callable[[Any], Any]] = {
     "state": State,
-    "counts": _in_state_order,
-    "totals": _in_totals_order,
+    "counts": _in_order([s.value for s in State]),
+    "totals": _in_order(TOTALS),
     "misfire": Misfire,
     "claim_lag_median": _number,
     "claim_lag_p99": _number,
