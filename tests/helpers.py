@@ -16,6 +16,7 @@ import json
 import os
 import re
 import signal
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -195,6 +196,18 @@ def running(queue: fairq.Queue, *, token: str | None = TOKEN, **kw: Any) -> Iter
         server.server_close()
         thread.join(timeout=10)  # the timeout only stops a hang
 
+
+
+def read_all(sock: socket.socket) -> bytes:
+    """Everything the server sends until it closes the connection."""
+    return b"".join(iter(lambda: sock.recv(65536), b""))
+
+
+def exchange(server: Server, request: bytes) -> str:
+    """Send raw bytes on a new connection; everything answered until the server closes it."""
+    with socket.create_connection(server.server_address[:2], timeout=10) as sock:  # the timeout only stops a hang
+        sock.sendall(request)
+        return read_all(sock).decode()
 
 class Clock:
     """A server Queue's clock that tests move by hand: leases expire exactly, nothing sleeps."""

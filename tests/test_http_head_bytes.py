@@ -5,26 +5,12 @@ One empty line before a request line is ignored, as HTTP/1.1 allows."""
 
 from __future__ import annotations
 
-import socket
 
 import pytest
 
-from helpers import TOKEN, running
+from helpers import TOKEN, exchange
 
 BODY = b'{"event_id": "a", "body": 1}'
-
-
-@pytest.fixture
-def server(make_queue):
-    with running(make_queue()) as s:
-        yield s
-
-
-def exchange(server, request: bytes) -> str:
-    """Send raw bytes on a new connection; everything answered until the server closes it."""
-    with socket.create_connection(server.server_address[:2], timeout=10) as sock:  # the timeout only stops a hang
-        sock.sendall(request)
-        return b"".join(iter(lambda: sock.recv(65536), b"")).decode()
 
 
 def enqueue(extra_headers: bytes, *, first: bytes = b"POST /v1/enqueue HTTP/1.1\r\n") -> bytes:

@@ -10,14 +10,10 @@ import threading
 import time
 
 import fairq
-from helpers import TOKEN, eventually, running, start_serve
+from helpers import TOKEN, eventually, read_all, running, start_serve
 
 HANG = 10  # seconds: only stops a hang
 
-
-def read_all(sock: socket.socket) -> bytes:
-    """Everything the server sends until it closes the connection."""
-    return b"".join(iter(lambda: sock.recv(65536), b""))
 
 
 class Slowloris:

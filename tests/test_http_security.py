@@ -15,7 +15,7 @@ import pytest
 import fairq
 from fairq.http.routes import ROUTES
 from fairq.http.server import Server
-from helpers import TOKEN, raw, running
+from helpers import TOKEN, exchange, raw, read_all, running
 
 
 def every_protected_route() -> list[tuple[str, str]]:
@@ -119,7 +119,7 @@ def test_an_oversize_body_is_413_before_it_is_read(make_queue) -> None:
             # The headers promise 10 MB that never come: answering at all proves nothing was read.
             sock.sendall(b"POST /v1/enqueue HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + TOKEN.encode()
                          + b"\r\nContent-Type: application/json\r\nContent-Length: 10000000\r\n\r\n")
-            answer = b"".join(iter(lambda: sock.recv(65536), b"")).decode()  # until the server closes
+            answer = read_all(sock).decode()  # until the server closes
         assert answer.startswith("HTTP/1.1 413") and '"too_large"' in answer and "Connection: close" in answer
         body = {"event_id": "a", "body": "x" * 2000}
         with pytest.raises(fairq.InvalidInput) as caught:
@@ -155,7 +155,7 @@ def test_http_level_garbage_is_answered_with_json_too(server) -> None:
     host, port = server.server_address[:2]
     with socket.create_connection((host, port), timeout=10) as sock:  # the timeout only stops a hang
         sock.sendall(b"BREW /v1/stats HTTP/1.1\r\nHost: x\r\n\r\n")
-        answer = b"".join(iter(lambda: sock.recv(65536), b"")).decode()  # until the server closes
+        answer = read_all(sock).decode()  # until the server closes
     assert answer.startswith("HTTP/1.1 501") and '"not_implemented"' in answer
     assert "Python" not in answer and "<html" not in answer.lower()
 
@@ -235,12 +235,6 @@ def test_the_client_refuses_a_url_that_is_not_http() -> None:
         assert caught.value.field == "url"
 
 
-def exchange(server: Server, request: bytes) -> str:
-    """Send raw bytes on a new connection; everything answered until the server closes it."""
-    with socket.create_connection(server.server_address[:2], timeout=10) as sock:  # the timeout only stops a hang
-        sock.sendall(request)
-        return b"".join(iter(lambda: sock.recv(65536), b"")).decode()
-
 
 ENQUEUE_HEAD = (b"POST /v1/enqueue HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + TOKEN.encode()
                 + b"\r\nContent-Type: application/json\r\n")
@@ -272,7 +266,7 @@ def test_expect_100_continue_is_answered_only_after_the_token_is_checked(server,
     wrong = ENQUEUE_HEAD.replace(TOKEN.encode(), b"wrong")
     with socket.create_connection(server.server_address[:2], timeout=10) as sock:
         sock.sendall(wrong + expect)  # and waits for 100 Continue before sending the body
-        answer = b"".join(iter(lambda: sock.recv(65536), b"")).decode()
+        answer = read_all(sock).decode()
     assert answer.startswith("HTTP/1.1 401") and "100 Continue" not in answer
     with socket.create_connection(server.server_address[:2], timeout=10) as sock:
         sock.sendall(ENQUEUE_HEAD + expect)

@@ -7,14 +7,10 @@ import socket
 import threading
 
 from fairq.http.handler import Handler
-from helpers import TOKEN, raw, running
+from helpers import TOKEN, raw, read_all, running
 
 HANG = 10  # seconds: only stops a hang
 
-
-def read_all(sock: socket.socket) -> bytes:
-    """Everything the server sends until it closes the connection."""
-    return b"".join(iter(lambda: sock.recv(65536), b""))
 
 
 def test_a_connection_that_gets_no_thread_is_closed_and_frees_its_place(make_queue, monkeypatch) -> None:

@@ -101,24 +101,3 @@ def test_nothing_above_the_store_names_sqlite_or_a_store_module() -> None:
             targets = {f"fairq.store.{name}" for name in names} if module == "fairq.store" else {module}
             for found in sorted(m for m in targets if m == "sqlite3" or m.startswith("fairq.store.")):
                 assert found in ALLOWED.get(relative, set()), f"{relative} imports {found}"
-
-
-def test_the_store_modules_import_each_other_without_a_cycle() -> None:
-    graph: dict[str, set[str]] = {}
-    for path in (SRC / "store").glob("*.py"):
-        name = "fairq.store" if path.stem == "__init__" else f"fairq.store.{path.stem}"
-        deps: set[str] = set()
-        for module, names in imports(path):
-            if module == "fairq.store":
-                deps.update(f"fairq.store.{n}" for n in names)
-            elif module.startswith("fairq.store."):
-                deps.add(module)
-        graph[name] = deps - {name}
-
-    def visit(node: str, trail: list[str]) -> None:
-        assert node not in trail, " -> ".join(trail + [node])
-        for dep in sorted(graph.get(node, ())):
-            visit(dep, trail + [node])
-
-    for node in graph:
-        visit(node, [])

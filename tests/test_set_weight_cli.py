@@ -15,9 +15,7 @@ import pytest
 import fairq
 from fairq.cli import main
 
-ROOT = Path(__file__).resolve().parent.parent
-TOKEN = "set-weight-test-token"
-HANG = 60  # seconds: only stops a hang
+from helpers import HANG, ROOT, TOKEN, start_serve
 
 
 def heavy_claims(q: fairq.Queue | fairq.Client, claims: int = 8) -> int:
@@ -106,13 +104,10 @@ def environment(**extra: str) -> dict[str, str]:
 def served(tmp_path: Path) -> Iterator[str]:
     """A `fairq serve` subprocess on a fresh file in its own folder; yields its URL."""
     (tmp_path / "server").mkdir()
-    proc = subprocess.Popen(fairq_command("--db", str(tmp_path / "server" / "served.db"), "serve",
-                                          "--port", "0", "--no-tick"),
-                            env=environment(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc, url = start_serve(tmp_path / "server" / "served.db", "--port", "0", "--no-tick",
+                            env={"FAIRQ_TOKEN": TOKEN})
     try:
-        line = proc.stdout.readline() if proc.stdout else ""
-        assert " at http://" in line, proc.stderr.read() if proc.stderr else line
-        yield line.rsplit(" at ", 1)[1].strip()
+        yield url
     finally:
         proc.terminate()
         proc.communicate(timeout=HANG)
