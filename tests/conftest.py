@@ -14,7 +14,7 @@ import pytest
 
 import fairq
 from fairq.http.server import Server
-from helpers import SHORT_BACKOFF, TOKEN, Clock, check_invariants, running
+from helpers import SHORT_SETTINGS, TOKEN, Clock, check_invariants, running
 
 
 @pytest.fixture(autouse=True)
@@ -39,10 +39,7 @@ def make_queue(db_path: Path) -> Iterator[Callable[..., fairq.Queue]]:
     opened: list[fairq.Queue] = []
 
     def make(**kw: object) -> fairq.Queue:
-        kw.setdefault("lease_seconds", 5)
-        kw.setdefault("max_attempts", 3)
-        kw.setdefault("backoff", SHORT_BACKOFF)
-        q = fairq.Queue(db_path, **kw)  # type: ignore[arg-type]
+        q = fairq.Queue(db_path, **{**SHORT_SETTINGS, **kw})  # type: ignore[arg-type]
         opened.append(q)
         return q
 

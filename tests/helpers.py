@@ -39,6 +39,7 @@ TABLES = ("queue_state", "flow", "event", "audit")  # the queue's tables that ev
 # Small settings that make retries and quarantine quick to reach: 3 claims per round, backoff 2 then 4 (cap 8), no jitter,
 # a lease of 5 logical seconds.
 SHORT_BACKOFF = fairq.Backoff(base=2.0, factor=2.0, cap=8.0, jitter=False)
+SHORT_SETTINGS = {"lease_seconds": 5, "max_attempts": 3, "backoff": SHORT_BACKOFF}
 
 
 def check_invariants(path: Path) -> None:
@@ -323,9 +324,9 @@ def remote_worker(url: str, marks: str, options: dict[str, Any], until_idle: boo
 # -- SQLite: raw rows, injected failures, old files --------------------------------------------
 
 
-def snapshot(conn: sqlite3.Connection) -> list:
-    """The rows of the queue's tables, as `conn` sees them."""
-    return [conn.execute(f"SELECT * FROM main.{t} ORDER BY 1").fetchall() for t in TABLES]  # noqa: S608
+def snapshot(conn: sqlite3.Connection, tables: tuple[str, ...] = TABLES) -> list:
+    """The rows of the queue's tables (or of `tables`), as `conn` sees them."""
+    return [conn.execute(f"SELECT * FROM main.{t} ORDER BY 1").fetchall() for t in tables]  # noqa: S608
 
 
 def inject(conn: sqlite3.Connection, table: str, op: str) -> None:

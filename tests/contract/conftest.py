@@ -28,7 +28,7 @@ from typing import Any
 import pytest
 
 import fairq
-from helpers import SHORT_BACKOFF, check_invariants
+from helpers import SHORT_SETTINGS, check_invariants
 
 
 class SqliteStore:
@@ -117,10 +117,7 @@ def make_queue(store: Any, target: Any) -> Callable[..., fairq.Queue]:
     closes it after the test."""
 
     def make(*, at: Any = None, **kw: Any) -> fairq.Queue:
-        kw.setdefault("lease_seconds", 5)
-        kw.setdefault("max_attempts", 3)
-        kw.setdefault("backoff", SHORT_BACKOFF)
-        return store.open(target if at is None else at, **kw)
+        return store.open(target if at is None else at, **{**SHORT_SETTINGS, **kw})
 
     return make
 

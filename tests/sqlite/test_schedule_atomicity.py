@@ -7,15 +7,16 @@ position, no position without its instances).
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Callable
 
 import pytest
 
 from fairq import StoreError
+from helpers import TABLES as QUEUE_TABLES
+from helpers import inject, snapshot
 
 
-TABLES = ("queue_state", "flow", "event", "audit", "schedule")
+TABLES = (*QUEUE_TABLES, "schedule")
 
 # (name, setup, act, the writes act must make)
 SCENARIOS: list[tuple[str, Callable, Callable, list[tuple[str, str]]]] = [
@@ -35,26 +36,21 @@ SCENARIOS: list[tuple[str, Callable, Callable, list[tuple[str, str]]]] = [
 CASES = [(s, table, op) for s in SCENARIOS for table, op in s[3]]
 
 
-def snapshot(conn: sqlite3.Connection) -> list:
-    return [conn.execute(f"SELECT * FROM main.{t} ORDER BY 1").fetchall() for t in TABLES]  # noqa: S608
-
-
 @pytest.mark.parametrize("scenario, table, op", CASES, ids=[f"{s[0]}-{t}-{op}" for s, t, op in CASES])
 def test_a_failing_schedule_write_leaves_nothing_partial(make_queue, scenario, table, op) -> None:
     _, setup, act, _ = scenario
     q = make_queue()
     setup(q)
     conn = q._store.db.conn
-    before = snapshot(conn)
-    conn.execute(f"CREATE TEMP TRIGGER injected_failure BEFORE {op} ON main.{table} "
-                 "BEGIN SELECT RAISE(ABORT, 'injected failure'); END")
+    before = snapshot(conn, TABLES)
+    inject(conn, table, op)
     with pytest.raises(StoreError, match="injected failure"):
         act(q)
-    assert snapshot(conn) == before
+    assert snapshot(conn, TABLES) == before
     assert not conn.in_transaction
     conn.execute("DROP TRIGGER temp.injected_failure")
     act(q)
-    assert snapshot(conn) != before
+    assert snapshot(conn, TABLES) != before
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=[s[0] for s in SCENARIOS])
