@@ -9,11 +9,12 @@ escaped) so a record never spans lines.
 
 from __future__ import annotations
 
-import datetime
 import json
 import logging
 import re
 from typing import Any
+
+from ._common import when
 
 #: A fairq message: a dotted name, then key=value pairs (values quoted by %r when they hold spaces).
 _FAIRQ_MESSAGE = re.compile(r"^([a-z_]+(?:\.[a-z_]+)+)((?: [a-z_]+=(?:'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|\S*))*)$")
@@ -21,8 +22,7 @@ _PAIR = re.compile(r" ([a-z_]+)=('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|\S*)")
 
 
 def _time(record: logging.LogRecord) -> str:
-    moment = datetime.datetime.fromtimestamp(record.created, datetime.timezone.utc)
-    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return when(record.created)
 
 
 def _traceback(formatter: logging.Formatter, record: logging.LogRecord) -> str | None:

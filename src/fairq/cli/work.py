@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import functools
 import importlib
 import logging
@@ -23,7 +24,7 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import IO, Any
 
 from ..errors import FairqError, InvalidInput
@@ -82,12 +83,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def work(args: argparse.Namespace) -> int:
     handler = load_handler(args.handler)
-    if is_async(handler) and args.processes:
+    run_async = is_async(handler)
+    if run_async and args.processes:
         print(f"fairq work: usage error: {args.handler} is an async function: it runs as --concurrency N tasks "
               "on one event loop; --processes is for plain handlers", file=sys.stderr)
         return EXIT_USAGE
     configure_logging(args.log_level, args.log_format)
-    if is_async(handler):
+    if run_async:
         counts = asyncio.run(work_async(args, handler))
         return report(args, counts)
     with open_target(args, max_attempts=args.max_attempts) as q:
@@ -97,12 +99,8 @@ def work(args: argparse.Namespace) -> int:
                         tick=args.tick,
                         process_init=functools.partial(configure_logging, args.log_level, args.log_format))
         log.info("work.start %s handler=%s", source(q), args.handler)
-        progress = Progress(worker, sys.stderr) if sys.stderr.isatty() else None
-        try:
+        with progress_line(worker):
             counts = worker.run(until_idle=args.until_idle, until_empty=args.until_empty)
-        finally:
-            if progress is not None:
-                progress.close()
     return report(args, counts)
 
 
@@ -113,12 +111,8 @@ async def work_async(args: argparse.Namespace, handler: Callable[..., Any]) -> d
                                  lease_seconds=args.lease_seconds, stop_timeout=args.stop_timeout,
                                  timeout=args.timeout, tick=args.tick)
         log.info("work.start %s handler=%s async=True", source(q.sync), args.handler)
-        progress = Progress(worker, sys.stderr) if sys.stderr.isatty() else None
-        try:
+        with progress_line(worker):
             return await worker.run(until_idle=args.until_idle, until_empty=args.until_empty)
-        finally:
-            if progress is not None:
-                progress.close()
 
 
 def report(args: argparse.Namespace, counts: dict[str, int]) -> int:
@@ -179,6 +173,17 @@ def configure_logging(level: str, fmt: str = "text") -> None:
     handler.setFormatter(JsonFormatter() if fmt == "json" else KeyValueFormatter(clear))
     handler._fairq_cli = True  # type: ignore[attr-defined]
     root.addHandler(handler)
+
+
+@contextlib.contextmanager
+def progress_line(worker: Worker | aio.AsyncWorker) -> Iterator[None]:
+    """A Progress line on stderr while the block runs, when stderr is a terminal."""
+    progress = Progress(worker, sys.stderr) if sys.stderr.isatty() else None
+    try:
+        yield
+    finally:
+        if progress is not None:
+            progress.close()
 
 
 class Progress:
