@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+from collections.abc import Callable
 from enum import Enum
 from typing import Any
 
@@ -100,20 +101,32 @@ def _refuse_marks(root: Any) -> None:
             stack.extend((item, f"{path}[{i}]") for i, item in reversed(list(enumerate(value))))
 
 
-def to_json(value: Any) -> Any:
+#: A dataclass field's own JSON entries, or None for the usual {name: value}.
+FieldForm = Callable[[str, Any], "dict[str, Any] | None"]
+
+
+def to_json(value: Any, field_form: FieldForm | None = None) -> Any:
     """A fairq value (frozen dataclass, enum, tuple, float) as plain JSON values;
-    an infinite float (the last claim-lag bucket bound) becomes "+Inf"."""
+    an infinite float (the last claim-lag bucket bound) becomes "+Inf".
+    field_form(name, item), if given, may give a dataclass field's JSON entries
+    itself (a dict of them) instead of {name: to_json(item)}."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: to_json(getattr(value, f.name)) for f in dataclasses.fields(value)}
+        out: dict[str, Any] = {}
+        for f in dataclasses.fields(value):
+            item = getattr(value, f.name)
+            own = field_form(f.name, item) if field_form is not None else None
+            out.update(own if own is not None else {f.name: to_json(item, field_form)})
+        return out
     if isinstance(value, Enum):
         return value.value
     if isinstance(value, float) and math.isinf(value):
         return "+Inf"
     if isinstance(value, (tuple, list)):
-        return [to_json(item) for item in value]
+        return [to_json(item, field_form) for item in value]
     if isinstance(value, dict):
-        return {key: to_json(item) for key, item in value.items()}
+        return {key: to_json(item, field_form) for key, item in value.items()}
     return value
+
 
 
 def json_type(value: Any) -> str:

@@ -98,21 +98,13 @@ def to_json(value: Any) -> Any:
     """A fairq value as plain JSON values (fairq._json.to_json), except that a
     field holding an UndecodableBody is null and `undecodable_<field>` carries
     its text and problem: a real body, any JSON value, cannot look like one."""
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        out: dict[str, Any] = {}
-        for f in dataclasses.fields(value):
-            item = getattr(value, f.name)
-            if isinstance(item, UndecodableBody):
-                out[f.name] = None
-                out[_UNDECODABLE + f.name] = {"text": item.text, "problem": item.problem}
-            else:
-                out[f.name] = to_json(item)
-        return out
-    if isinstance(value, (tuple, list)):
-        return [to_json(item) for item in value]
-    if isinstance(value, dict):
-        return {key: to_json(item) for key, item in value.items()}
-    return _json.to_json(value)
+    return _json.to_json(value, _undecodable_form)
+
+
+def _undecodable_form(name: str, item: Any) -> dict[str, Any] | None:
+    if not isinstance(item, UndecodableBody):
+        return None
+    return {name: None, _UNDECODABLE + name: {"text": item.text, "problem": item.problem}}
 
 
 
