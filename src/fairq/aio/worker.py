@@ -25,18 +25,17 @@ from ..errors import FairqError, InvalidInput, LeaseLost
 from ..queue import MAX_BATCH
 from ..types import Outcome, State
 from ..worker import Handled, Job, default_owner
-from ..worker.counts import Tally
+from ..worker.counts import COUNT_FOR, Tally
 from ..worker.job import RELEASE, Decision
+from ..worker.verbs import REQUIRED
 from ._thread import finish
 from .heartbeat import LoopWatch, beat
 from .job import AsyncJob, check_async_handler, run_handler
 
 log = logging.getLogger("fairq.worker")
 
-_COUNT_FOR = {State.ACKED: "acked", State.READY: "retried", State.QUARANTINED: "quarantined"}
 #: The retry reason of a handler still running when the stop timeout ended (it was cancelled).
 STOPPED = "stop_timeout"
-_VERBS = ("claim_many", "settle_many", "extend", "stats")
 
 
 class AsyncWorker:
@@ -60,7 +59,7 @@ class AsyncWorker:
                  idle_min: float = 0.01, idle_max: float = 1.0) -> None:
         if not isinstance(tick, bool):
             raise InvalidInput("tick", "must be True or False")
-        for verb in _VERBS + (("tick",) if tick else ()):
+        for verb in REQUIRED + (("tick",) if tick else ()):
             if not asyncio.iscoroutinefunction(getattr(queue, verb, None)):
                 raise InvalidInput("queue", f"must be a fairq.aio.AsyncQueue or AsyncClient (a "
                                             f"{type(queue).__name__} has no coroutine {verb}())")
@@ -159,7 +158,7 @@ class AsyncWorker:
                 continue
             out.append(Handled(job.event_id, outcome, reason, result))
             if i != abandoned:
-                self.tally.add("released" if outcome is Outcome.RELEASE else _COUNT_FOR[result.state])
+                self.tally.add("released" if outcome is Outcome.RELEASE else COUNT_FOR[result.state])
             if result.state is State.QUARANTINED:
                 log.error("event.quarantined event_id=%s attempts=%d reason=%r", job.event_id, job.attempts,
                           reason)

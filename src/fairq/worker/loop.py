@@ -27,7 +27,7 @@ from .. import _validate as v
 from ..errors import FairqError, InvalidInput, LeaseLost
 from ..queue import MAX_BATCH
 from ..types import Outcome, State
-from .counts import COUNTS, Tally
+from .counts import COUNT_FOR, COUNTS, Tally
 from .handler import check_handler, decide
 from .heartbeat import Heartbeat
 from .job import GONE, RELEASE, RELEASED, RUNNING, Decision, Handled, Job
@@ -36,8 +36,6 @@ from .signals import StopSignals
 from .verbs import QueueVerbs, check_queue
 
 log = logging.getLogger("fairq.worker")
-
-_COUNT_FOR = {State.ACKED: "acked", State.READY: "retried", State.QUARANTINED: "quarantined"}
 
 
 class Worker:
@@ -200,7 +198,7 @@ class Worker:
             self.tally.add("lost")
             log.warning("lease.lost event_id=%s outcome=%s error=%r", h.event_id, h.outcome, str(h.lost))
             return
-        self.tally.add("released" if h.outcome is Outcome.RELEASE else _COUNT_FOR[h.settled.state])
+        self.tally.add("released" if h.outcome is Outcome.RELEASE else COUNT_FOR[h.settled.state])
         if h.settled.state is State.QUARANTINED:
             log.error("event.quarantined event_id=%s attempts=%d reason=%r", h.event_id, job.attempts, h.reason)
         else:
