@@ -37,11 +37,6 @@ class AsyncJob(Job):
         super().__init__(*args)
         self.task: asyncio.Task[Any] | None = None
 
-    @property
-    def lost_error(self) -> LeaseLost | None:
-        """The StaleLease or LeaseExpired that made the job lost, if any."""
-        return self._lost
-
     def lose(self, error: LeaseLost) -> None:
         """The lease is gone: mark the job lost and cancel its handler (Job.lost turns True first)."""
         self._lose(error)

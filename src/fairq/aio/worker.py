@@ -143,7 +143,7 @@ class AsyncWorker:
         for i, (job, (outcome, reason, delay)) in enumerate(zip(jobs, decisions)):
             if job.lost:
                 self.tally.add("lost")
-                lost = job.lost_error
+                lost = job._lost
                 log.warning("lease.lost event_id=%s outcome=%s error=%r", job.event_id, outcome, str(lost))
                 out.append(Handled(job.event_id, outcome, reason, None, lost))
             else:
@@ -294,11 +294,6 @@ class AsyncWorker:
         self._stop.set()
         if self._wake is not None:
             self._wake.set()
-
-    @property
-    def stop_requested(self) -> bool:
-        """True once stop() was called in this run."""
-        return self._stop.is_set()
 
     def counts(self) -> dict[str, int]:
         """What this worker did so far; the keys are fairq.worker.COUNTS."""
