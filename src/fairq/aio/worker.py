@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
-import os
 import signal
 import threading
 from collections.abc import Awaitable, Callable, Sequence
@@ -27,6 +26,7 @@ from ..types import Outcome, State
 from ..worker import Handled, Job, default_owner
 from ..worker.counts import COUNT_FOR, Tally
 from ..worker.job import RELEASE, Decision
+from ..worker.signals import exit_now
 from ..worker.verbs import REQUIRED
 from ._thread import finish
 from .heartbeat import LoopWatch, beat
@@ -284,8 +284,7 @@ class AsyncWorker:
     def _on_signal(self, signum: int) -> None:
         """The first SIGINT / SIGTERM stops the worker gracefully; a second exits the process now."""
         if self._stop.is_set():
-            os.write(2, f"fairq: second {signal.Signals(signum).name}: exiting now; leases will expire\n".encode())
-            os._exit(128 + signum)
+            exit_now(signum)
         log.info("worker.stopping signal=%s stop_timeout=%s", signal.Signals(signum).name, self.stop_timeout)
         self.stop()
 
