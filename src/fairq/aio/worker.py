@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import math
 import signal
 import threading
 from collections.abc import Awaitable, Callable, Sequence
@@ -27,6 +26,7 @@ from ..worker import Handled, Job, default_owner
 from ..worker.counts import COUNT_FOR, Tally
 from ..worker.job import RELEASE, Decision
 from ..worker.signals import exit_now
+from ..worker.stops import fair_share, log_tick, log_tick_failed, only_quarantined_left, stop_mode
 from ..worker.verbs import REQUIRED
 from ._thread import finish
 from .heartbeat import LoopWatch, beat
@@ -130,9 +130,7 @@ class AsyncWorker:
         """`batch`, or with concurrent rounds, no more than a fair share of the open heads."""
         if self.batch == 1 or self.concurrency == 1:
             return self.batch
-        stats = await self.queue.stats(top=0)
-        open_heads = stats.flows - stats.counts[State.QUARANTINED.value] - stats.counts[State.INFLIGHT.value]
-        return max(1, min(self.batch, math.ceil(int(open_heads) / self.concurrency)))
+        return fair_share(await self.queue.stats(top=0), self.batch, self.concurrency)
 
     async def _settle(self, jobs: Sequence[AsyncJob], decisions: Sequence[Decision],
                       abandoned: int | None = None) -> list[Handled]:
@@ -177,9 +175,7 @@ class AsyncWorker:
         A second signal exits the process at once (status 128 + signal).
         Raises the first error the queue raised.
         """
-        if until_idle and until_empty:
-            raise InvalidInput("until_empty", "choose one stop mode: until_idle or until_empty")
-        mode = "until_empty" if until_empty else "until_idle" if until_idle else None
+        mode = stop_mode(until_idle, until_empty)
         loop = asyncio.get_running_loop()
         self._stop, self._wake = threading.Event(), asyncio.Event()
         installed = []
@@ -259,17 +255,18 @@ class AsyncWorker:
 
     async def _tick_if_due(self) -> None:
         """With tick=True, turn due schedule slots into events, at most once per idle_max."""
+        if not self.tick:
+            return
         now = asyncio.get_running_loop().time()
-        if not self.tick or now < self._next_tick:
+        if now < self._next_tick:
             return
         self._next_tick = now + self.idle_max
         try:
             made = await self.queue.tick()
-        except FairqError as exc:  # ticking is a side job: the events still get worked
-            log.error("schedules.tick_failed error=%r", f"{type(exc).__name__}: {exc}")
+        except FairqError as exc:
+            log_tick_failed(exc)
             return
-        if made:
-            log.info("schedules.tick instances=%d", len(made))
+        log_tick(made)
 
     async def _stop_mode_reached(self, handled: list[Handled], seen: int, mode: str | None) -> bool:
         """until_idle: an empty round while no round runs and none handled anything since
@@ -278,8 +275,7 @@ class AsyncWorker:
             return False
         if mode == "until_idle":
             return self._active == 0 and self._busy_rounds == seen
-        stats = await self.queue.stats(top=0)
-        return bool(stats.flows - stats.counts[State.QUARANTINED.value] == 0)
+        return only_quarantined_left(await self.queue.stats(top=0))
 
     def _on_signal(self, signum: int) -> None:
         """The first SIGINT / SIGTERM stops the worker gracefully; a second exits the process now."""

@@ -14,7 +14,6 @@ events). Processes are run by fairq.worker.processes. No SQL, no policy here.
 from __future__ import annotations
 
 import logging
-import math
 import os
 import signal
 import socket
@@ -33,6 +32,7 @@ from .heartbeat import Heartbeat
 from .job import GONE, RELEASE, RELEASED, RUNNING, Decision, Handled, Job
 from .processes import check_sendable, run_processes, shared_counts
 from .signals import StopSignals
+from .stops import fair_share, log_tick, log_tick_failed, only_quarantined_left, stop_mode
 from .verbs import QueueVerbs, check_queue
 
 log = logging.getLogger("fairq.worker")
@@ -146,9 +146,7 @@ class Worker:
         (so one claimer's batch does not hold heads the others could be working on)."""
         if self.batch == 1 or self.peers == 1:
             return self.batch
-        stats = self.queue.stats(top=0)
-        open_heads = stats.flows - stats.counts[State.QUARANTINED.value] - stats.counts[State.INFLIGHT.value]
-        return max(1, min(self.batch, math.ceil(open_heads / self.peers)))
+        return fair_share(self.queue.stats(top=0), self.batch, self.peers)
 
     def _run_job(self, job: Job, *, first: bool) -> None:
         """Run the handler on the job, unless the worker stops before a later
@@ -222,9 +220,7 @@ class Worker:
         Raises the first error the queue raised in any thread or process
         (FairqError when a worker process exited with an error).
         """
-        if until_idle and until_empty:
-            raise InvalidInput("until_empty", "choose one stop mode: until_idle or until_empty")
-        mode = "until_empty" if until_empty else "until_idle" if until_idle else None
+        mode = stop_mode(until_idle, until_empty)
         self._stop = threading.Event()  # this run's: stop() sets it, its threads and jobs watch it
         try:
             if self.processes:
@@ -313,11 +309,10 @@ class Worker:
             self._next_tick = now + self.idle_max
         try:
             made = self.queue.tick()
-        except FairqError as exc:  # ticking is a side job: the events still get worked
-            log.error("schedules.tick_failed error=%r", f"{type(exc).__name__}: {exc}")
+        except FairqError as exc:
+            log_tick_failed(exc)
             return
-        if made:
-            log.info("schedules.tick instances=%d", len(made))
+        log_tick(made)
 
     def _begin_round(self) -> int:
         """A run() thread starts a round: returns the count of rounds that handled something so far."""
@@ -347,8 +342,7 @@ class Worker:
             if idle and self.idle_needs_no_inflight:
                 return self.queue.stats(top=0).counts[State.INFLIGHT.value] == 0
             return idle
-        stats = self.queue.stats(top=0)
-        return stats.flows - stats.counts[State.QUARANTINED.value] == 0
+        return only_quarantined_left(self.queue.stats(top=0))
 
     def _pause(self, stop: threading.Event, seconds: float) -> None:
         """An idle thread's wait before its next claim: monotonic, and a stop ends it at once."""
