@@ -19,7 +19,7 @@ from ..errors import InvalidInput, LeaseLost
 from ..types import Outcome
 from ..worker import Job
 from ..worker.handler import decide, is_async
-from ..worker.heartbeat import TIMEOUT
+from ..worker.heartbeat import TIMEOUT, log_timeout
 from ..worker.job import RELEASE, Decision
 
 log = logging.getLogger("fairq.worker")
@@ -74,7 +74,7 @@ async def run_handler(handler: Callable[[Job], Awaitable[Any]], job: AsyncJob, t
     try:
         await asyncio.wait({task}, timeout=timeout)
         if not task.done():
-            log.warning("handler.timeout event_id=%s attempts=%d timeout=%s", job.event_id, job.attempts, timeout)
+            log_timeout(job, timeout)
             task.cancel()
             await asyncio.wait({task})  # a handler that swallows the cancel is waited for
             _consume(task)
