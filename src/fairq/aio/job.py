@@ -10,15 +10,14 @@ is settled); one cancelled past its timeout is a retry with reason "timeout".
 from __future__ import annotations
 
 import asyncio
-import inspect
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from ..errors import InvalidInput, LeaseLost
+from ..errors import LeaseLost
 from ..types import Outcome
 from ..worker import Job
-from ..worker.handler import decide, is_async
+from ..worker.handler import check_callable, decide
 from ..worker.heartbeat import TIMEOUT, log_timeout
 from ..worker.job import RELEASE, Decision
 
@@ -46,19 +45,10 @@ class AsyncJob(Job):
 
 def check_async_handler(handler: Any) -> Callable[[Job], Awaitable[Any]]:
     """The handler, if it is an async function of one Job; else InvalidInput on "handler"."""
-    if not callable(handler):
-        raise InvalidInput("handler", "must be callable")
-    name = getattr(handler, "__qualname__", None) or type(handler).__name__
-    if not is_async(handler):
-        raise InvalidInput("handler", f"{name} is not an async function: run a plain handler with fairq.Worker")
-    try:
-        inspect.signature(handler).bind(object())
-    except TypeError:
-        raise InvalidInput("handler", f"{name} cannot be called with one argument, the Job "
-                                      "(async def handle(job): ...)") from None
-    except ValueError:  # a signature that cannot be read: it will tell when called
-        pass
-    return handler  # type: ignore[no-any-return]
+    checked: Callable[[Job], Awaitable[Any]] = check_callable(
+        handler, True, " is not an async function: run a plain handler with fairq.Worker",
+        "{name} cannot be called with one argument, the Job (async def handle(job): ...)")
+    return checked
 
 
 async def run_handler(handler: Callable[[Job], Awaitable[Any]], job: AsyncJob, timeout: float | None) -> Decision:
