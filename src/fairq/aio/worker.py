@@ -21,10 +21,11 @@ from typing import Any
 from .. import _validate as v
 from ..errors import FairqError, InvalidInput, LeaseLost
 from ..queue import MAX_BATCH
-from ..types import Outcome, State
+from ..types import Outcome
 from ..worker import Handled, Job, default_owner
-from ..worker.counts import COUNT_FOR, Tally
+from ..worker.counts import Tally
 from ..worker.job import RELEASE, Decision
+from ..worker.loop import count
 from ..worker.signals import exit_now
 from ..worker.stops import fair_share, log_tick, log_tick_failed, only_quarantined_left, stop_mode
 from ..worker.verbs import REQUIRED
@@ -136,32 +137,23 @@ class AsyncWorker:
                       abandoned: int | None = None) -> list[Handled]:
         """Settle every job not lost in one settle_many; count and log each (the job at
         index `abandoned` was cancelled at the stop timeout: counted abandoned only)."""
-        out: list[Handled] = []
-        items, mine = [], []
+        out: list[Handled | None] = [None] * len(jobs)
+        items, slots = [], []
         for i, (job, (outcome, reason, delay)) in enumerate(zip(jobs, decisions)):
-            if job.lost:
-                self.tally.add("lost")
-                lost = job._lost
-                log.warning("lease.lost event_id=%s outcome=%s error=%r", job.event_id, outcome, str(lost))
-                out.append(Handled(job.event_id, outcome, reason, None, lost))
+            if job._lost is not None:
+                out[i] = h = Handled(job.event_id, outcome, reason, None, job._lost)
+                count(self.tally, job, h)  # before the settle, as ever
             else:
                 items.append((job.lease, outcome, reason, delay))
-                mine.append((i, job, outcome, reason))
+                slots.append((i, outcome, reason))
         results = await self.queue.settle_many(items) if items else []
-        for (i, job, outcome, reason), result in zip(mine, results):
+        for (i, outcome, reason), result in zip(slots, results):
             if isinstance(result, LeaseLost):
-                self.tally.add("lost")
-                log.warning("lease.lost event_id=%s outcome=%s error=%r", job.event_id, outcome, str(result))
-                out.append(Handled(job.event_id, outcome, reason, None, result))
-                continue
-            out.append(Handled(job.event_id, outcome, reason, result))
-            if i != abandoned:
-                self.tally.add("released" if outcome is Outcome.RELEASE else COUNT_FOR[result.state])
-            if result.state is State.QUARANTINED:
-                log.error("event.quarantined event_id=%s attempts=%d reason=%r", job.event_id, job.attempts,
-                          reason)
-        order = {job.event_id: n for n, job in enumerate(jobs)}
-        return sorted(out, key=lambda h: order[h.event_id])
+                out[i] = h = Handled(jobs[i].event_id, outcome, reason, None, result)
+            else:
+                out[i] = h = Handled(jobs[i].event_id, outcome, reason, result)
+            count(self.tally, jobs[i], h, settled=i != abandoned)
+        return [h for h in out if h is not None]
 
     # -- the loop ----------------------------------------------------------------
 

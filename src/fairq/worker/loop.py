@@ -188,19 +188,8 @@ class Worker:
                 out[i] = Handled(jobs[i].event_id, outcome, reason, result)
         handled = [h for h in out if h is not None]
         for job, h in zip(jobs, handled):
-            self._count(job, h)
+            count(self.tally, job, h)
         return handled
-
-    def _count(self, job: Job, h: Handled) -> None:
-        if h.settled is None:
-            self.tally.add("lost")
-            log.warning("lease.lost event_id=%s outcome=%s error=%r", h.event_id, h.outcome, str(h.lost))
-            return
-        self.tally.add("released" if h.outcome is Outcome.RELEASE else COUNT_FOR[h.settled.state])
-        if h.settled.state is State.QUARANTINED:
-            log.error("event.quarantined event_id=%s attempts=%d reason=%r", h.event_id, job.attempts, h.reason)
-        else:
-            log.debug("settled event_id=%s outcome=%s state=%s", h.event_id, h.outcome, h.settled.state)
 
     # -- the loop ----------------------------------------------------------------
 
@@ -380,6 +369,21 @@ class Worker:
         lease was gone) and abandoned (still running when the stop timeout
         ended); the keys are COUNTS."""
         return self.tally.snapshot()
+
+
+def count(tally: Tally, job: Job, h: Handled, *, settled: bool = True) -> None:
+    """Count and log one handled job: lost (not settled), or what its settle made of it
+    (settled=False: a job abandoned at the stop timeout, counted as such elsewhere)."""
+    if h.settled is None:
+        tally.add("lost")
+        log.warning("lease.lost event_id=%s outcome=%s error=%r", h.event_id, h.outcome, str(h.lost))
+        return
+    if settled:
+        tally.add("released" if h.outcome is Outcome.RELEASE else COUNT_FOR[h.settled.state])
+    if h.settled.state is State.QUARANTINED:
+        log.error("event.quarantined event_id=%s attempts=%d reason=%r", h.event_id, job.attempts, h.reason)
+    else:
+        log.debug("settled event_id=%s outcome=%s state=%s", h.event_id, h.outcome, h.settled.state)
 
 
 def default_owner() -> str:
