@@ -18,14 +18,13 @@ import threading
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-from .. import _validate as v
 from ..errors import FairqError, InvalidInput, LeaseLost
-from ..queue import MAX_BATCH
 from ..types import Outcome
-from ..worker import Handled, Job, default_owner
+from ..worker import Handled, Job
 from ..worker.counts import Tally
 from ..worker.job import RELEASE, Decision
 from ..worker.loop import count
+from ..worker.settings import check_settings
 from ..worker.signals import exit_now
 from ..worker.stops import fair_share, log_tick, log_tick_failed, only_quarantined_left, stop_mode
 from ..worker.verbs import REQUIRED
@@ -66,17 +65,10 @@ class AsyncWorker:
                                             f"{type(queue).__name__} has no coroutine {verb}())")
         self.queue = queue
         self.handler = check_async_handler(handler)
-        self.owner = v.optional_identifier(owner, "owner") or default_owner()
-        self.concurrency = v.count(concurrency, "concurrency", low=1, high=65536)
-        self.batch = v.count(batch, "batch", low=1, high=MAX_BATCH)
-        self.lease_seconds = float(queue.lease_seconds) if lease_seconds is None else v.seconds(
-            lease_seconds, "lease_seconds", positive=True)
-        self.timeout = None if timeout is None else v.seconds(timeout, "timeout", positive=True)
-        self.stop_timeout = v.seconds(stop_timeout, "stop_timeout")
-        self.idle_min = v.seconds(idle_min, "idle_min", positive=True)
-        self.idle_max = v.seconds(idle_max, "idle_max")
-        if self.idle_max < self.idle_min:
-            raise InvalidInput("idle_max", f"must be >= idle_min ({self.idle_min}), got {self.idle_max}")
+        (self.owner, self.concurrency, self.batch, self.lease_seconds, self.timeout, self.stop_timeout,
+         self.idle_min, self.idle_max) = check_settings(
+            owner, concurrency, batch, lease_seconds, timeout, stop_timeout, idle_min, idle_max,
+            max_concurrency=65536, default_lease=lambda: float(queue.lease_seconds))
         self.tick = tick
         self._next_tick = 0.0  # loop time of the next tick
         self.tally = Tally()

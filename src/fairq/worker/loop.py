@@ -14,23 +14,20 @@ events). Processes are run by fairq.worker.processes. No SQL, no policy here.
 from __future__ import annotations
 
 import logging
-import os
 import signal
-import socket
 import threading
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .. import _validate as v
 from ..errors import FairqError, InvalidInput, LeaseLost
-from ..queue import MAX_BATCH
 from ..types import Outcome, State
 from .counts import COUNT_FOR, COUNTS, Tally
 from .handler import check_handler, decide
 from .heartbeat import Heartbeat
 from .job import GONE, RELEASE, RELEASED, RUNNING, Decision, Handled, Job
 from .processes import check_sendable, run_processes, shared_counts
+from .settings import check_settings
 from .signals import StopSignals
 from .stops import fair_share, log_tick, log_tick_failed, only_quarantined_left, stop_mode
 from .verbs import QueueVerbs, check_queue
@@ -74,19 +71,12 @@ class Worker:
                 raise InvalidInput(name, "must be True or False")
         self.queue = check_queue(queue, tick=tick)
         self.handler = check_handler(handler)
-        self.owner = v.optional_identifier(owner, "owner") or default_owner()
-        self.concurrency = v.count(concurrency, "concurrency", low=1, high=1024)
-        self.batch = v.count(batch, "batch", low=1, high=MAX_BATCH)
+        (self.owner, self.concurrency, self.batch, self.lease_seconds, self.timeout, self.stop_timeout,
+         self.idle_min, self.idle_max) = check_settings(
+            owner, concurrency, batch, lease_seconds, timeout, stop_timeout, idle_min, idle_max,
+            max_concurrency=1024, default_lease=lambda: queue.lease_seconds)
         self.processes = processes
-        self.lease_seconds = queue.lease_seconds if lease_seconds is None else v.seconds(
-            lease_seconds, "lease_seconds", positive=True)
-        self.timeout = None if timeout is None else v.seconds(timeout, "timeout", positive=True)
         self.tick = tick
-        self.stop_timeout = v.seconds(stop_timeout, "stop_timeout")
-        self.idle_min = v.seconds(idle_min, "idle_min", positive=True)
-        self.idle_max = v.seconds(idle_max, "idle_max")
-        if self.idle_max < self.idle_min:
-            raise InvalidInput("idle_max", f"must be >= idle_min ({self.idle_min}), got {self.idle_max}")
         if process_init is not None and not callable(process_init):
             raise InvalidInput("process_init", "must be callable")
         self.process_init = process_init
@@ -385,7 +375,3 @@ def count(tally: Tally, job: Job, h: Handled, *, settled: bool = True) -> None:
     else:
         log.debug("settled event_id=%s outcome=%s state=%s", h.event_id, h.outcome, h.settled.state)
 
-
-def default_owner() -> str:
-    """host:pid, the owner label of a worker that was given none."""
-    return f"{socket.gethostname()}:{os.getpid()}"[: v.MAX_ID_CHARS]
