@@ -16,7 +16,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from ..errors import LeaseLost, TransientError
+from ..worker.heartbeat import extend_failed
 from .job import AsyncJob
 
 log = logging.getLogger("fairq.worker")
@@ -38,15 +38,10 @@ async def beat(queue: Any, jobs: Sequence[AsyncJob], lease_seconds: float,
                 continue
             try:
                 job.lease = await queue.extend(job.lease, lease_seconds)
-            except LeaseLost as exc:
-                log.warning("heartbeat.lost event_id=%s error=%r", job.event_id, str(exc))
-                job.lose(exc)
-            except TransientError as exc:
-                log.warning("heartbeat.busy event_id=%s error=%r", job.event_id, f"{type(exc).__name__}: {exc}")
             except Exception as exc:
-                log.error("heartbeat.error event_id=%s error=%r", job.event_id, f"{type(exc).__name__}: {exc}")
-                failures.append(exc)
-                return
+                if extend_failed(job, exc, job.lose):
+                    failures.append(exc)
+                    return
 
 
 class LoopWatch:

@@ -10,16 +10,15 @@ is settled); one cancelled past its timeout is a retry with reason "timeout".
 from __future__ import annotations
 
 import asyncio
-import inspect
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from ..errors import InvalidInput, LeaseLost
+from ..errors import LeaseLost
 from ..types import Outcome
 from ..worker import Job
-from ..worker.handler import decide, is_async
-from ..worker.heartbeat import TIMEOUT
+from ..worker.handler import check_callable, decide
+from ..worker.heartbeat import TIMEOUT, log_timeout
 from ..worker.job import RELEASE, Decision
 
 log = logging.getLogger("fairq.worker")
@@ -37,11 +36,6 @@ class AsyncJob(Job):
         super().__init__(*args)
         self.task: asyncio.Task[Any] | None = None
 
-    @property
-    def lost_error(self) -> LeaseLost | None:
-        """The StaleLease or LeaseExpired that made the job lost, if any."""
-        return self._lost
-
     def lose(self, error: LeaseLost) -> None:
         """The lease is gone: mark the job lost and cancel its handler (Job.lost turns True first)."""
         self._lose(error)
@@ -51,19 +45,10 @@ class AsyncJob(Job):
 
 def check_async_handler(handler: Any) -> Callable[[Job], Awaitable[Any]]:
     """The handler, if it is an async function of one Job; else InvalidInput on "handler"."""
-    if not callable(handler):
-        raise InvalidInput("handler", "must be callable")
-    name = getattr(handler, "__qualname__", None) or type(handler).__name__
-    if not is_async(handler):
-        raise InvalidInput("handler", f"{name} is not an async function: run a plain handler with fairq.Worker")
-    try:
-        inspect.signature(handler).bind(object())
-    except TypeError:
-        raise InvalidInput("handler", f"{name} cannot be called with one argument, the Job "
-                                      "(async def handle(job): ...)") from None
-    except ValueError:  # a signature that cannot be read: it will tell when called
-        pass
-    return handler  # type: ignore[no-any-return]
+    checked: Callable[[Job], Awaitable[Any]] = check_callable(
+        handler, True, " is not an async function: run a plain handler with fairq.Worker",
+        "{name} cannot be called with one argument, the Job (async def handle(job): ...)")
+    return checked
 
 
 async def run_handler(handler: Callable[[Job], Awaitable[Any]], job: AsyncJob, timeout: float | None) -> Decision:
@@ -79,7 +64,7 @@ async def run_handler(handler: Callable[[Job], Awaitable[Any]], job: AsyncJob, t
     try:
         await asyncio.wait({task}, timeout=timeout)
         if not task.done():
-            log.warning("handler.timeout event_id=%s attempts=%d timeout=%s", job.event_id, job.attempts, timeout)
+            log_timeout(job, timeout)
             task.cancel()
             await asyncio.wait({task})  # a handler that swallows the cancel is waited for
             _consume(task)

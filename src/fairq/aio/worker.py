@@ -13,30 +13,29 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import math
-import os
 import signal
 import threading
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-from .. import _validate as v
 from ..errors import FairqError, InvalidInput, LeaseLost
-from ..queue import MAX_BATCH
-from ..types import Outcome, State
-from ..worker import Handled, Job, default_owner
+from ..types import Outcome
+from ..worker import Handled, Job
 from ..worker.counts import Tally
 from ..worker.job import RELEASE, Decision
+from ..worker.loop import count
+from ..worker.settings import check_settings
+from ..worker.signals import exit_now
+from ..worker.stops import fair_share, log_tick, log_tick_failed, only_quarantined_left, stop_mode
+from ..worker.verbs import REQUIRED
 from ._thread import finish
 from .heartbeat import LoopWatch, beat
 from .job import AsyncJob, check_async_handler, run_handler
 
 log = logging.getLogger("fairq.worker")
 
-_COUNT_FOR = {State.ACKED: "acked", State.READY: "retried", State.QUARANTINED: "quarantined"}
 #: The retry reason of a handler still running when the stop timeout ended (it was cancelled).
 STOPPED = "stop_timeout"
-_VERBS = ("claim_many", "settle_many", "extend", "stats")
 
 
 class AsyncWorker:
@@ -60,23 +59,16 @@ class AsyncWorker:
                  idle_min: float = 0.01, idle_max: float = 1.0) -> None:
         if not isinstance(tick, bool):
             raise InvalidInput("tick", "must be True or False")
-        for verb in _VERBS + (("tick",) if tick else ()):
+        for verb in REQUIRED + (("tick",) if tick else ()):
             if not asyncio.iscoroutinefunction(getattr(queue, verb, None)):
                 raise InvalidInput("queue", f"must be a fairq.aio.AsyncQueue or AsyncClient (a "
                                             f"{type(queue).__name__} has no coroutine {verb}())")
         self.queue = queue
         self.handler = check_async_handler(handler)
-        self.owner = v.optional_identifier(owner, "owner") or default_owner()
-        self.concurrency = v.count(concurrency, "concurrency", low=1, high=65536)
-        self.batch = v.count(batch, "batch", low=1, high=MAX_BATCH)
-        self.lease_seconds = float(queue.lease_seconds) if lease_seconds is None else v.seconds(
-            lease_seconds, "lease_seconds", positive=True)
-        self.timeout = None if timeout is None else v.seconds(timeout, "timeout", positive=True)
-        self.stop_timeout = v.seconds(stop_timeout, "stop_timeout")
-        self.idle_min = v.seconds(idle_min, "idle_min", positive=True)
-        self.idle_max = v.seconds(idle_max, "idle_max")
-        if self.idle_max < self.idle_min:
-            raise InvalidInput("idle_max", f"must be >= idle_min ({self.idle_min}), got {self.idle_max}")
+        (self.owner, self.concurrency, self.batch, self.lease_seconds, self.timeout, self.stop_timeout,
+         self.idle_min, self.idle_max) = check_settings(
+            owner, concurrency, batch, lease_seconds, timeout, stop_timeout, idle_min, idle_max,
+            max_concurrency=65536, default_lease=lambda: float(queue.lease_seconds))
         self.tick = tick
         self._next_tick = 0.0  # loop time of the next tick
         self.tally = Tally()
@@ -131,40 +123,29 @@ class AsyncWorker:
         """`batch`, or with concurrent rounds, no more than a fair share of the open heads."""
         if self.batch == 1 or self.concurrency == 1:
             return self.batch
-        stats = await self.queue.stats(top=0)
-        open_heads = stats.flows - stats.counts[State.QUARANTINED.value] - stats.counts[State.INFLIGHT.value]
-        return max(1, min(self.batch, math.ceil(int(open_heads) / self.concurrency)))
+        return fair_share(await self.queue.stats(top=0), self.batch, self.concurrency)
 
     async def _settle(self, jobs: Sequence[AsyncJob], decisions: Sequence[Decision],
                       abandoned: int | None = None) -> list[Handled]:
         """Settle every job not lost in one settle_many; count and log each (the job at
         index `abandoned` was cancelled at the stop timeout: counted abandoned only)."""
-        out: list[Handled] = []
-        items, mine = [], []
+        out: list[Handled | None] = [None] * len(jobs)
+        items, slots = [], []
         for i, (job, (outcome, reason, delay)) in enumerate(zip(jobs, decisions)):
-            if job.lost:
-                self.tally.add("lost")
-                lost = job.lost_error
-                log.warning("lease.lost event_id=%s outcome=%s error=%r", job.event_id, outcome, str(lost))
-                out.append(Handled(job.event_id, outcome, reason, None, lost))
+            if job._lost is not None:
+                out[i] = h = Handled(job.event_id, outcome, reason, None, job._lost)
+                count(self.tally, job, h)  # before the settle, as ever
             else:
                 items.append((job.lease, outcome, reason, delay))
-                mine.append((i, job, outcome, reason))
+                slots.append((i, outcome, reason))
         results = await self.queue.settle_many(items) if items else []
-        for (i, job, outcome, reason), result in zip(mine, results):
+        for (i, outcome, reason), result in zip(slots, results):
             if isinstance(result, LeaseLost):
-                self.tally.add("lost")
-                log.warning("lease.lost event_id=%s outcome=%s error=%r", job.event_id, outcome, str(result))
-                out.append(Handled(job.event_id, outcome, reason, None, result))
-                continue
-            out.append(Handled(job.event_id, outcome, reason, result))
-            if i != abandoned:
-                self.tally.add("released" if outcome is Outcome.RELEASE else _COUNT_FOR[result.state])
-            if result.state is State.QUARANTINED:
-                log.error("event.quarantined event_id=%s attempts=%d reason=%r", job.event_id, job.attempts,
-                          reason)
-        order = {job.event_id: n for n, job in enumerate(jobs)}
-        return sorted(out, key=lambda h: order[h.event_id])
+                out[i] = h = Handled(jobs[i].event_id, outcome, reason, None, result)
+            else:
+                out[i] = h = Handled(jobs[i].event_id, outcome, reason, result)
+            count(self.tally, jobs[i], h, settled=i != abandoned)
+        return [h for h in out if h is not None]
 
     # -- the loop ----------------------------------------------------------------
 
@@ -178,9 +159,7 @@ class AsyncWorker:
         A second signal exits the process at once (status 128 + signal).
         Raises the first error the queue raised.
         """
-        if until_idle and until_empty:
-            raise InvalidInput("until_empty", "choose one stop mode: until_idle or until_empty")
-        mode = "until_empty" if until_empty else "until_idle" if until_idle else None
+        mode = stop_mode(until_idle, until_empty)
         loop = asyncio.get_running_loop()
         self._stop, self._wake = threading.Event(), asyncio.Event()
         installed = []
@@ -260,17 +239,18 @@ class AsyncWorker:
 
     async def _tick_if_due(self) -> None:
         """With tick=True, turn due schedule slots into events, at most once per idle_max."""
+        if not self.tick:
+            return
         now = asyncio.get_running_loop().time()
-        if not self.tick or now < self._next_tick:
+        if now < self._next_tick:
             return
         self._next_tick = now + self.idle_max
         try:
             made = await self.queue.tick()
-        except FairqError as exc:  # ticking is a side job: the events still get worked
-            log.error("schedules.tick_failed error=%r", f"{type(exc).__name__}: {exc}")
+        except FairqError as exc:
+            log_tick_failed(exc)
             return
-        if made:
-            log.info("schedules.tick instances=%d", len(made))
+        log_tick(made)
 
     async def _stop_mode_reached(self, handled: list[Handled], seen: int, mode: str | None) -> bool:
         """until_idle: an empty round while no round runs and none handled anything since
@@ -279,14 +259,12 @@ class AsyncWorker:
             return False
         if mode == "until_idle":
             return self._active == 0 and self._busy_rounds == seen
-        stats = await self.queue.stats(top=0)
-        return bool(stats.flows - stats.counts[State.QUARANTINED.value] == 0)
+        return only_quarantined_left(await self.queue.stats(top=0))
 
     def _on_signal(self, signum: int) -> None:
         """The first SIGINT / SIGTERM stops the worker gracefully; a second exits the process now."""
         if self._stop.is_set():
-            os.write(2, f"fairq: second {signal.Signals(signum).name}: exiting now; leases will expire\n".encode())
-            os._exit(128 + signum)
+            exit_now(signum)
         log.info("worker.stopping signal=%s stop_timeout=%s", signal.Signals(signum).name, self.stop_timeout)
         self.stop()
 
@@ -295,11 +273,6 @@ class AsyncWorker:
         self._stop.set()
         if self._wake is not None:
             self._wake.set()
-
-    @property
-    def stop_requested(self) -> bool:
-        """True once stop() was called in this run."""
-        return self._stop.is_set()
 
     def counts(self) -> dict[str, int]:
         """What this worker did so far; the keys are fairq.worker.COUNTS."""

@@ -16,7 +16,8 @@ from .counts import COUNTS
 from .handler import check_handler
 from .heartbeat import Heartbeat
 from .job import Fail, Handled, Job, Retry, describe
-from .loop import Worker, default_owner
+from .loop import Worker
+from .settings import default_owner
 from .signals import StopSignals
 from .verbs import QueueVerbs
 

@@ -5,8 +5,12 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+from ..types import State
+
 #: What a worker counts; Worker.counts() and run() return these keys.
 COUNTS = ("claimed", "acked", "retried", "released", "quarantined", "lost", "abandoned")
+#: The count a settled event adds to, by the state it was settled into.
+COUNT_FOR = {State.ACKED: "acked", State.READY: "retried", State.QUARANTINED: "quarantined"}
 
 
 class Tally:

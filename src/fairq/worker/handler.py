@@ -29,22 +29,31 @@ def check_handler(handler: Any) -> Callable[[Job], Any]:
     never run), and a callable whose signature cannot bind one positional
     argument. A callable whose signature cannot be read is accepted.
     """
+    checked: Callable[[Job], Any] = check_callable(
+        handler, False, " is an async function: fairq.Worker runs plain functions; run it with "
+                        "fairq.aio.AsyncWorker (fairq work picks it for you)",
+        "{name}{signature} cannot be called with one argument, the Job (def handle(job): ...)")
+    return checked
+
+
+def check_callable(handler: Any, want_async: bool, wrong_kind: str, one_arg: str) -> Any:
+    """The handler, if callable, async exactly when `want_async` (else InvalidInput: its name +
+    `wrong_kind`) and able to bind one positional argument (else InvalidInput: `one_arg`
+    formatted with name and signature). A signature that cannot be read is accepted."""
     if not callable(handler):
         raise InvalidInput("handler", "must be callable")
     name = getattr(handler, "__qualname__", None) or type(handler).__name__
-    if is_async(handler):
-        raise InvalidInput("handler", f"{name} is an async function: fairq.Worker runs plain functions; "
-                                      "run it with fairq.aio.AsyncWorker (fairq work picks it for you)")
+    if is_async(handler) != want_async:
+        raise InvalidInput("handler", f"{name}{wrong_kind}")
     try:
         signature = inspect.signature(handler)
     except (TypeError, ValueError):  # a builtin or extension callable: it will tell when called
-        return handler  # type: ignore[no-any-return]
+        return handler
     try:
         signature.bind(object())
     except TypeError:
-        raise InvalidInput("handler", f"{name}{signature} cannot be called with one argument, the Job "
-                                      "(def handle(job): ...)") from None
-    return handler  # type: ignore[no-any-return]
+        raise InvalidInput("handler", one_arg.format(name=name, signature=signature)) from None
+    return handler
 
 
 def is_async(handler: Any) -> bool:

@@ -22,6 +22,26 @@ TIMEOUT = "timeout"
 Settle = Callable[[Sequence[Job], Sequence[Decision]], list[Handled]]
 
 
+def extend_failed(job: Job, exc: BaseException, lose: Callable[[LeaseLost], None]) -> bool:
+    """A heartbeat's extend of the job's lease raised `exc`; log it, and True when it is an
+    error the worker must raise. LeaseLost: lose(exc) ("heartbeat.lost"). TransientError:
+    the lease still runs, the next beat tries again ("heartbeat.busy"). Else "heartbeat.error"."""
+    if isinstance(exc, LeaseLost):
+        lose(exc)
+        log.warning("heartbeat.lost event_id=%s error=%r", job.event_id, str(exc))
+        return False
+    if isinstance(exc, TransientError):
+        log.warning("heartbeat.busy event_id=%s error=%r", job.event_id, f"{type(exc).__name__}: {exc}")
+        return False
+    log.error("heartbeat.error event_id=%s error=%r", job.event_id, f"{type(exc).__name__}: {exc}")
+    return True
+
+
+def log_timeout(job: Job, timeout: float | None) -> None:
+    """Log a handler given up past the worker's timeout."""
+    log.warning("handler.timeout event_id=%s attempts=%d timeout=%s", job.event_id, job.attempts, timeout)
+
+
 class Heartbeat:
     """The jobs a worker holds, and one background thread that extends their
     leases every third of a lease while any is held.
@@ -136,15 +156,11 @@ class Heartbeat:
                 continue
             try:
                 job.lease = self._queue.extend(job.lease, self._seconds)
-            except LeaseLost as exc:
-                if self._holding(job):  # else it was settled meanwhile: nothing was lost
-                    job._lose(exc)
-                    log.warning("heartbeat.lost event_id=%s error=%r", job.event_id, str(exc))
-            except TransientError as exc:  # the lease still runs; the next beat tries again
-                log.warning("heartbeat.busy event_id=%s error=%r", job.event_id, f"{type(exc).__name__}: {exc}")
-            except BaseException as exc:  # raised by the job's step() once its batch is settled
-                job._failure = exc
-                log.error("heartbeat.error event_id=%s error=%r", job.event_id, f"{type(exc).__name__}: {exc}")
+            except BaseException as exc:
+                if isinstance(exc, LeaseLost) and not self._holding(job):
+                    continue  # it was settled meanwhile: nothing was lost
+                if extend_failed(job, exc, job._lose):
+                    job._failure = exc  # raised by the job's step() once its batch is settled
 
     def _end_late(self, now: float) -> None:
         """Take back and settle the batch of every handler past its deadline."""
@@ -173,8 +189,7 @@ class Heartbeat:
                     other._phase = TAKEN
         for taken, decisions, running in batches:
             for job in running:
-                log.warning("handler.timeout event_id=%s attempts=%d timeout=%s", job.event_id, job.attempts,
-                            self.timeout)
+                log_timeout(job, self.timeout)
             try:
                 handled = self.settle(taken, decisions)
             except BaseException as exc:  # a queue error: raised by the batch's step()

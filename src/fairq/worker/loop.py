@@ -14,30 +14,25 @@ events). Processes are run by fairq.worker.processes. No SQL, no policy here.
 from __future__ import annotations
 
 import logging
-import math
-import os
 import signal
-import socket
 import threading
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .. import _validate as v
 from ..errors import FairqError, InvalidInput, LeaseLost
-from ..queue import MAX_BATCH
 from ..types import Outcome, State
-from .counts import COUNTS, Tally
+from .counts import COUNT_FOR, COUNTS, Tally
 from .handler import check_handler, decide
 from .heartbeat import Heartbeat
 from .job import GONE, RELEASE, RELEASED, RUNNING, Decision, Handled, Job
 from .processes import check_sendable, run_processes, shared_counts
+from .settings import check_settings
 from .signals import StopSignals
+from .stops import fair_share, log_tick, log_tick_failed, only_quarantined_left, stop_mode
 from .verbs import QueueVerbs, check_queue
 
 log = logging.getLogger("fairq.worker")
-
-_COUNT_FOR = {State.ACKED: "acked", State.READY: "retried", State.QUARANTINED: "quarantined"}
 
 
 class Worker:
@@ -76,19 +71,12 @@ class Worker:
                 raise InvalidInput(name, "must be True or False")
         self.queue = check_queue(queue, tick=tick)
         self.handler = check_handler(handler)
-        self.owner = v.optional_identifier(owner, "owner") or default_owner()
-        self.concurrency = v.count(concurrency, "concurrency", low=1, high=1024)
-        self.batch = v.count(batch, "batch", low=1, high=MAX_BATCH)
+        (self.owner, self.concurrency, self.batch, self.lease_seconds, self.timeout, self.stop_timeout,
+         self.idle_min, self.idle_max) = check_settings(
+            owner, concurrency, batch, lease_seconds, timeout, stop_timeout, idle_min, idle_max,
+            max_concurrency=1024, default_lease=lambda: queue.lease_seconds)
         self.processes = processes
-        self.lease_seconds = queue.lease_seconds if lease_seconds is None else v.seconds(
-            lease_seconds, "lease_seconds", positive=True)
-        self.timeout = None if timeout is None else v.seconds(timeout, "timeout", positive=True)
         self.tick = tick
-        self.stop_timeout = v.seconds(stop_timeout, "stop_timeout")
-        self.idle_min = v.seconds(idle_min, "idle_min", positive=True)
-        self.idle_max = v.seconds(idle_max, "idle_max")
-        if self.idle_max < self.idle_min:
-            raise InvalidInput("idle_max", f"must be >= idle_min ({self.idle_min}), got {self.idle_max}")
         if process_init is not None and not callable(process_init):
             raise InvalidInput("process_init", "must be callable")
         self.process_init = process_init
@@ -148,9 +136,7 @@ class Worker:
         (so one claimer's batch does not hold heads the others could be working on)."""
         if self.batch == 1 or self.peers == 1:
             return self.batch
-        stats = self.queue.stats(top=0)
-        open_heads = stats.flows - stats.counts[State.QUARANTINED.value] - stats.counts[State.INFLIGHT.value]
-        return max(1, min(self.batch, math.ceil(open_heads / self.peers)))
+        return fair_share(self.queue.stats(top=0), self.batch, self.peers)
 
     def _run_job(self, job: Job, *, first: bool) -> None:
         """Run the handler on the job, unless the worker stops before a later
@@ -192,19 +178,8 @@ class Worker:
                 out[i] = Handled(jobs[i].event_id, outcome, reason, result)
         handled = [h for h in out if h is not None]
         for job, h in zip(jobs, handled):
-            self._count(job, h)
+            count(self.tally, job, h)
         return handled
-
-    def _count(self, job: Job, h: Handled) -> None:
-        if h.settled is None:
-            self.tally.add("lost")
-            log.warning("lease.lost event_id=%s outcome=%s error=%r", h.event_id, h.outcome, str(h.lost))
-            return
-        self.tally.add("released" if h.outcome is Outcome.RELEASE else _COUNT_FOR[h.settled.state])
-        if h.settled.state is State.QUARANTINED:
-            log.error("event.quarantined event_id=%s attempts=%d reason=%r", h.event_id, job.attempts, h.reason)
-        else:
-            log.debug("settled event_id=%s outcome=%s state=%s", h.event_id, h.outcome, h.settled.state)
 
     # -- the loop ----------------------------------------------------------------
 
@@ -224,9 +199,7 @@ class Worker:
         Raises the first error the queue raised in any thread or process
         (FairqError when a worker process exited with an error).
         """
-        if until_idle and until_empty:
-            raise InvalidInput("until_empty", "choose one stop mode: until_idle or until_empty")
-        mode = "until_empty" if until_empty else "until_idle" if until_idle else None
+        mode = stop_mode(until_idle, until_empty)
         self._stop = threading.Event()  # this run's: stop() sets it, its threads and jobs watch it
         try:
             if self.processes:
@@ -315,11 +288,10 @@ class Worker:
             self._next_tick = now + self.idle_max
         try:
             made = self.queue.tick()
-        except FairqError as exc:  # ticking is a side job: the events still get worked
-            log.error("schedules.tick_failed error=%r", f"{type(exc).__name__}: {exc}")
+        except FairqError as exc:
+            log_tick_failed(exc)
             return
-        if made:
-            log.info("schedules.tick instances=%d", len(made))
+        log_tick(made)
 
     def _begin_round(self) -> int:
         """A run() thread starts a round: returns the count of rounds that handled something so far."""
@@ -349,8 +321,7 @@ class Worker:
             if idle and self.idle_needs_no_inflight:
                 return self.queue.stats(top=0).counts[State.INFLIGHT.value] == 0
             return idle
-        stats = self.queue.stats(top=0)
-        return stats.flows - stats.counts[State.QUARANTINED.value] == 0
+        return only_quarantined_left(self.queue.stats(top=0))
 
     def _pause(self, stop: threading.Event, seconds: float) -> None:
         """An idle thread's wait before its next claim: monotonic, and a stop ends it at once."""
@@ -390,6 +361,17 @@ class Worker:
         return self.tally.snapshot()
 
 
-def default_owner() -> str:
-    """host:pid, the owner label of a worker that was given none."""
-    return f"{socket.gethostname()}:{os.getpid()}"[: v.MAX_ID_CHARS]
+def count(tally: Tally, job: Job, h: Handled, *, settled: bool = True) -> None:
+    """Count and log one handled job: lost (not settled), or what its settle made of it
+    (settled=False: a job abandoned at the stop timeout, counted as such elsewhere)."""
+    if h.settled is None:
+        tally.add("lost")
+        log.warning("lease.lost event_id=%s outcome=%s error=%r", h.event_id, h.outcome, str(h.lost))
+        return
+    if settled:
+        tally.add("released" if h.outcome is Outcome.RELEASE else COUNT_FOR[h.settled.state])
+    if h.settled.state is State.QUARANTINED:
+        log.error("event.quarantined event_id=%s attempts=%d reason=%r", h.event_id, job.attempts, h.reason)
+    else:
+        log.debug("settled event_id=%s outcome=%s state=%s", h.event_id, h.outcome, h.settled.state)
+

@@ -37,5 +37,11 @@ class StopSignals:
             return
         if self.on_second is not None:
             self.on_second()
-        os.write(2, f"fairq: second {signal.Signals(signum).name}: exiting now; leases will expire\n".encode())
-        os._exit(128 + signum)
+        exit_now(signum)
+
+
+def exit_now(signum: int) -> None:
+    """A second stop signal: say so on stderr and exit the process at once (status 128 + signal);
+    its leases expire and others take over."""
+    os.write(2, f"fairq: second {signal.Signals(signum).name}: exiting now; leases will expire\n".encode())
+    os._exit(128 + signum)
