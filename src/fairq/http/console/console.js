@@ -14,7 +14,7 @@ const ACTOR_KEY = "fairq.actor";
 const PAUSED_KEY = "fairq.paused";
 const SVG_NS = "http://www.w3.org/2000/svg";
 
-const state = { info: null, generation: 0 };
+const state = { info: null, generation: 0, flash: null };
 
 // -- building the DOM (text only) ---------------------------------------------------------
 
@@ -214,6 +214,8 @@ async function render(quiet) {
     if (generation !== state.generation) return; // a newer render started meanwhile
     const main = document.getElementById("main");
     clear(main);
+    if (state.flash) main.appendChild(el("p", { class: "ok", id: "flash" }, state.flash));
+    state.flash = null;
     main.appendChild(body);
     document.getElementById("updated").textContent = "updated " + new Date().toLocaleTimeString();
   } catch (error) {
@@ -547,8 +549,8 @@ function redriveForm(info) {
       const done = await api("POST", "/v1/redrive", { event_id: info.event_id, expected_generation: Number(generation.value),
                                                       reason: reason.value, actor: actor.value.trim() });
       form.classList.remove("dirty");
-      message.appendChild(el("p", { class: "ok" }, `Redriven: ${done.event_id} is ready again at generation ${done.generation}.`));
-      setTimeout(() => render(), 800);
+      state.flash = `Redriven: ${done.event_id} is ready again at generation ${done.generation}.`;
+      render(); // the page as it is now, the result on top
     } catch (error) {
       message.appendChild(el("p", { class: "error" }, "Refused: " + problem(error)));
     }
