@@ -6,6 +6,7 @@ console on a loopback port, and photographs each page in headless Chromium
 at 1280x720 (and the Flows page at a phone's width too).
 
     python3 docs/console_screenshots.py            # needs chromium, chromedriver, selenium
+    python3 docs/console_screenshots.py --data shop.db && fairq ui --db shop.db   # the data set only
 
 Run from a checkout (it imports fairq from src/).
 """
@@ -127,7 +128,11 @@ PAGES = [("overview", "#/overview?slo=0.5", "page-overview"), ("flows", "#/flows
          ("schedules", "#/schedules", "page-schedules")]
 
 
-def main() -> None:
+def main(argv: list[str]) -> None:
+    if argv[:1] == ["--data"] and len(argv) == 2:
+        populate(Path(argv[1]))
+        print("wrote", argv[1], "- now: fairq ui --db", argv[1])
+        return
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
 
@@ -158,4 +163,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1:])
