@@ -99,7 +99,7 @@ class ScheduleStatements(Protocol):
     def due(self, horizon_ms: int) -> list[Schedule]: ...
     def advance(self, moves: Sequence[Advance]) -> None: ...
     def misfires(self, name: str, *, limit: int) -> list[AuditEntry]:
-        """The newest `limit` misfire audit rows of the schedule's slots, newest first."""
+        """The misfire audit rows of the schedule's newest `limit` misfired slots, newest slot first."""
 
     def list(self) -> list[Schedule]: ...  # last: the name would shadow the type above
 

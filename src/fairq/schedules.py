@@ -318,7 +318,7 @@ class Schedules:
         return self._store.read(lambda tx: tx.schedules().list())
 
     def misfires(self, name: str, *, limit: int = 20) -> builtins.list[AuditEntry]:
-        """The newest `limit` misfire audit rows of the schedule's slots, newest first.
+        """The misfire audit rows of the schedule's newest `limit` misfired slots, newest slot first.
 
         Raises UnknownSchedule if no schedule is called `name`.
         """

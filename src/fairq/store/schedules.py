@@ -44,13 +44,15 @@ class ScheduleTxn:
         return None if row is None else _schedule(row)
 
     def misfires(self, name: str, *, limit: int) -> builtins.list[AuditEntry]:
-        # A slot's instance id is "{name}@{slot}": the schedule's misfire rows
-        # are a range of the audit_event index ("@" + 1 is "A"), newest first;
-        # the detail names the schedule, which a name holding "@" could share.
+        # A slot's instance id is "{name}@{slot}" (ISO time, which sorts as
+        # time): the schedule's rows are a range of the audit_event index
+        # ("@" + 1 is "A"), walked backwards from the newest slot with no
+        # sort, stopping at `limit` misfires; the detail names the schedule,
+        # which a name holding "@" could share.
         rows = self.connection.execute(
             "SELECT event_id, action, reason, actor, generation, at_ms, detail FROM audit "
             "WHERE event_id >= :low AND event_id < :high AND action = 'misfire' "
-            "AND json_extract(detail, '$.schedule') = :name ORDER BY id DESC LIMIT :limit",
+            "AND json_extract(detail, '$.schedule') = :name ORDER BY event_id DESC, id DESC LIMIT :limit",
             {"low": name + "@", "high": name + "A", "name": name, "limit": limit})
         return [AuditEntry(r[0], r[1], r[2], r[3], r[4], r[5] / 1000, json.loads(r[6])) for r in rows]
 
