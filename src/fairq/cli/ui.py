@@ -4,7 +4,8 @@ A shortcut for `fairq serve` that listens on 127.0.0.1 only and serves only
 the console's files and the endpoints the console uses: workers cannot
 claim through it. The token comes from --token-file, else $FAIRQ_TOKEN, else
 a fresh random one printed once on stdout (the console asks for it once per
-browser tab). The database must exist: a mistyped path creates nothing.
+browser tab). The database must be an existing, current fairq file: a
+mistyped path creates nothing. --read-only opens it read-only.
 """
 
 from __future__ import annotations
@@ -48,7 +49,10 @@ def ui(args: argparse.Namespace) -> int:
                     read_only=args.read_only, console_only=True, sample_seconds=DEFAULT_SAMPLE_SECONDS)
     check_settings(**settings)  # before the database is opened
     notes = ["fairq: read-only (--read-only): the console shows no actions"] if args.read_only else []
-    with open_existing(args) as queue:
+    # Only an existing, current fairq file: an empty or foreign one is refused
+    # unchanged. A read-only console opens it read-only: it never writes.
+    open_existing(args, readonly=True).close()
+    with open_existing(args, readonly=args.read_only) as queue:
 
         def listening(url: str) -> str:
             line = f"fairq: console for {queue.path} at {url}/ui/"
