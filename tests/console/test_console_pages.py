@@ -7,6 +7,7 @@ server shows no action and refuses them. Each page's screenshot goes to the test
 from __future__ import annotations
 
 import importlib.util
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,7 @@ shots = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(shots)
 
 TIMEOUT = 20  # seconds; only to stop a hung test
+REFRESH_SECONDS = 5  # console.js REFRESH_MS
 
 
 def wait(driver: Any, condition: Any) -> Any:
@@ -37,8 +39,9 @@ def css(driver: Any, selector: str) -> list[Any]:
 
 def open_page(driver: Any, server: Any, fragment: str, marker: str) -> None:
     """Show `fragment` of the console, signing in with the token if the tab has none yet."""
-    if driver.current_url.startswith(server.url):  # the page shown now is not the one awaited
-        driver.execute_script("for (const s of document.querySelectorAll('main > section')) s.dataset.old = '1';")
+    if driver.current_url.startswith(server.url):  # the page shown now is not the one awaited; no refresh
+        driver.execute_script("for (const s of document.querySelectorAll('main > section')) s.dataset.old = '1';"
+                              "sessionStorage.setItem('fairq.paused', '1');")
     fresh = f"#{marker}:not([data-old])"
     driver.get(server.url + "/ui/" + fragment)
     wait(driver, lambda d: css(d, fresh) or css(d, "#token-form"))
@@ -264,3 +267,28 @@ def test_the_token_stays_in_the_tab_and_a_wrong_one_is_asked_for_again(browser, 
     message = wait(browser, lambda d: css(d, "#token-form .error"))[0]
     assert message.text == "That token was not accepted."
     assert browser.execute_script("return sessionStorage.getItem('fairq.token')") is None
+
+
+def test_refresh_shows_new_data_only_when_not_paused(browser, served) -> None:
+    q = served.queue
+    open_page(browser, served, "#/quarantine?flow=tenant-refresh", "page-quarantine")  # paused by open_page
+    assert not css(browser, "#quarantine-table")
+    quarantine(q, {"order-7200": ("tenant-refresh", {"sku": "SKU-4"}, "appears later")})
+    time.sleep(REFRESH_SECONDS + 1)
+    assert not css(browser, "#quarantine-table")  # paused: the page holds still
+    css(browser, "#refresh-toggle")[0].click()
+    assert css(browser, "#refresh-toggle")[0].text == "Pause refresh"
+    row = wait(browser, lambda d: css(d, "#quarantine-table tbody tr"))[0]
+    assert row.get_attribute("data-event") == "order-7200"
+
+
+def test_a_phone_width_page_scrolls_only_inside_its_tables(browser, served, tmp_path: Path) -> None:
+    browser.set_window_size(390, 844)
+    try:
+        for fragment, marker in (("#/overview", "page-overview"), ("#/flows", "page-flows"),
+                                 ("#/quarantine", "page-quarantine"), ("#/schedules", "page-schedules")):
+            open_page(browser, served, fragment, marker)
+            assert browser.execute_script("return document.documentElement.scrollWidth <= window.innerWidth"), fragment
+        browser.save_screenshot(str(tmp_path / "schedules-phone.png"))
+    finally:
+        browser.set_window_size(1280, 720)
