@@ -278,7 +278,7 @@ async function overview(arg, params) {
     el("tr", {}, el("td", {}, "backoff"), el("td", { class: "num" },
       `${policy.backoff.base} s × ${policy.backoff.factor}, cap ${policy.backoff.cap} s${policy.backoff.jitter ? ", jitter" : ""}`))));
   const top = stats.top_flows.length ? el("table", {}, el("tbody", {}, stats.top_flows.map(([name, n]) =>
-    el("tr", {}, el("td", { class: "wrap" }, el("a", { href: link("quarantine", null, { flow: name }) }, name)),
+    el("tr", {}, el("td", { class: "wrap" }, name),
        el("td", { class: "num" }, n))))) : el("p", { class: "muted" }, "no named flow has a backlog");
   return el("section", { id: "page-overview" },
     el("h1", {}, "Overview"),
