@@ -47,7 +47,7 @@ PUBLIC = [
     "State", "Stats",
     "Misfire", "Schedule",
     "Client", "RemoteError", "Unavailable",
-    "Blocked", "Purged", "Worker", "Job", "Handled", "Retry", "Fail",
+    "Blocked", "FlowInfo", "Purged", "Worker", "Job", "Handled", "Retry", "Fail",
     "UnknownSchedule",
     "StoreError", "DiskFull", "ReadOnly", "Corrupt", "UsageError", "TransientError",
     "Policy", "PolicyMismatch",

@@ -37,7 +37,7 @@ from .types import (
     State,
     Stats,
 )
-from .types import Blocked, Purged
+from .types import Blocked, FlowInfo, Purged
 from .worker import Fail, Handled, Job, Retry, Worker
 
 __version__ = "0.1.0"
@@ -78,6 +78,7 @@ __all__ = [
     "RemoteError",
     "Unavailable",
     "Blocked",
+    "FlowInfo",
     "Purged",
     "Worker",
     "Job",

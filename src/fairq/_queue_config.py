@@ -31,6 +31,11 @@ class QueueConfig:
     def _requested(self, now: float | None, field: str = "now") -> tuple[int, bool]:
         raise NotImplementedError  # fairq.Queue picks the time
 
+    @property
+    def schema_version(self) -> int:
+        """The schema version of the open file."""
+        return self._store.version
+
     def policy(self) -> Policy:
         """The retry policy stored in the file, read now (any process may have changed it)."""
         return self._store.read(lambda snapshot: snapshot.policy())

@@ -13,7 +13,7 @@ from . import _validate as v
 from ._requests import blocked
 from .backend import Store
 from .errors import InvalidInput
-from .types import AuditEntry, Blocked, EventInfo, State, Stats
+from .types import AuditEntry, Blocked, EventInfo, FlowInfo, State, Stats
 
 
 class QueueReads:
@@ -31,8 +31,10 @@ class QueueReads:
         return self._store.read(lambda tx: tx.get(event_id))
 
     def events(self, *, state: State | str | None = None, flow: str | None = None,
-               limit: int = 100) -> list[EventInfo]:
-        """Events filtered by state and/or flow (flow order: by seq; else by enqueue order)."""
+               limit: int = 100, after: str | None = None) -> list[EventInfo]:
+        """Events filtered by state and/or flow (flow order: by seq; else by
+        enqueue order). after: the event_id of the last event of the previous
+        page; the listing goes on from there (an id no event has is refused)."""
         if state is not None:
             try:
                 state = State(state).value
@@ -40,7 +42,8 @@ class QueueReads:
                 raise InvalidInput("state", f"must be one of {[s.value for s in State]}, got {state!r}") from None
         flow = v.optional_identifier(flow, "flow")
         limit = v.count(limit, "limit", low=1, high=1_000_000)
-        return self._store.read(lambda tx: tx.events(state=state, flow=flow, limit=limit))
+        after = v.optional_identifier(after, "after")
+        return self._store.read(lambda tx: tx.events(state=state, flow=flow, limit=limit, after=after))
 
     def audit(self, event_id: str | None = None, *, limit: int | None = None) -> list[AuditEntry]:
         """Audit rows, oldest first: for one event, or for the whole queue."""
@@ -59,6 +62,20 @@ class QueueReads:
         now_ms = self._requested(now)[0]
         top = v.count(top, "top", low=0, high=10_000)
         return self._store.read(lambda tx: tx.stats(now_ms, top=top))
+
+    def flows(self, *, after: str | None = None, limit: int = 100, now: float | None = None) -> list[FlowInfo]:
+        """Named flows by name, each with its weight, head, backlog and why it
+        is blocked (as why_blocked answers), all from one snapshot. after: the
+        name of the last flow of the previous page; the listing goes on from
+        there. A read: never moves the clock."""
+        after = v.optional_identifier(after, "after")
+        limit = v.count(limit, "limit", low=1, high=10_000)
+        now_ms = self._requested(now)[0]
+        rows = self._store.read(lambda tx: tx.flows(after=after, limit=limit))
+        return [FlowInfo(name=row.name, weight=row.weight,
+                         backlog=0 if row.head is None else row.next_seq - row.head.seq, head=row.head,
+                         blocked=blocked(row.name, (row.next_seq, row.head), now_ms, self.path))
+                for row in rows]
 
     def why_blocked(self, flow: str, *, now: float | None = None) -> Blocked:
         """Why a flow is not moving, in one answer: its head is quarantined

@@ -23,7 +23,7 @@ from .policy import Backoff, Policy
 from .types import (AuditEntry, ClockReset, Enqueued, EventInfo, Lease, Misfire, Outcome, Schedule,
                     Settled, Stats)
 
-__all__ = ["NewEvent", "SettleItem", "NewSchedule", "Advance", "AppConnection", "ScheduleStatements", "Snapshot", "WriteTxn", "Store"]
+__all__ = ["NewEvent", "SettleItem", "NewSchedule", "Advance", "FlowHead", "AppConnection", "ScheduleStatements", "Snapshot", "WriteTxn", "Store"]
 
 T = TypeVar("T")
 
@@ -52,6 +52,16 @@ class SettleItem(NamedTuple):
     outcome: Outcome
     reason: str | None
     delay: float | None
+
+
+class FlowHead(NamedTuple):
+    """A named flow as stored: its weight, the seq its next event gets, and its
+    head (the lowest unacked seq; None when every event is acked)."""
+
+    name: str
+    weight: int
+    next_seq: int
+    head: EventInfo | None
 
 
 @dataclass(frozen=True)
@@ -88,6 +98,9 @@ class ScheduleStatements(Protocol):
     def set_paused(self, name: str, paused: bool) -> Schedule | None: ...
     def due(self, horizon_ms: int) -> list[Schedule]: ...
     def advance(self, moves: Sequence[Advance]) -> None: ...
+    def misfires(self, name: str, *, limit: int) -> list[AuditEntry]:
+        """The misfire audit rows of the schedule's newest `limit` misfired slots, newest slot first."""
+
     def list(self) -> list[Schedule]: ...  # last: the name would shadow the type above
 
 
@@ -95,7 +108,11 @@ class Snapshot(Protocol):
     """The reads, all from one consistent snapshot; never writes."""
 
     def get(self, event_id: str) -> EventInfo | None: ...
-    def events(self, *, state: str | None, flow: str | None, limit: int) -> list[EventInfo]: ...
+    def events(self, *, state: str | None, flow: str | None, limit: int,
+               after: str | None = None) -> list[EventInfo]:
+        """Up to `limit` events in listing order (a flow's: by seq; else by
+        enqueue order), those after the event `after` when given (keyset
+        paging); InvalidInput naming "after" if no event has that id."""
     def audit(self, event_id: str | None, *, limit: int | None) -> list[AuditEntry]: ...
     def stats(self, now_ms: int, *, top: int) -> Stats: ...
     def policy(self) -> Policy: ...
@@ -103,6 +120,9 @@ class Snapshot(Protocol):
     def flow_head(self, name: str) -> tuple[int, EventInfo | None] | None:
         """(the seq the flow's next event gets, its head or None when all is
         acked); None for a flow never seen."""
+
+    def flows(self, *, after: str | None, limit: int) -> list[FlowHead]:
+        """Up to `limit` named flows by name, those after `after` when given (keyset paging)."""
 
     def schedules(self) -> ScheduleStatements: ...
 

@@ -23,6 +23,7 @@ from ._maintenance import MAX_BATCH as MAX_BATCH  # re-exported (worker, HTTP)
 from ._maintenance import QueueMaintenance
 from ._queue_config import QueueConfig
 from ._queue_reads import QueueReads
+from ._queue_redrive import QueueRedrive
 from ._requests import batch_item, store_path, new_event, required_reason, requested_time, settle_item
 from .leases import lease_key, settle_parts
 from .backend import AppConnection, NewEvent, Store
@@ -45,7 +46,7 @@ _MAX_FILE_BYTES, _MAX_FILE_LINES = ingest.DEFAULT_MAX_BYTES, ingest.DEFAULT_MAX_
 Effect = Callable[[AppConnection], Any]
 
 
-class Queue(QueueReads, QueueMaintenance, QueueConfig):
+class Queue(QueueReads, QueueRedrive, QueueMaintenance, QueueConfig):
     """A durable, fair, fenced work queue in one SQLite file.
 
     The retry policy is stored in the file, so every process decides an
@@ -391,7 +392,6 @@ class Queue(QueueReads, QueueMaintenance, QueueConfig):
 def _lease_ms(value: float | None, field: str = "lease_seconds") -> int | None:
     """A call's own lease in milliseconds; None: the stored policy's, read in the call's transaction."""
     return None if value is None else to_ms(v.seconds(value, field, positive=True))
-
 
 
 def _log_settled(result: Settled | LeaseLost) -> None:

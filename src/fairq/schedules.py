@@ -18,6 +18,7 @@ occurrence. Slot ids are UTC instants, so they stay unique.
 
 from __future__ import annotations
 
+import builtins
 import logging
 from dataclasses import dataclass, field, replace
 from collections.abc import Callable
@@ -25,11 +26,11 @@ from typing import Any
 
 from . import _validate as v
 from . import cron as cronlib
-from .backend import Advance, NewEvent, NewSchedule, Store, WriteTxn
+from .backend import Advance, NewEvent, NewSchedule, Snapshot, Store, WriteTxn
 from .errors import Conflict, InvalidInput, UnknownSchedule
 from .policy import to_ms
 from .timetable import Timetable, zone
-from .types import Enqueued, Misfire, Schedule, UndecodableBody, slot_event_id, slot_text
+from .types import AuditEntry, Enqueued, Misfire, Schedule, UndecodableBody, slot_event_id, slot_text
 
 
 __all__ = ["Schedules", "Timetable", "MAX_SLOTS_PER_TICK", "MAX_NAME_CHARS", "expand_due", "decide", "MISFIRE_ROWS"]
@@ -315,6 +316,20 @@ class Schedules:
     def list(self) -> list[Schedule]:
         """Every schedule, by name."""
         return self._store.read(lambda tx: tx.schedules().list())
+
+    def misfires(self, name: str, *, limit: int = 20) -> builtins.list[AuditEntry]:
+        """The misfire audit rows of the schedule's newest `limit` misfired slots, newest slot first.
+
+        Raises UnknownSchedule if no schedule is called `name`.
+        """
+        name = v.identifier(name, "name")
+        limit = v.count(limit, "limit", low=1, high=10_000)
+
+        def read(tx: Snapshot) -> builtins.list[AuditEntry]:
+            _found(name, tx.schedules().get(name))
+            return tx.schedules().misfires(name, limit=limit)
+
+        return self._store.read(read)
 
     def remove(self, name: str) -> None:
         """Delete a schedule. Its instances and misfire records stay.

@@ -27,6 +27,7 @@ __all__ = [
     "Misfire",
     "Schedule",
     "Blocked",
+    "FlowInfo",
     "Purged",
     "UndecodableBody",
     "ClockReset",
@@ -355,6 +356,19 @@ class Blocked:
         gap = t - self.now
         relative = f"in {gap:.1f} s" if gap >= 0 else f"{-gap:.1f} s ago"
         return f"{stamp.replace('+00:00', 'Z')} ({relative})"
+
+
+@dataclass(frozen=True)
+class FlowInfo:
+    """One named flow as Queue.flows lists it: its weight, its head (None when
+    every event is acked), its backlog (unacked events, head included) and
+    `blocked`, the answer why_blocked gives for it at the same moment."""
+
+    name: str
+    weight: int
+    backlog: int
+    head: EventInfo | None
+    blocked: Blocked
 
 
 @dataclass(frozen=True)

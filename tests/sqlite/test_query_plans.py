@@ -136,3 +136,31 @@ def test_the_dead_letter_listing_uses_its_partial_index(q: fairq.Queue, monkeypa
     seen = recorded(q, lambda q: q.events(state="quarantined"), monkeypatch)
     sql, params = next((s, p) for s, p in seen if s.startswith("SELECT"))
     assert any("event_quarantined" in line for line in plan(conn, sql, params))
+
+
+def page_through(q: fairq.Queue) -> None:
+    q.flows(limit=50)
+    q.flows(after="bg-150", limit=50, now=100)
+    q.events(state="quarantined", after="A2", limit=10)
+    q.events(flow="bg-7", after="bg7", limit=10)
+    q.events(after="free10", limit=10)
+    q.schedules.misfires("beat", limit=5)
+
+
+def test_the_console_listings_page_by_key_through_indexes_without_sorting(busy_queue: fairq.Queue,
+                                                                         monkeypatch) -> None:
+    conn = busy_queue._store.db.conn
+    exercise(busy_queue)
+    busy_queue.schedules.add("beat", every=60, start=0)
+    checked = statements(recorded(busy_queue, page_through, monkeypatch))
+    assert len(checked) >= 7
+    for sql, params in checked.items():
+        lines = plan(conn, sql, params)
+        assert not any("TEMP B-TREE" in line for line in lines), (sql, lines)
+        for line in lines:
+            if line.startswith("SCAN"):
+                # Walking the flow name index or the head indexes in order, stopped by LIMIT.
+                assert (re.fullmatch(r"SCAN flow USING (COVERING )?INDEX sqlite_autoindex_flow_1", line)
+                        or ALLOWED_SCAN.fullmatch(line) or HEAD_SCAN.fullmatch(line)), (sql, line)
+    paged = [sql for sql in checked if ":after" in sql]
+    assert paged and all(any(line.startswith("SEARCH") for line in plan(conn, sql, checked[sql])) for sql in paged)

@@ -46,6 +46,8 @@ class AsyncClient(Facade[Client]):
     settle_many = verb(Client.settle_many)
     extend = verb(Client.extend)
     redrive = verb(Client.redrive)
+    redrive_many = verb(Client.redrive_many)
+    flows = verb(Client.flows)
     set_weight = verb(Client.set_weight)
     tick = verb(Client.tick)
     get = verb(Client.get)

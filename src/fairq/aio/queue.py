@@ -57,6 +57,8 @@ class AsyncQueue(Facade[Queue]):
     settle_many = verb(Queue.settle_many)
     extend = verb(Queue.extend)
     redrive = verb(Queue.redrive)
+    redrive_many = verb(Queue.redrive_many)
+    flows = verb(Queue.flows)
     tick = verb(Queue.tick)
     get = verb(Queue.get)
     events = verb(Queue.events)

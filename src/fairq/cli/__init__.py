@@ -28,13 +28,13 @@ from collections.abc import Sequence
 
 from .. import __version__
 from ..errors import FairqError
-from . import clock, demo, ingest, inspect, ops, policy, schedules, serve, work
+from . import clock, demo, ingest, inspect, ops, policy, schedules, serve, ui, work
 from ._common import EXIT_INTERRUPTED, EXIT_PIPE_CLOSED, EXIT_REFUSED, database_path, target_problem
 
 __all__ = ["build_parser", "database_path", "main"]
 
 # Every module that adds subcommands; the order is the order of `fairq --help`.
-COMMAND_MODULES = (ingest, inspect, ops, clock, policy, demo, schedules, serve, work)
+COMMAND_MODULES = (ingest, inspect, ops, clock, policy, demo, schedules, serve, ui, work)
 
 # Subcommands that never open the database named by --db / $FAIRQ_DB.
 WITHOUT_DATABASE = frozenset({"demo"})

@@ -42,7 +42,7 @@ def target_problem(args: argparse.Namespace) -> str | None:
     url = server_url(args)
     if url is None or args.command in REMOTE_COMMANDS:
         return None
-    if args.command == "serve" and not getattr(args, "url", None):
+    if args.command in ("serve", "ui") and not getattr(args, "url", None):
         return None  # a server reads its own file; $FAIRQ_URL is for its clients
     return (f"fairq {args.command} does not run against a server ({url}); run it on the server's host "
             f"with --db, or unset FAIRQ_URL. Against a server: {', '.join(sorted(REMOTE_COMMANDS))}")

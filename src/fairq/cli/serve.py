@@ -11,6 +11,8 @@ import os
 import signal
 import sys
 import threading
+from collections.abc import Callable
+from typing import Any
 
 from ..errors import FairqError
 from ..http.server import (
@@ -21,6 +23,7 @@ from ..http.server import (
     DEFAULT_MAX_CONNECTIONS,
     DEFAULT_MAX_REQUEST_BYTES,
     DEFAULT_PORT,
+    DEFAULT_SAMPLE_SECONDS,
     DEFAULT_TICK_SECONDS,
     Server,
     check_settings,
@@ -48,6 +51,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                    help=f"seconds a request has to send its body (default {DEFAULT_BODY_TIMEOUT:g})")
     p.add_argument("--no-tick", action="store_true",
                    help=f"do not tick schedules (by default the server ticks every {DEFAULT_TICK_SECONDS:g} s)")
+    p.add_argument("--read-only", action="store_true",
+                   help="refuse every request but GET (the console shows no actions); no ticking")
     p.add_argument("--drain-seconds", type=float, default=DEFAULT_DRAIN_SECONDS, metavar="S",
                    help=f"on SIGINT/SIGTERM, how long requests in flight may finish (default {DEFAULT_DRAIN_SECONDS:g})")
     p.set_defaults(func=serve)
@@ -61,37 +66,47 @@ def port_number(text: str) -> int:
 
 
 def serve(args: argparse.Namespace) -> int:
-    token = None if args.no_auth else _token(args)
+    token = None if args.no_auth else token_from(args)
     settings = dict(token=token, host=args.host, port=args.port, max_request_bytes=args.max_request_bytes,
                     max_connections=args.max_connections, drain_seconds=args.drain_seconds,
                     head_timeout=args.head_timeout, body_timeout=args.body_timeout,
-                    tick_seconds=None if args.no_tick else DEFAULT_TICK_SECONDS)
+                    tick_seconds=None if args.no_tick else DEFAULT_TICK_SECONDS, read_only=args.read_only,
+                    sample_seconds=DEFAULT_SAMPLE_SECONDS)
     check_settings(**settings)  # before the database is opened: a refusal creates nothing
     path = database_path(args)
+    notes = ["fairq: authentication is off (--no-auth)"] if token is None else []
+    if args.no_tick and not args.read_only:
+        notes.append("fairq: not ticking schedules (--no-tick)")
+    if args.read_only:
+        notes.append("fairq: read-only (--read-only): every request but GET is refused; not ticking")
     with Queue(path) as queue:
-        try:
-            server = Server(queue, **settings)
-        except (OSError, OverflowError) as exc:  # OverflowError: a port outside 0-65535
-            reason = getattr(exc, "strerror", None) or exc
-            raise FairqError(f"cannot listen on {args.host}:{args.port}: {reason}") from exc
-        # Leaving this block closes the server first, which waits for every
-        # request thread, and only then the Queue they share.
-        with server:
-            for signum in (signal.SIGINT, signal.SIGTERM):
-                # shutdown() waits for serve_forever() to stop, so it runs on another thread.
-                signal.signal(signum, lambda *_: threading.Thread(target=server.shutdown).start())
-            if token is None:
-                print("fairq: authentication is off (--no-auth)", file=sys.stderr)
-            if args.no_tick:
-                print("fairq: not ticking schedules (--no-tick)", file=sys.stderr)
-            print(f"fairq: serving {path} at {server.url}", flush=True)
-            server.serve_forever()
-            print("fairq: stopping: finishing the requests in flight", file=sys.stderr, flush=True)
-    print("fairq: stopped", file=sys.stderr)
+        run(queue, settings, notes, lambda url: f"fairq: serving {path} at {url}")
     return EXIT_OK
 
 
-def _token(args: argparse.Namespace) -> str:
+def run(queue: Queue, settings: dict[str, Any], notes: list[str], listening: Callable[[str], str]) -> None:
+    """Serve `queue` with Server `settings` until SIGINT or SIGTERM: `notes` go
+    to stderr, then `listening(url)` to stdout once it listens."""
+    try:
+        server = Server(queue, **settings)
+    except (OSError, OverflowError) as exc:  # OverflowError: a port outside 0-65535
+        reason = getattr(exc, "strerror", None) or exc
+        raise FairqError(f"cannot listen on {settings['host']}:{settings['port']}: {reason}") from exc
+    # Leaving this block closes the server first, which waits for every
+    # request thread, and only then the Queue they share.
+    with server:
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            # shutdown() waits for serve_forever() to stop, so it runs on another thread.
+            signal.signal(signum, lambda *_: threading.Thread(target=server.shutdown).start())
+        for note in notes:
+            print(note, file=sys.stderr)
+        print(listening(server.url), flush=True)
+        server.serve_forever()
+        print("fairq: stopping: finishing the requests in flight", file=sys.stderr, flush=True)
+    print("fairq: stopped", file=sys.stderr)
+
+
+def token_from(args: argparse.Namespace) -> str:
     """The token from --token-file, else $FAIRQ_TOKEN; refuses to go on without one."""
     if args.token_file:
         try:

@@ -25,10 +25,10 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterable, Mapping
 from typing import Any
-from urllib.parse import quote, urlencode, urlsplit
+from urllib.parse import urlencode, urlsplit
 
 from .. import _validate as v
-from ..errors import InvalidInput, LeaseLost, RemoteError, Unavailable
+from ..errors import InvalidInput, LeaseLost, RedriveRefused, RemoteError, Unavailable
 from ..leases import lease_key, redrive_command, settle_parts
 from ..queue import MAX_BATCH, Queue
 from ..types import (
@@ -36,14 +36,15 @@ from ..types import (
     Blocked,
     Enqueued,
     EventInfo,
+    FlowInfo,
     Lease,
-    Misfire,
     Outcome,
-    Schedule,
     Settled,
     State,
     Stats,
 )
+from .paths import query, segment
+from .remote_schedules import RemoteSchedules
 from .wire import check_json, error_from_json, from_json
 
 __all__ = ["Client"]
@@ -182,6 +183,28 @@ class Client:
                           reason=reason, actor=actor)
         return int(data["generation"])
 
+    def redrive_many(self, items: Iterable[Any], *, reason: str, actor: str | None = None,
+                     now: None = None) -> list[int | RedriveRefused]:
+        """Queue.redrive_many on the server: a new generation or a RedriveRefused in each slot."""
+        _server_side(now=now)
+        listed = list(items) if isinstance(items, (list, tuple)) else items
+        if not isinstance(listed, (list, tuple)):
+            raise InvalidInput("items", "must be a list of (event_id, expected_generation) pairs")
+        wire = [dict(zip(("event_id", "expected_generation"), item)) if isinstance(item, (tuple, list)) and len(item) == 2
+                else item for item in listed]
+        data = self._post("/v1/redrive_many", items=wire, reason=reason, actor=actor)
+        results: list[int | RedriveRefused | None] = [None] * len(wire)
+        for done in data["redriven"]:
+            results[done["index"]] = done["generation"]
+        for refused in data["refused"]:
+            error = error_from_json(409, refused)
+            if not isinstance(error, RedriveRefused):
+                raise RemoteError(409, "bad_response", f"a redrive_many slot holds {refused.get('error')!r}")
+            results[refused["index"]] = error
+        if any(r is None for r in results):
+            raise RemoteError(200, "bad_response", "a redrive_many answer leaves a slot empty")
+        return [r for r in results if r is not None]
+
     def set_weight(self, flow: str, weight: int) -> None:
         """Queue.set_weight on the server."""
         self._post("/v1/set_weight", flow=flow, weight=weight)
@@ -190,24 +213,35 @@ class Client:
 
     def get(self, event_id: str) -> EventInfo | None:
         """Queue.get on the server: everything stored about one event, or None."""
-        data = self._call("GET", "/v1/events/" + _segment(event_id, "event_id"), absent="unknown_event")
+        data = self._call("GET", "/v1/events/" + segment(event_id, "event_id"), absent="unknown_event")
         return None if data is None else from_json(EventInfo, data)
 
     def events(self, *, state: State | str | None = None, flow: str | None = None,
-               limit: int = 100) -> list[EventInfo]:
+               limit: int = 100, after: str | None = None) -> list[EventInfo]:
         """Queue.events on the server."""
-        data = self._call("GET", "/v1/events", _query(text={"state": state, "flow": flow}, ints={"limit": limit}))
+        data = self._call("GET", "/v1/events", query(text={"state": state, "flow": flow, "after": after},
+                                                      ints={"limit": limit}))
         return [from_json(EventInfo, e) for e in data["events"]]
 
     def audit(self, event_id: str | None = None, *, limit: int | None = None) -> list[AuditEntry]:
         """Queue.audit on the server."""
-        data = self._call("GET", "/v1/audit", _query(text={"event_id": event_id}, ints={"limit": limit}))
+        data = self._call("GET", "/v1/audit", query(text={"event_id": event_id}, ints={"limit": limit}))
         return [from_json(AuditEntry, a) for a in data["audit"]]
 
     def why_blocked(self, flow: str, *, now: None = None) -> Blocked:
         """Queue.why_blocked on the server; the redrive command it holds runs from here."""
         _server_side(now=now)
-        blocked = from_json(Blocked, self._call("GET", "/v1/flows/" + _segment(flow, "flow") + "/why_blocked"))
+        return self._here(from_json(Blocked, self._call("GET", "/v1/flows/" + segment(flow, "flow") + "/why_blocked")))
+
+    def flows(self, *, after: str | None = None, limit: int = 100, now: None = None) -> list[FlowInfo]:
+        """Queue.flows on the server; each quarantined head's redrive command runs from here."""
+        _server_side(now=now)
+        data = self._call("GET", "/v1/flows", query(text={"after": after}, ints={"limit": limit}))
+        found = [from_json(FlowInfo, f) for f in data["flows"]]
+        return [dataclasses.replace(f, blocked=self._here(f.blocked)) for f in found]
+
+    def _here(self, blocked: Blocked) -> Blocked:
+        """A Blocked whose redrive command goes through this server."""
         if blocked.redrive is None:
             return blocked
         return dataclasses.replace(blocked, redrive=redrive_command(
@@ -216,7 +250,7 @@ class Client:
     def stats(self, *, now: None = None, top: int = 10) -> Stats:
         """Queue.stats on the server, taken at the server's clock."""
         _server_side(now=now)
-        return from_json(Stats, self._call("GET", "/v1/stats", _query(ints={"top": top})))
+        return from_json(Stats, self._call("GET", "/v1/stats", query(ints={"top": top})))
 
     # -- schedules -------------------------------------------------------------------------
 
@@ -315,10 +349,6 @@ def _wire_item(item: Any) -> Any:
     return item
 
 
-def _segment(name: Any, field: str) -> str:
-    """A name as one percent-encoded path segment, checked as the Queue checks it."""
-    return quote(v.identifier(name, field), safe="")
-
 
 def _settle_result(data: dict[str, Any]) -> Settled | LeaseLost:
     if "error" in data:
@@ -329,63 +359,6 @@ def _settle_result(data: dict[str, Any]) -> Settled | LeaseLost:
     return from_json(Settled, data)
 
 
-def _query(*, text: Mapping[str, Any] = {}, ints: Mapping[str, Any] = {}) -> dict[str, str]:
-    """Query parameters, type-checked here because a query string carries only text."""
-    out = {}
-    for name, value in text.items():
-        if value is not None:
-            if not isinstance(value, str):
-                raise InvalidInput(name, f"must be a str, not {type(value).__name__}")
-            out[name] = str(value)
-    for name, value in ints.items():
-        if value is not None:
-            if isinstance(value, bool) or not isinstance(value, int):
-                raise InvalidInput(name, f"must be an int, not {type(value).__name__}")
-            out[name] = str(value)
-    return out
-
 
 def _reason(exc: BaseException) -> str:
     return str(getattr(exc, "reason", None) or exc) or type(exc).__name__
-
-
-class RemoteSchedules:
-    """``client.schedules``: the methods of ``queue.schedules`` on the server's
-    schedules, each one request; the same Schedule values back, the same errors."""
-
-    def __init__(self, client: Client) -> None:
-        self._client = client
-
-    def add(
-        self, name: str, *, every: float | None = None, cron: str | None = None, tz: str = "UTC",
-        body: Any = None, flow: str | None = None, overlap: bool = False, start: float | None = None,
-        misfire: Misfire | str = Misfire.COALESCE, grace: float | None = None,
-    ) -> Schedule:
-        """Schedules.add on the server (start defaults to the server's clock)."""
-        data = self._client._post("/v1/schedules", name=name, every=every, cron=cron, tz=tz, body=body, flow=flow,
-                                  overlap=overlap, start=start, misfire=misfire, grace=grace)
-        return from_json(Schedule, data)
-
-    def get(self, name: str) -> Schedule:
-        """Schedules.get on the server; UnknownSchedule if there is none."""
-        return from_json(Schedule, self._client._call("GET", _schedule_path(name)))
-
-    def list(self) -> list[Schedule]:
-        """Schedules.list on the server: every schedule, by name."""
-        return [from_json(Schedule, s) for s in self._client._call("GET", "/v1/schedules")["schedules"]]
-
-    def remove(self, name: str) -> None:
-        """Schedules.remove on the server; UnknownSchedule if there is none."""
-        self._client._call("DELETE", _schedule_path(name))
-
-    def pause(self, name: str) -> Schedule:
-        """Schedules.pause on the server; UnknownSchedule if there is none."""
-        return from_json(Schedule, self._client._post(_schedule_path(name) + "/pause"))
-
-    def resume(self, name: str) -> Schedule:
-        """Schedules.resume on the server; UnknownSchedule if there is none."""
-        return from_json(Schedule, self._client._post(_schedule_path(name) + "/resume"))
-
-
-def _schedule_path(name: Any) -> str:
-    return "/v1/schedules/" + _segment(name, "name")

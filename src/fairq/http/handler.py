@@ -24,7 +24,8 @@ from urllib.parse import parse_qs, unquote, urlsplit
 from .._json import StrictJSONError, canonical, loads_strict
 from ..errors import FairqError, InvalidInput
 from .framing import DeadlineReader, HeadRefused, body_length, is_json_type, read_head
-from .routes import ROUTES, Refusal, Request, Route, Text
+from . import console_api as _console_api  # noqa: F401  (registers the console's endpoints)
+from .routes import ROUTES, Edge, Refusal, Request, Route, Text
 from .wire import STATUS, error_code, error_json, queue_error_json
 
 if TYPE_CHECKING:
@@ -171,7 +172,8 @@ class Handler(BaseHTTPRequestHandler):
             raise
         target = urlsplit(self.path)
         segments = target.path.split("/")[1:] if target.path.startswith("/") else []
-        matches = [(r, captured) for r in ROUTES if (captured := r.match(segments)) is not None]
+        matches = [(r, captured) for r in ROUTES if (captured := r.match(segments)) is not None
+                   and (r.console or not self.server.console_only)]
         if not any(r.public for r, _ in matches):
             self._authenticate()
         if not matches:
@@ -181,8 +183,11 @@ class Handler(BaseHTTPRequestHandler):
             allowed = ", ".join(sorted({r.method for r, _ in matches}))
             raise Refusal("method_not_allowed", f"{target.path} answers {allowed}", headers={"Allow": allowed})
         route, captured = chosen
+        if self.server.read_only and route.method != "GET":
+            raise Refusal("forbidden", f"this server is read-only: {route.method} {target.path} is refused")
         request = Request(path=_decode_path(captured), query=_parse_query(target.query),
-                          body=self._body(route, length))
+                          body=self._body(route, length),
+                          edge=Edge(read_only=self.server.read_only, rates=self.server.rates))
         self.server._calling(self.connection)
         return route.endpoint(self.server.queue, request)
 
@@ -239,6 +244,7 @@ class Handler(BaseHTTPRequestHandler):
         content_type = "application/json"
         if isinstance(payload, Text):
             body, content_type = payload.text.encode("utf-8"), payload.content_type
+            headers = {**payload.headers, **headers}
         else:
             body = b"" if payload is None else canonical(payload).encode("utf-8")
         self.connection.settimeout(SEND_TIMEOUT)
@@ -247,6 +253,7 @@ class Handler(BaseHTTPRequestHandler):
             self.send_header("Content-Type", content_type)
             self.send_header("Content-Length", str(len(body)))
         self.send_header("Cache-Control", "no-store")
+        self.send_header("X-Content-Type-Options", "nosniff")
         for name, value in headers.items():
             self.send_header(name, value)
         if self.close_connection:

@@ -22,7 +22,7 @@ from ..queue import MAX_BATCH, Queue
 from ..types import Settled
 from .wire import lease_ref, queue_error_json, to_json
 
-__all__ = ["Request", "Refusal", "Text", "Route", "ROUTES", "route"]
+__all__ = ["Request", "Refusal", "Text", "Edge", "Route", "ROUTES", "route", "Reply", "take"]
 
 Reply = tuple[int, Any]
 Endpoint = Callable[[Queue, "Request"], Reply]
@@ -42,10 +42,20 @@ class Refusal(Exception):
 
 @dataclass(frozen=True)
 class Text:
-    """An answer that is not JSON: its text and its Content-Type."""
+    """An answer that is not JSON: its text, its Content-Type and any headers of its own."""
 
     text: str
     content_type: str
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Edge:
+    """What an endpoint may know of the server in front of it: whether it
+    refuses every action (read_only), and its claims/acks sampler (None: none)."""
+
+    read_only: bool = False
+    rates: Any = None
 
 
 @dataclass(frozen=True)
@@ -55,6 +65,7 @@ class Request:
     path: dict[str, str] = field(default_factory=dict)
     query: dict[str, list[str]] = field(default_factory=dict)
     body: dict[str, Any] = field(default_factory=dict)
+    edge: Edge = field(default_factory=Edge)
 
     def fields(self, *required: str, optional: Sequence[str] = ()) -> dict[str, Any]:
         """The body's keys as keyword arguments: all of `required`, any of `optional`."""
@@ -100,13 +111,15 @@ def _array(value: Any, name: str) -> list[Any]:
 
 @dataclass(frozen=True)
 class Route:
-    """One endpoint: method, path pattern split into segments, the function, and
-    whether it is served without a token."""
+    """One endpoint: method, path pattern split into segments, the function,
+    whether it is served without a token, and whether the console uses it
+    (`fairq ui` serves only those)."""
 
     method: str
     segments: tuple[str, ...]
     endpoint: Endpoint
     public: bool = False
+    console: bool = False
 
     def match(self, segments: Sequence[str]) -> dict[str, str] | None:
         """The raw (still percent-encoded) captures if the path fits this pattern."""
@@ -126,10 +139,11 @@ class Route:
 ROUTES: list[Route] = []
 
 
-def route(method: str, path: str, *, public: bool = False) -> Callable[[Endpoint], Endpoint]:
+def route(method: str, path: str, *, public: bool = False,
+          console: bool = False) -> Callable[[Endpoint], Endpoint]:
     """Register the decorated function as the endpoint for METHOD PATH."""
     def add(endpoint: Endpoint) -> Endpoint:
-        ROUTES.append(Route(method, tuple(path.split("/")[1:]), endpoint, public))
+        ROUTES.append(Route(method, tuple(path.split("/")[1:]), endpoint, public, console))
         return endpoint
     return add
 
@@ -198,20 +212,20 @@ def extend(q: Queue, req: Request) -> Reply:
     return 200, to_json(q.extend(**args))
 
 
-@route("POST", "/v1/redrive")
+@route("POST", "/v1/redrive", console=True)
 def redrive(q: Queue, req: Request) -> Reply:
     args = req.fields("event_id", "expected_generation", "reason", optional=("actor",))
     return 200, {"event_id": args["event_id"], "generation": q.redrive(**args)}
 
 
-@route("POST", "/v1/set_weight")
+@route("POST", "/v1/set_weight", console=True)
 def set_weight(q: Queue, req: Request) -> Reply:
     args = req.fields("flow", "weight")
     q.set_weight(**args)
     return 200, args
 
 
-@route("GET", "/v1/events/{event_id}")
+@route("GET", "/v1/events/{event_id}", console=True)
 def get(q: Queue, req: Request) -> Reply:
     info = q.get(req.path["event_id"])
     if info is None:
@@ -219,22 +233,22 @@ def get(q: Queue, req: Request) -> Reply:
     return 200, to_json(info)
 
 
-@route("GET", "/v1/flows/{flow}/why_blocked")
+@route("GET", "/v1/flows/{flow}/why_blocked", console=True)
 def why_blocked(q: Queue, req: Request) -> Reply:
     return 200, to_json(q.why_blocked(req.path["flow"]))
 
 
-@route("GET", "/v1/events")
+@route("GET", "/v1/events", console=True)
 def events(q: Queue, req: Request) -> Reply:
-    return 200, {"events": to_json(q.events(**req.params(text=("state", "flow"), ints=("limit",))))}
+    return 200, {"events": to_json(q.events(**req.params(text=("state", "flow", "after"), ints=("limit",))))}
 
 
-@route("GET", "/v1/audit")
+@route("GET", "/v1/audit", console=True)
 def audit(q: Queue, req: Request) -> Reply:
     return 200, {"audit": to_json(q.audit(**req.params(text=("event_id",), ints=("limit",))))}
 
 
-@route("GET", "/v1/stats")
+@route("GET", "/v1/stats", console=True)
 def stats(q: Queue, req: Request) -> Reply:
     return 200, to_json(q.stats(**req.params(ints=("top",))))
 
@@ -254,12 +268,12 @@ def add_schedule(q: Queue, req: Request) -> Reply:
     return 200, to_json(q.schedules.add(**args))
 
 
-@route("GET", "/v1/schedules")
+@route("GET", "/v1/schedules", console=True)
 def list_schedules(q: Queue, req: Request) -> Reply:
     return 200, {"schedules": to_json(q.schedules.list())}
 
 
-@route("GET", "/v1/schedules/{name}")
+@route("GET", "/v1/schedules/{name}", console=True)
 def get_schedule(q: Queue, req: Request) -> Reply:
     return 200, to_json(q.schedules.get(req.path["name"]))
 
@@ -270,13 +284,13 @@ def remove_schedule(q: Queue, req: Request) -> Reply:
     return 200, {"name": req.path["name"], "removed": True}
 
 
-@route("POST", "/v1/schedules/{name}/pause")
+@route("POST", "/v1/schedules/{name}/pause", console=True)
 def pause_schedule(q: Queue, req: Request) -> Reply:
     req.fields()  # no keys
     return 200, to_json(q.schedules.pause(req.path["name"]))
 
 
-@route("POST", "/v1/schedules/{name}/resume")
+@route("POST", "/v1/schedules/{name}/resume", console=True)
 def resume_schedule(q: Queue, req: Request) -> Reply:
     req.fields()  # no keys
     return 200, to_json(q.schedules.resume(req.path["name"]))

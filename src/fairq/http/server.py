@@ -37,9 +37,10 @@ from .. import _validate as v
 from ..errors import InvalidInput
 from ..queue import Queue
 from .handler import Handler, digest_of, is_loopback
+from .rates import DEFAULT_SAMPLE_SECONDS, Rates
 from .ticker import DEFAULT_TICK_SECONDS, Ticker
 
-__all__ = ["Server", "is_loopback", "check_settings", "DEFAULT_TICK_SECONDS", "DEFAULT_HOST", "DEFAULT_PORT", "DEFAULT_MAX_REQUEST_BYTES",
+__all__ = ["Server", "is_loopback", "check_settings", "DEFAULT_TICK_SECONDS", "DEFAULT_SAMPLE_SECONDS", "DEFAULT_HOST", "DEFAULT_PORT", "DEFAULT_MAX_REQUEST_BYTES",
            "DEFAULT_MAX_CONNECTIONS", "DEFAULT_DRAIN_SECONDS", "DEFAULT_HEAD_TIMEOUT",
            "DEFAULT_BODY_TIMEOUT"]
 
@@ -78,6 +79,11 @@ class Server(ThreadingHTTPServer):
     connections; a request whose Queue call has begun is always finished
     and answered. tick_seconds: tick the queue's schedules this often while
     serving (None, the default here: do not; `fairq serve` ticks every 1 s).
+    read_only: refuse every request but GET (403 `forbidden`), so neither a
+    worker nor the console changes anything; a read-only server does not
+    tick. console_only: serve only the console's files and the endpoints it
+    uses (`fairq ui`); the others answer 404. sample_seconds: sample the
+    claimed and acked totals this often for GET /v1/rates (None: do not).
     """
 
     daemon_threads = True  # tracked in self._open instead; server_close waits for them
@@ -87,10 +93,13 @@ class Server(ThreadingHTTPServer):
                  port: int = DEFAULT_PORT, max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
                  max_connections: int = DEFAULT_MAX_CONNECTIONS,
                  drain_seconds: float = DEFAULT_DRAIN_SECONDS, head_timeout: float = DEFAULT_HEAD_TIMEOUT,
-                 body_timeout: float = DEFAULT_BODY_TIMEOUT, tick_seconds: float | None = None) -> None:
+                 body_timeout: float = DEFAULT_BODY_TIMEOUT, tick_seconds: float | None = None,
+                 read_only: bool = False, console_only: bool = False,
+                 sample_seconds: float | None = None) -> None:
         check_settings(token=token, host=host, port=port, max_request_bytes=max_request_bytes,
                        max_connections=max_connections, drain_seconds=drain_seconds, head_timeout=head_timeout,
-                       body_timeout=body_timeout, tick_seconds=tick_seconds)
+                       body_timeout=body_timeout, tick_seconds=tick_seconds, read_only=read_only,
+                       console_only=console_only, sample_seconds=sample_seconds)
         self.queue = queue
         self.max_request_bytes = max_request_bytes
         self.max_connections = max_connections
@@ -99,7 +108,11 @@ class Server(ThreadingHTTPServer):
         self.body_timeout = body_timeout
         self.token_digest = None if token is None else digest_of(token.encode("ascii"))
         #: The schedule ticker (None: this server does not tick); runs while serve_forever() does.
-        self.ticker = None if tick_seconds is None else Ticker(queue, tick_seconds)
+        self.ticker = None if tick_seconds is None or read_only else Ticker(queue, tick_seconds)
+        self.read_only = read_only
+        self.console_only = console_only
+        #: The claims/acks sampler for GET /v1/rates (None: not sampling); runs while serve_forever() does.
+        self.rates = None if sample_seconds is None else Rates(queue, sample_seconds)
         # Connections with a thread; those of them waiting for a request head,
         # longest-waiting first; those answering a request, each mapped to
         # whether its Queue call has begun; those closed to make room whose
@@ -134,13 +147,14 @@ class Server(ThreadingHTTPServer):
 
     def serve_forever(self, poll_interval: float = 0.5) -> None:
         """Answer requests, and tick schedules if asked to, until shutdown()."""
-        if self.ticker is not None:
-            self.ticker.start()
+        helpers = [h for h in (self.ticker, self.rates) if h is not None]
+        for helper in helpers:
+            helper.start()
         try:
             super().serve_forever(poll_interval)
         finally:
-            if self.ticker is not None:
-                self.ticker.stop()
+            for helper in helpers:
+                helper.stop()
 
     def process_request(self, request: Any, client_address: Any) -> None:
         """Serve the connection on a new thread once fewer than max_connections are open,
@@ -237,7 +251,8 @@ class Server(ThreadingHTTPServer):
 
 def check_settings(*, token: str | None, host: str, port: int, max_request_bytes: int, max_connections: int,
                    drain_seconds: float, head_timeout: float, body_timeout: float,
-                   tick_seconds: float | None) -> None:
+                   tick_seconds: float | None, read_only: bool = False, console_only: bool = False,
+                   sample_seconds: float | None = None) -> None:
     """Refuse, naming the field, what Server would refuse, before anything is opened."""
     if not isinstance(host, str) or not host:
         raise InvalidInput("host", "must be a host name or an address")
@@ -255,6 +270,11 @@ def check_settings(*, token: str | None, host: str, port: int, max_request_bytes
     v.seconds(body_timeout, "body_timeout", positive=True)
     if tick_seconds is not None:
         v.seconds(tick_seconds, "tick_seconds", positive=True)
+    if sample_seconds is not None:
+        v.seconds(sample_seconds, "sample_seconds", positive=True)
+    for name, flag in (("read_only", read_only), ("console_only", console_only)):
+        if not isinstance(flag, bool):
+            raise InvalidInput(name, f"must be a bool, not {type(flag).__name__}")
 
 
 def _hang_up(connection: socket.socket, how: int) -> None:

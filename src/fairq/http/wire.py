@@ -30,7 +30,7 @@ from ..errors import (
     StaleLease,
     UnknownSchedule,
 )
-from ..types import TOTALS, Lease, Misfire, State, UndecodableBody
+from ..types import TOTALS, Blocked, EventInfo, Lease, Misfire, State, UndecodableBody
 
 __all__ = [
     "LeaseRef",
@@ -132,6 +132,8 @@ _DECODE: dict[str, Callable[[Any], Any]] = {
     "claim_lag_p99": _number,
     "claim_lag_buckets": lambda pairs: tuple((_number(le), n) for le, n in pairs),
     "top_flows": lambda pairs: tuple((flow, n) for flow, n in pairs),
+    "head": lambda head: None if head is None else from_json(EventInfo, head),
+    "blocked": lambda blocked: from_json(Blocked, blocked),
 }
 
 

@@ -16,6 +16,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from .. import policy
+from ..backend import FlowHead
+from ..errors import InvalidInput
 from .._json import body_value
 from ..policy import Policy, from_ms
 from ..types import TOTALS, AuditEntry, EventInfo, State, Stats
@@ -77,20 +79,50 @@ class QueueReads:
         ).fetchone()
         return None if row is None else event_info(row)
 
-    def events(self, *, state: str | None, flow: str | None, limit: int) -> list[EventInfo]:
-        params = {"state": state, "flow": flow, "limit": limit}
+    def events(self, *, state: str | None, flow: str | None, limit: int,
+               after: str | None = None) -> list[EventInfo]:
+        # Keyset paging: resume after the listed position of `after` (its seq in
+        # a flow's listing, its row id otherwise), never counting skipped rows.
+        after_id = after_seq = 0
+        if after is not None:
+            # By the event_id index.
+            found = self.connection.execute(
+                "SELECT id, seq FROM event WHERE event_id = :after", {"after": after}).fetchone()
+            if found is None:
+                raise InvalidInput("after", f"no event {after!r} is stored")
+            after_id, after_seq = found
+        params = {"state": state, "flow": flow, "limit": limit, "after_id": after_id, "after_seq": after_seq}
         if flow is not None:
             # One flow, in seq order, through its (flow_id, seq) index.
             sql = _SELECT_EVENT + (
-                "WHERE e.flow_id = (SELECT flow_id FROM flow WHERE name = :flow) "
+                "WHERE e.flow_id = (SELECT flow_id FROM flow WHERE name = :flow) AND e.seq > :after_seq "
                 "AND (:state IS NULL OR e.state = :state) ORDER BY e.seq LIMIT :limit"
             )
         elif state == "quarantined":
             # The dead-letter list, through its partial index.
-            sql = _SELECT_EVENT + "WHERE e.state = 'quarantined' ORDER BY e.id LIMIT :limit"
+            sql = _SELECT_EVENT + ("WHERE e.state = 'quarantined' AND e.id > :after_id "
+                                   "ORDER BY e.id LIMIT :limit")
         else:
-            sql = _SELECT_EVENT + "WHERE (:state IS NULL OR e.state = :state) ORDER BY e.id LIMIT :limit"
+            sql = _SELECT_EVENT + ("WHERE e.id > :after_id AND (:state IS NULL OR e.state = :state) "
+                                   "ORDER BY e.id LIMIT :limit")
         return [event_info(r) for r in self.connection.execute(sql, params)]
+
+    def flows(self, *, after: str | None, limit: int) -> list[FlowHead]:
+        # Named flows in name order, resuming after `after` through flow.name's
+        # unique index (keyset paging); each head found as flow_head finds it.
+        if after is None:
+            rows = self.connection.execute(
+                "SELECT name, weight FROM flow ORDER BY name LIMIT :limit", {"limit": limit}).fetchall()
+        else:
+            rows = self.connection.execute(
+                "SELECT name, weight FROM flow WHERE name > :after ORDER BY name LIMIT :limit",
+                {"after": after, "limit": limit}).fetchall()
+        out = []
+        for name, weight in rows:
+            found = self.flow_head(name)
+            assert found is not None  # read in this same snapshot
+            out.append(FlowHead(name, weight, found[0], found[1]))
+        return out
 
     def audit(self, event_id: str | None, *, limit: int | None) -> list[AuditEntry]:
         params = {"event_id": event_id, "limit": limit}

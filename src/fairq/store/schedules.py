@@ -9,6 +9,7 @@ which slots exist and what becomes of them.
 from __future__ import annotations
 
 import builtins
+import json
 import sqlite3
 from collections.abc import Sequence
 from typing import Any, Protocol
@@ -16,7 +17,7 @@ from typing import Any, Protocol
 from .._json import body_value
 from ..backend import Advance, NewSchedule
 from ..policy import from_ms
-from ..types import Misfire, Schedule
+from ..types import AuditEntry, Misfire, Schedule
 
 
 class _Bound(Protocol):
@@ -41,6 +42,19 @@ class ScheduleTxn:
         # By the name, the schedule's primary key.
         row = self.connection.execute(_SELECT + "WHERE name = :name", {"name": name}).fetchone()
         return None if row is None else _schedule(row)
+
+    def misfires(self, name: str, *, limit: int) -> builtins.list[AuditEntry]:
+        # A slot's instance id is "{name}@{slot}" (ISO time, which sorts as
+        # time): the schedule's rows are a range of the audit_event index
+        # ("@" + 1 is "A"), walked backwards from the newest slot with no
+        # sort, stopping at `limit` misfires; the detail names the schedule,
+        # which a name holding "@" could share.
+        rows = self.connection.execute(
+            "SELECT event_id, action, reason, actor, generation, at_ms, detail FROM audit "
+            "WHERE event_id >= :low AND event_id < :high AND action = 'misfire' "
+            "AND json_extract(detail, '$.schedule') = :name ORDER BY event_id DESC, id DESC LIMIT :limit",
+            {"low": name + "@", "high": name + "A", "name": name, "limit": limit})
+        return [AuditEntry(r[0], r[1], r[2], r[3], r[4], r[5] / 1000, json.loads(r[6])) for r in rows]
 
     def list(self) -> list[Schedule]:
         # Every schedule, in name order (the primary key's order).
