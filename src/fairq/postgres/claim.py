@@ -48,7 +48,6 @@ def claim_many(tx: TxnCore, n: int, *, owner: str | None, now_ms: int, lease_ms:
         ).fetchall()
         if not candidates:
             break
-        seen.extend(int(c[0]) for c in candidates)
         # Only candidates still at the position read are locked; one another
         # claimer holds is skipped, one it moved is left at its new place.
         rows = tx.execute(
@@ -61,6 +60,8 @@ def claim_many(tx: TxnCore, n: int, *, owner: str | None, now_ms: int, lease_ms:
             {"pk": [c[0] for c in candidates], "pass": [c[1] for c in candidates],
              "turn": [c[2] for c in candidates], "limit": want},
         ).fetchall()
+        # Judged here, or skipped (another claimer holds or moved it): not read again.
+        seen.extend(int(r[0]) for r in rows) if len(rows) == want else seen.extend(int(c[0]) for c in candidates)
         claimed: list[tuple[int, int]] = []
         for row in rows:
             lease, ready, new_pass = _claim_one(tx, row, owner=owner, now_ms=now_ms,
