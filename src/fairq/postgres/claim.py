@@ -29,9 +29,11 @@ def claim_many(tx: TxnCore, n: int, *, owner: str | None, now_ms: int, lease_ms:
     """Claim up to n heads, one per flow, lowest rotation position first."""
     # Heads whose time has come (delay or backoff over, lease expired) enter
     # the rotation index; heads still waiting cost nothing here.
+    # Locked in event order (as settle locks heads), through head_waiting;
+    # then updated by primary key.
     promoted = tx.execute(
-        "UPDATE head SET runnable = true WHERE event_pk IN (SELECT event_pk FROM head "
-        "WHERE NOT runnable AND dispatch_ms <= %(now_ms)s ORDER BY event_pk FOR UPDATE)",
+        "UPDATE head SET runnable = true WHERE event_pk = ANY(ARRAY(SELECT event_pk FROM head "
+        "WHERE NOT runnable AND dispatch_ms <= %(now_ms)s ORDER BY event_pk FOR UPDATE))",
         {"now_ms": now_ms},
     ).rowcount
     leases: list[Lease] = []
