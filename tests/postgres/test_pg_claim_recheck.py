@@ -11,11 +11,13 @@ from __future__ import annotations
 
 from typing import Any
 
-import psycopg
 import pytest
 
 import fairq
 from fairq.postgres.txn import TxnCore
+from pgcluster import require_psycopg
+
+psycopg = require_psycopg()
 
 
 def test_a_head_requeued_between_the_candidate_read_and_the_lock_is_not_taken_at_its_new_place(

@@ -4,10 +4,12 @@ or with clock="model" a stored clock exactly as on SQLite."""
 
 from __future__ import annotations
 
-import psycopg
 import pytest
 
 import fairq
+from pgcluster import require_psycopg
+
+psycopg = require_psycopg()
 
 
 def server_ms(url: str) -> int:

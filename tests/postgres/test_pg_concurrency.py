@@ -9,11 +9,12 @@ import os
 import subprocess
 import sys
 
-import psycopg
-
 import fairq
 from helpers import ROOT, SUPPORT
 from pgcheck import check_pg_invariants
+from pgcluster import require_psycopg
+
+psycopg = require_psycopg()
 
 SRC = str(ROOT / "src")
 

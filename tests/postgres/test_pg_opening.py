@@ -11,12 +11,14 @@ import textwrap
 import time
 import uuid
 
-import psycopg
 import pytest
 
 import fairq
 from fairq.postgres.schema import LATEST
 from helpers import ROOT
+from pgcluster import require_psycopg
+
+psycopg = require_psycopg()
 
 SRC = str(ROOT / "src")
 

@@ -7,11 +7,13 @@ from __future__ import annotations
 
 from typing import Any
 
-import psycopg
 import pytest
 
 import fairq
 from fairq.postgres.txn import TxnCore
+from pgcluster import require_psycopg
+
+psycopg = require_psycopg()
 
 
 @pytest.fixture

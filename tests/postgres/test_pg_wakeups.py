@@ -4,12 +4,14 @@ not; earliest_ready_ms says how long a worker may sleep."""
 
 from __future__ import annotations
 
-import psycopg
 import pytest
 
 import fairq
 from fairq.postgres import READY_CHANNEL
 from fairq.postgres.store import PgStore
+from pgcluster import require_psycopg
+
+psycopg = require_psycopg()
 
 
 @pytest.fixture
