@@ -23,6 +23,9 @@ from ..policy import from_ms
 from ..types import Lease, UndecodableBody
 from .txn import TxnCore
 
+#: The most candidates one page reads (a claim of more heads reads more pages).
+_MAX_PAGE = 1000
+
 
 def claim_many(tx: TxnCore, n: int, *, owner: str | None, now_ms: int, lease_ms: int,
                max_attempts: int) -> list[Lease]:
@@ -46,7 +49,7 @@ def claim_many(tx: TxnCore, n: int, *, owner: str | None, now_ms: int, lease_ms:
         candidates = tx.execute(
             "SELECT event_pk, pass, turn FROM head WHERE runnable AND NOT (event_pk = ANY(%(seen)s::bigint[])) "
             "ORDER BY pass, turn LIMIT %(limit)s",
-            {"seen": seen, "limit": 2 * want + 2},
+            {"seen": seen, "limit": min(2 * want + 2, _MAX_PAGE)},
         ).fetchall()
         if not candidates:
             break
