@@ -24,7 +24,7 @@ from ..policy import Policy
 from ..types import TOTALS
 from . import READY_CHANNEL
 from .connection import PgDatabase
-from .policy_store import read_policy
+from .policy_store import POLICY_COLUMNS, policy_from_row, read_policy
 
 #: Rows of the rotation register and of each counter (schema step 1 makes 32).
 SHARDS = 32
@@ -32,6 +32,14 @@ SHARDS = 32
 #: The server clock in integer milliseconds (clock_timestamp: the time now,
 #: not the transaction's start).
 SERVER_NOW = "SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint"
+
+_ROTATION = "(SELECT max(vtime) FROM rotation), (SELECT max(tail) FROM rotation), "
+# The server's time, read without a lock: writers on the server clock never wait for one another's time.
+_SERVER_STATE = (f"SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint, {_ROTATION}{POLICY_COLUMNS} "
+                 "FROM policy WHERE id = 1")
+# The stored clock, locked: model-clock writers take turns, as on SQLite.
+_MODEL_STATE = (f"SELECT c.now_ms, {_ROTATION}{POLICY_COLUMNS} FROM queue_clock AS c JOIN policy ON policy.id = 1 "
+                "WHERE c.id = 1 FOR UPDATE OF c")
 
 SERVER_CLOCK_MESSAGE = ("is refused on the server clock: a PostgreSQL queue runs at its database "
                         "server's time; open it with clock='model' to give explicit times")
@@ -74,12 +82,13 @@ class TxnCore:
 
     def _stored(self) -> int:
         if self._clock_ms is None:
-            if self.server_clock:
-                self._clock_ms = int(self.execute(SERVER_NOW).fetchone()[0])
-            else:
-                # The stored clock, locked: model-clock writers take turns, as on SQLite.
-                self._clock_ms = int(self.execute(
-                    "SELECT now_ms FROM queue_clock WHERE id = 1 FOR UPDATE").fetchone()[0])
+            # One round trip: the time, the rotation register and the retry policy.
+            row = self.execute(_SERVER_STATE if self.server_clock else _MODEL_STATE).fetchone()
+            self._clock_ms = int(row[0])
+            if self._rotation is None:
+                self._rotation = [int(row[1]), int(row[2])]
+            if self._policy is None:
+                self._policy = policy_from_row(row[3:])
         return self._clock_ms
 
     def now(self, requested_ms: int, explicit: bool) -> int:
@@ -114,6 +123,7 @@ class TxnCore:
     # -- the retry policy ----------------------------------------------------------
 
     def policy(self) -> Policy:
+        """The stored retry policy, as read when this transaction set its time."""
         if self._policy is None:
             self._policy = read_policy(self.connection)
         return self._policy
