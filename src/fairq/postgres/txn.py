@@ -179,36 +179,35 @@ class TxnCore:
 
     def _flush(self) -> None:
         """Write the clock, the rotation shard, the counters and the
-        notification once, just before COMMIT."""
-        shard = random.randrange(SHARDS)
-        if self._time_dirty and not self.server_clock:
-            # The stored clock only moves forward (reset_clock excepted), under its row lock.
-            self.execute("UPDATE queue_clock SET now_ms = %(now_ms)s WHERE id = 1", {"now_ms": self._clock_ms})
-            self._time_dirty = False
-        if self._rotation_dirty and self._rotation is not None:
-            # A max-register: a shard only moves forward; readers take the max of all shards.
-            self.execute("UPDATE rotation SET vtime = greatest(vtime, %(vtime)s), tail = greatest(tail, %(tail)s) "
-                         "WHERE shard = %(shard)s",
-                         {"vtime": self._rotation[0], "tail": self._rotation[1], "shard": shard})
-            self._rotation_dirty = False
+        notification, in one statement, just before COMMIT."""
         changes = {**{name: n for name, n in self._moved.items() if n},
                    **{f"total_{name}": n for name, n in self._totals.items() if n},
                    **{f"lag_{bucket}": n for bucket, n in self._lags.items() if n}}
-        if changes:
-            names = sorted(changes)
+        store_time = self._time_dirty and not self.server_clock
+        if not (store_time or self._rotation_dirty or changes or self._notify):
+            return
+        names = sorted(changes)
+        vtime, tail = self._rotation if self._rotation is not None else (0, 0)
+        self.execute(
+            # The stored clock moves under its row lock (model clock only).
+            "WITH clock AS (UPDATE queue_clock SET now_ms = %(now_ms)s WHERE id = 1 AND %(store_time)s), "
+            # A max-register: a shard only moves forward; readers take the max of all shards.
+            "rotation AS (UPDATE rotation SET vtime = greatest(vtime, %(vtime)s), tail = greatest(tail, %(tail)s) "
+            "WHERE shard = %(shard)s AND %(move)s), "
             # Each counter's true value is the sum of its shards; one shard per transaction.
-            self.execute(
-                "INSERT INTO counter (name, shard, n) SELECT c.name, %(shard)s, c.n "
-                "FROM unnest(%(names)s::text[], %(ns)s::bigint[]) AS c(name, n) ORDER BY c.name "
-                "ON CONFLICT (name, shard) DO UPDATE SET n = counter.n + excluded.n",
-                {"shard": shard, "names": names, "ns": [changes[k] for k in names]})
-            self._moved.clear()
-            self._totals.clear()
-            self._lags.clear()
-        if self._notify:
+            "counters AS (INSERT INTO counter (name, shard, n) SELECT c.name, %(shard)s, c.n "
+            "FROM unnest(%(names)s::text[], %(ns)s::bigint[]) AS c(name, n) ORDER BY c.name "
+            "ON CONFLICT (name, shard) DO UPDATE SET n = counter.n + excluded.n) "
             # Sleeping workers wake; delivered at commit, never for a rollback.
-            self.execute("SELECT pg_notify(%(channel)s, '')", {"channel": READY_CHANNEL})
-            self._notify = False
+            "SELECT pg_notify(%(channel)s, '') WHERE %(notify)s",
+            {"now_ms": self._clock_ms, "store_time": store_time, "vtime": vtime, "tail": tail,
+             "shard": random.randrange(SHARDS), "move": self._rotation_dirty, "names": names,
+             "ns": [changes[k] for k in names], "channel": READY_CHANNEL, "notify": self._notify},
+        )
+        self._time_dirty = self._rotation_dirty = self._notify = False
+        self._moved.clear()
+        self._totals.clear()
+        self._lags.clear()
 
     # -- shared statements ------------------------------------------------------------
 
