@@ -14,7 +14,8 @@ SqliteStore and add it to STORES under its id (the test id, e.g. `[sqlite]`). It
   constraint raises, how its SQL names a parameter (`:name` or `%(name)s`);
 - `Connection`: the connection type effects and an inbox's apply are given;
 - `close()`, `check()`: run after each test: close every queue it opened, check what they
-  stored (SQLite recounts the incrementally kept dispatch state); a test may check sooner.
+  stored (each store recounts the incrementally kept dispatch state and counters); a test may
+  check sooner.
 
 The tests take `make_queue`, `q`, `target` or `store` and use the public API only:
 tests/test_contract_rules.py fails on a private attribute or `sqlite3` in this folder.

@@ -141,13 +141,6 @@ class TxnCore:
         self._rotation = [vtime, tail]
         self._rotation_dirty = True
 
-    def next_turns(self, n: int) -> list[int]:
-        """n arrival numbers, increasing: they break ties between equal passes."""
-        if n <= 0:
-            return []
-        rows = self.execute("SELECT nextval('turn_seq') FROM generate_series(1, %(n)s)", {"n": n})
-        return sorted(int(r[0]) for r in rows)
-
     # -- counters and wake-ups ------------------------------------------------------
 
     def moved(self, before: str | None, after: str, n: int = 1) -> None:
