@@ -33,6 +33,7 @@ def read_policy(conn: Any, *, lock: bool = False) -> Policy:
 
 def store_policy(conn: Any, policy: Policy) -> None:
     """Store the policy of a queue being created: its first version, no audit row."""
+    # The row keeps version 1: this is the policy the queue starts with.
     conn.execute(
         "UPDATE policy SET max_attempts = %(max_attempts)s, lease_ms = %(lease_ms)s, "
         "backoff_base_s = %(base)s, backoff_factor = %(factor)s, backoff_cap_s = %(cap)s, "
