@@ -10,7 +10,10 @@ FOR UPDATE SKIP LOCKED. A head another claimer re-queued meanwhile is not
 taken at its new position, which would let virtual time run ahead and
 flatten the weights. The rotation step (fairq.rules.rotate) and what an
 expired lease becomes (fairq.rules.expired_lease_fate) are the rules' to say.
-Lock order everywhere: flow, then head, then event.
+Lock order everywhere: flow, then head, then event. Promotion waits only
+for transactions that hold a due head: other claims (short), or a settle
+whose effect has outlived its lease (claims wait for that effect, as every
+writer waits for it on SQLite); it keeps exact rotation order.
 """
 
 from __future__ import annotations
