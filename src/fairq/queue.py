@@ -24,13 +24,14 @@ from ._maintenance import QueueMaintenance
 from ._queue_config import QueueConfig
 from ._queue_reads import QueueReads
 from ._queue_redrive import QueueRedrive
-from ._requests import batch_item, store_path, new_event, required_reason, requested_time, settle_item
+from ._requests import (batch_item, call_lease_ms, new_event, required_reason, requested_time, settle_item,
+                        store_path, wall_clock)
 from .leases import lease_key, settle_parts
 from .backend import AppConnection, NewEvent, Store
 from .errors import InvalidInput, LeaseLost
 from .policy import DEFAULT_MAX_CLOCK_SKEW, Backoff, Policy, to_ms
 from .schedules import Schedules, expand_due
-from .store import open_store
+from .store import open_store, uses_server_clock
 from .types import Enqueued, Lease, Outcome, Settled, State
 
 __all__ = ["Queue"]
@@ -47,7 +48,7 @@ Effect = Callable[[AppConnection], Any]
 
 
 class Queue(QueueReads, QueueRedrive, QueueMaintenance, QueueConfig):
-    """A durable, fair, fenced work queue in one SQLite file.
+    """A durable, fair, fenced work queue in one SQLite file (or a PostgreSQL database).
 
     The retry policy is stored in the file, so every process decides an
     event's fate the same way: lease_seconds, how long a claim lasts unless
@@ -64,7 +65,11 @@ class Queue(QueueReads, QueueRedrive, QueueMaintenance, QueueConfig):
     (at most 2,147,483.647: SQLite counts it in int milliseconds).
     max_body_bytes: the largest canonical JSON body accepted. clock: the
     wall clock used when a call gets no explicit `now` (default: the system
-    clock; give a model clock for tests and simulations). max_clock_skew:
+    clock; give a model clock for tests and simulations). On a postgresql://
+    URL the default ("server") runs calls at the database server's clock, so
+    hosts with skewed clocks agree on lease ends, and an explicit `now` is
+    refused (InvalidInput); "model" or a callable keeps a stored clock as on
+    SQLite. On SQLite "server" and "model" mean the system clock. max_clock_skew:
     how many seconds ahead of that clock an explicit `now` may be; a later
     one is refused (InvalidInput), since the stored clock never goes back by
     itself. "auto" (default): 300 s on the system clock, no bound on a model
@@ -88,7 +93,7 @@ class Queue(QueueReads, QueueRedrive, QueueMaintenance, QueueConfig):
         synchronous: str = "full",
         busy_timeout: float = 10.0,
         max_body_bytes: int = v.DEFAULT_MAX_BODY_BYTES,
-        clock: Callable[[], float] = time.time,
+        clock: Callable[[], float] | Literal["server", "model"] | None = None,
         max_clock_skew: float | None | Literal["auto"] = "auto",
         readonly: bool = False,
     ) -> None:
@@ -96,17 +101,16 @@ class Queue(QueueReads, QueueRedrive, QueueMaintenance, QueueConfig):
         given = _policy_args.given(max_attempts=max_attempts, backoff=backoff, lease_seconds=lease_seconds)
         self.max_body_bytes = v.count(max_body_bytes, "max_body_bytes", low=2, high=1 << 30)
         v.seconds(busy_timeout, "busy_timeout")
-        if not callable(clock):
-            raise InvalidInput("clock", f"must be callable, not {type(clock).__name__}")
+        self._clock, self._clock_arg = wall_clock(clock), clock
+        self._server_clock = uses_server_clock(path, clock)
         if not isinstance(readonly, bool):
             raise InvalidInput("readonly", f"must be a bool, not {type(readonly).__name__}")
-        self._clock = clock
         if max_clock_skew == "auto":
-            max_clock_skew = DEFAULT_MAX_CLOCK_SKEW if clock is time.time else None
+            max_clock_skew = DEFAULT_MAX_CLOCK_SKEW if self._clock is time.time else None
         self.max_clock_skew = v.optional_seconds(max_clock_skew, "max_clock_skew")
         self._open_args = {"synchronous": synchronous, "busy_timeout": busy_timeout}
-        self._store: Store = open_store(path, synchronous=synchronous, busy_timeout=busy_timeout,
-                                        readonly=readonly, policy=_policy_args.changed(Policy(), given))
+        self._store: Store = open_store(path, synchronous=synchronous, busy_timeout=busy_timeout, readonly=readonly,
+                                        policy=_policy_args.changed(Policy(), given), clock=clock)
         self.path = path
         try:
             _policy_args.check(self.policy(), given)
@@ -130,12 +134,12 @@ class Queue(QueueReads, QueueRedrive, QueueMaintenance, QueueConfig):
         """The keyword arguments that open this file again with the same behaviour:
         ``fairq.Queue(q.path, **q.settings())`` (e.g. in a worker process). The
         retry policy is not among them: it is stored in the file."""
-        return {"max_body_bytes": self.max_body_bytes, "clock": self._clock,
+        return {"max_body_bytes": self.max_body_bytes, "clock": self._clock_arg,
                 "max_clock_skew": self.max_clock_skew, **self._open_args}
 
     def _requested(self, now: float | None, field: str = "now") -> tuple[int, bool]:
         """(milliseconds, explicit?) for a call's `now` argument (requests.requested_time)."""
-        return requested_time(self._clock, self.max_clock_skew, now, field)
+        return requested_time(self._clock, self.max_clock_skew, now, field, server_clock=self._server_clock)
 
     # -- enqueue -----------------------------------------------------------------
 
@@ -250,7 +254,7 @@ class Queue(QueueReads, QueueRedrive, QueueMaintenance, QueueConfig):
         """Lease up to n heads in one transaction: at most one per flow, in fair order."""
         n = v.count(n, "n", low=1, high=_MAX_CLAIM)
         owner = v.optional_identifier(owner, "owner")
-        lease_ms = _lease_ms(lease_seconds)
+        lease_ms = call_lease_ms(lease_seconds)
         requested = self._requested(now)
         with self._store.transaction("claim") as tx:
             now_ms = tx.now(*requested)
@@ -336,7 +340,7 @@ class Queue(QueueReads, QueueRedrive, QueueMaintenance, QueueConfig):
         """Heartbeat: the lease now ends at now + seconds (default: the stored
         policy's lease_seconds). Fenced."""
         event_id, generation = lease_key(lease, "lease")
-        lease_ms = _lease_ms(seconds, "seconds")
+        lease_ms = call_lease_ms(seconds, "seconds")
         requested = self._requested(now)
         with self._store.transaction("extend") as tx:
             now_ms = tx.now(*requested)
@@ -388,10 +392,6 @@ class Queue(QueueReads, QueueRedrive, QueueMaintenance, QueueConfig):
         requested = self._requested(now)
         with self._store.transaction("tick") as tx:
             return expand_due(tx, tx.now(*requested), ahead_ms)
-
-def _lease_ms(value: float | None, field: str = "lease_seconds") -> int | None:
-    """A call's own lease in milliseconds; None: the stored policy's, read in the call's transaction."""
-    return None if value is None else to_ms(v.seconds(value, field, positive=True))
 
 
 def _log_settled(result: Settled | LeaseLost) -> None:

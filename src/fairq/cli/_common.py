@@ -12,6 +12,7 @@ from typing import Any
 from ..errors import FairqError
 from .._json import to_json
 from ..http.client import Client
+from ..postgres import is_postgres_url
 from ..queue import Queue
 from ..types import AuditEntry, EventInfo, Stats
 
@@ -67,6 +68,8 @@ def open_existing(args: argparse.Namespace, **settings: Any) -> Queue:
     """The queue at the chosen path (opened with Queue `settings`); refuses
     to create one where there is none."""
     path = database_path(args)
+    if is_postgres_url(path):  # a database URL: the store says whether a queue is there
+        return Queue(path, **settings)
     if not os.path.exists(path):
         raise FairqError(f"no fairq database at {path} (set --db or FAIRQ_DB, or run fairq init)")
     if os.path.isdir(path):
