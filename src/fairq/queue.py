@@ -19,10 +19,10 @@ from . import _crash, _policy_args, ingest
 from . import _validate as v
 from ._ids import new_event_id
 from ._maintenance import DEDUP_WINDOW as DEDUP_WINDOW  # re-exported (CLI)
-from ._maintenance import MAX_BATCH as MAX_BATCH  # re-exported (worker, HTTP)
-from ._maintenance import QueueMaintenance
+from ._maintenance import MAX_BATCH as MAX_BATCH, QueueMaintenance  # MAX_BATCH re-exported (worker, HTTP)
 from ._queue_config import QueueConfig
 from ._queue_reads import QueueReads
+from ._queue_wait import QueueWaits
 from ._requests import batch_item, store_path, new_event, required_reason, requested_time, settle_item
 from .leases import lease_key, settle_parts
 from .backend import AppConnection, NewEvent, Store
@@ -34,7 +34,6 @@ from .types import Enqueued, Lease, Outcome, Settled, State
 
 __all__ = ["Queue"]
 
-
 log = logging.getLogger("fairq")
 
 #: claim_many's n can be anything up to this (a claim is bounded by the heads due).
@@ -45,7 +44,7 @@ _MAX_FILE_BYTES, _MAX_FILE_LINES = ingest.DEFAULT_MAX_BYTES, ingest.DEFAULT_MAX_
 Effect = Callable[[AppConnection], Any]
 
 
-class Queue(QueueReads, QueueMaintenance, QueueConfig):
+class Queue(QueueReads, QueueMaintenance, QueueConfig, QueueWaits):
     """A durable, fair, fenced work queue in one SQLite file.
 
     The retry policy is stored in the file, so every process decides an
@@ -117,6 +116,7 @@ class Queue(QueueReads, QueueMaintenance, QueueConfig):
 
     def close(self) -> None:
         """Close the connection. The file stays consistent whatever state it is in."""
+        self._close_waits()
         self._store.close()
 
     def __enter__(self) -> Queue:
