@@ -26,7 +26,7 @@ from ..http.server import (
     check_settings,
 )
 from ..queue import Queue
-from ._common import EXIT_OK, database_path
+from ._common import EXIT_OK, database_path, shown
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -84,7 +84,7 @@ def serve(args: argparse.Namespace) -> int:
                 print("fairq: authentication is off (--no-auth)", file=sys.stderr)
             if args.no_tick:
                 print("fairq: not ticking schedules (--no-tick)", file=sys.stderr)
-            print(f"fairq: serving {path} at {server.url}", flush=True)
+            print(f"fairq: serving {shown(path)} at {server.url}", flush=True)
             server.serve_forever()
             print("fairq: stopping: finishing the requests in flight", file=sys.stderr, flush=True)
     print("fairq: stopped", file=sys.stderr)
