@@ -7,6 +7,7 @@ fixtures live in tests/contract/conftest.py."""
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -15,6 +16,7 @@ import pytest
 import fairq
 from fairq.http.server import Server
 from helpers import SHORT_SETTINGS, TOKEN, Clock, check_invariants, running
+import pgcluster
 
 
 @pytest.fixture(autouse=True)
@@ -79,3 +81,33 @@ def marks(tmp_path: Path) -> Path:
     path = tmp_path / "marks"
     path.mkdir()
     return path
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[pgcluster.Server]:
+    """A PostgreSQL server for this test session (one per xdist worker): the one
+    FAIRQ_TEST_PG_URL names, or a throwaway cluster started with initdb and
+    stopped at the end. Neither available: the test fails when CI=true, else it
+    is skipped with a message saying how to run it."""
+    try:
+        server = pgcluster.start()
+    except Exception as exc:  # initdb or pg_ctl failed: say so, with their output
+        detail = getattr(exc, "stderr", b"") or b""
+        message = f"could not start a PostgreSQL cluster: {exc} {detail.decode(errors='replace')[-500:]}"
+        if os.environ.get("CI") == "true":
+            pytest.fail(message)
+        pytest.skip(message)
+    if server is None:
+        if os.environ.get("CI") == "true":
+            pytest.fail(pgcluster.HOW_TO)
+        pytest.skip(pgcluster.HOW_TO)
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def pg_url(pg_server: pgcluster.Server) -> Iterator[str]:
+    """A URL whose connections use a fresh, empty schema (dropped after the test)."""
+    name, url = pgcluster.fresh_schema(pg_server.url)
+    yield url
+    pgcluster.drop_schema(pg_server.url, name)

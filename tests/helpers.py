@@ -465,12 +465,14 @@ def parse(text: str) -> tuple[dict[str, str], list[tuple[str, dict[str, str], fl
     return types, samples
 
 
-def place_order(q: fairq.Queue, app: Any, order_id: str, cents: int, *, begin: str = "BEGIN IMMEDIATE") -> None:
+def place_order(q: fairq.Queue, app: Any, order_id: str, cents: int, *, begin: str = "BEGIN IMMEDIATE",
+                param: Callable[[str], str] = lambda name: f":{name}") -> None:
     """An application's unit of work for the outbox tests: its `orders` row and its
-    event in one transaction on its own connection `app` (`begin` opens it)."""
+    event in one transaction on its own connection `app` (`begin` opens it; `param`
+    names a parameter in its SQL)."""
     app.execute(begin)
     try:
-        app.execute("INSERT INTO orders VALUES (:id, :cents)", {"id": order_id, "cents": cents})
+        app.execute(f"INSERT INTO orders VALUES ({param('id')}, {param('cents')})", {"id": order_id, "cents": cents})
         q.enqueue(f"paid-{order_id}", {"order": order_id, "cents": cents}, conn=app, now=1)
     except BaseException:
         app.execute("ROLLBACK")

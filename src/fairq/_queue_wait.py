@@ -10,19 +10,24 @@ sleep, and the caller polls. No SQL here, and no queue rule.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from .backend import Store
 from .errors import InvalidInput
 
-#: The shortest wait when a waiting head is due now (a claim promotes it): no busy loop.
-MIN_WAIT = 0.005
+#: The wait when a waiting head is due by this host's clock but was not claimable (the
+#: server's clock may be behind this host's): look again this often, not in a busy loop.
+RECHECK = 0.05
+#: Past a due time, so that a claim made on waking finds the head due on the server too.
+MARGIN = 0.002
 
 
 class QueueWaits:
     """The wait_for_work verb of fairq.Queue."""
 
     _store: Store
+    _clock: Callable[[], float]
     path: Any
     _listener: Any = None
     _waits_closed = False
@@ -50,7 +55,7 @@ class QueueWaits:
             return False
         until = self._seconds_until_due()
         if until is not None:
-            timeout = min(timeout, max(until, MIN_WAIT))
+            timeout = min(timeout, until + MARGIN if until > 0 else RECHECK)
         listened: bool = listener.wait(timeout, stop)
         return listened
 
@@ -63,9 +68,11 @@ class QueueWaits:
         return self._listener
 
     def _seconds_until_due(self) -> float | None:
-        """Seconds until the earliest waiting head becomes due (the store's clock), None if none waits."""
-        until_ms = self._store.earliest_ready_ms()  # type: ignore[attr-defined]
-        return None if until_ms is None else until_ms / 1000.0
+        """Seconds until the earliest waiting head becomes due, None if none waits. The due time
+        is on the queue's clock, read here from this host's (on the server's clock, hosts
+        whose clocks are skewed wake that much early or late, never later than the timeout)."""
+        due_ms = self._store.earliest_ready_ms()  # type: ignore[attr-defined]
+        return None if due_ms is None else due_ms / 1000.0 - self._clock()
 
     def _close_waits(self) -> None:
         """Stop listening (Queue.close)."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import os
+import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -23,12 +24,32 @@ from .types import Blocked, EventInfo, Outcome, State
 ITEM_KEYS = frozenset({"event_id", "body", "flow", "delay"})
 
 
+#: The clock= strings a Queue takes: the database server's clock, or a stored model clock.
+CLOCK_MODES = ("server", "model")
+
+SERVER_CLOCK_REFUSAL = ("is refused on the server clock: this queue runs at its database server's "
+                        "time; open it with clock='model' to give explicit times")
+
+
+def wall_clock(clock: Any) -> Callable[[], float]:
+    """The callable a Queue reads for a call without `now`: the one given, or
+    the system clock for None and the clock= strings ("server", "model")."""
+    if clock is None or clock in CLOCK_MODES:
+        return time.time
+    if isinstance(clock, str) or not callable(clock):
+        raise InvalidInput("clock", f"must be a callable, 'server' or 'model', not {clock!r}")
+    return clock  # type: ignore[no-any-return]
+
+
 def requested_time(clock: Callable[[], float], max_clock_skew: float | None, now: float | None,
-                   field: str = "now") -> tuple[int, bool]:
+                   field: str = "now", *, server_clock: bool = False) -> tuple[int, bool]:
     """(milliseconds, explicit?) for a call's `now` argument; an explicit
-    time more than max_clock_skew ahead of the clock is refused."""
+    time more than max_clock_skew ahead of the clock is refused, and any
+    explicit time on a server clock."""
     if now is None:
         return to_ms(v.seconds(clock(), "clock")), False
+    if server_clock:
+        raise InvalidInput(field, SERVER_CLOCK_REFUSAL)
     at = v.seconds(now, field)
     if max_clock_skew is not None:
         reading = v.seconds(clock(), "clock")
@@ -115,7 +136,8 @@ def blocked(flow: str, found: tuple[int, EventInfo | None] | None, now_ms: int, 
 
 
 def store_path(path: Any) -> Any:
-    """The database file argument: a str or path-like naming a file, no NUL."""
+    """The database argument: a str or path-like naming a file (or a database
+    URL, which fairq.store.open_store routes), no NUL."""
     if not isinstance(path, (str, bytes, os.PathLike)):
         raise InvalidInput("path", f"must be a str or path-like, not {type(path).__name__}")
     name = os.fspath(path)

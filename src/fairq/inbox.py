@@ -1,6 +1,7 @@
 """The receiving end of a relay: each delivery's effect happens once.
 
-An Inbox keeps receipts in the receiver's own SQLite database. receive()
+An Inbox keeps receipts in the receiver's own SQLite database (or, for a
+postgresql:// URL, its PostgreSQL schema: fairq.postgres.inbox). receive()
 checks a delivery against them and, only for a new event that is next in its
 flow, runs the caller's effect and writes the receipt in the same
 transaction. A sender that retries after a crash gets DUPLICATE, never a
@@ -17,6 +18,7 @@ from typing import Any
 from . import _validate as v
 from .errors import InvalidInput
 from .policy import to_ms
+from .postgres import is_postgres_url
 from .store import inbox as store
 from .store.sqlite import Database
 from .types import Receipt
@@ -35,8 +37,14 @@ class Inbox:
         self, path: Any, *, synchronous: str = "full", busy_timeout: float = 10.0,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        self._db = Database(path, synchronous=synchronous, busy_timeout=busy_timeout)
         self._clock = clock
+        self._pg: Any = None
+        if is_postgres_url(path):
+            from .postgres.inbox import PgInbox  # imports psycopg: only for a PostgreSQL URL
+
+            self._pg = PgInbox(path)
+            return
+        self._db = Database(path, synchronous=synchronous, busy_timeout=busy_timeout)
         try:
             store.ensure_inbox_schema(self._db)
         except BaseException:
@@ -62,6 +70,8 @@ class Inbox:
         text = v.body(body, "body", max_bytes=1 << 30)
         if apply is not None and not callable(apply):
             raise InvalidInput("apply", "must be callable")
+        if self._pg is not None:
+            return self._pg.receive(event_id, flow, seq, text, apply, to_ms(self._clock()))  # type: ignore[no-any-return]
         with self._db.write("receive") as conn:
             verdict = store.judge(conn, event_id, flow, seq, text)
             if verdict is not None:
@@ -74,16 +84,20 @@ class Inbox:
     def received(self, flow: str | None = None) -> int:
         """How many deliveries were accepted (in one flow, or in all)."""
         flow = v.optional_identifier(flow, "flow")
+        if self._pg is not None:
+            return self._pg.count(flow)  # type: ignore[no-any-return]
         return self._db.read(lambda conn: store.count(conn, flow))
 
     def last_seq(self, flow: str) -> int:
         """The highest seq accepted in a flow (0 when none)."""
         flow = v.identifier(flow, "flow")
+        if self._pg is not None:
+            return self._pg.last_seq(flow)  # type: ignore[no-any-return]
         return self._db.read(lambda conn: store.last_seq(conn, flow))
 
     def close(self) -> None:
         """Close the connection."""
-        self._db.close()
+        (self._pg or self._db).close()
 
     def __enter__(self) -> Inbox:
         return self

@@ -23,13 +23,14 @@ from ._maintenance import MAX_BATCH as MAX_BATCH, QueueMaintenance  # MAX_BATCH 
 from ._queue_config import QueueConfig
 from ._queue_reads import QueueReads
 from ._queue_wait import QueueWaits
-from ._requests import batch_item, store_path, new_event, required_reason, requested_time, settle_item
+from ._requests import (batch_item, new_event, required_reason, requested_time, settle_item, store_path,
+                        wall_clock)
 from .leases import lease_key, settle_parts
 from .backend import AppConnection, NewEvent, Store
 from .errors import InvalidInput, LeaseLost
 from .policy import DEFAULT_MAX_CLOCK_SKEW, Backoff, Policy, to_ms
 from .schedules import Schedules, expand_due
-from .store import open_store
+from .store import open_store, uses_server_clock
 from .types import Enqueued, Lease, Outcome, Settled, State
 
 __all__ = ["Queue"]
@@ -62,7 +63,12 @@ class Queue(QueueReads, QueueMaintenance, QueueConfig, QueueWaits):
     (at most 2,147,483.647: SQLite counts it in int milliseconds).
     max_body_bytes: the largest canonical JSON body accepted. clock: the
     wall clock used when a call gets no explicit `now` (default: the system
-    clock; give a model clock for tests and simulations). max_clock_skew:
+    clock; give a model clock for tests and simulations). On a PostgreSQL
+    URL (postgresql://...) the default, or "server", runs every call at the
+    database server's clock, so hosts with skewed clocks agree on lease
+    ends, and an explicit `now` is refused (InvalidInput); "model" or a
+    callable keeps a stored clock as on SQLite and takes explicit `now`.
+    On SQLite "server" and "model" mean the system clock. max_clock_skew:
     how many seconds ahead of that clock an explicit `now` may be; a later
     one is refused (InvalidInput), since the stored clock never goes back by
     itself. "auto" (default): 300 s on the system clock, no bound on a model
@@ -86,7 +92,7 @@ class Queue(QueueReads, QueueMaintenance, QueueConfig, QueueWaits):
         synchronous: str = "full",
         busy_timeout: float = 10.0,
         max_body_bytes: int = v.DEFAULT_MAX_BODY_BYTES,
-        clock: Callable[[], float] = time.time,
+        clock: Callable[[], float] | Literal["server", "model"] | None = None,
         max_clock_skew: float | None | Literal["auto"] = "auto",
         readonly: bool = False,
     ) -> None:
@@ -94,17 +100,16 @@ class Queue(QueueReads, QueueMaintenance, QueueConfig, QueueWaits):
         given = _policy_args.given(max_attempts=max_attempts, backoff=backoff, lease_seconds=lease_seconds)
         self.max_body_bytes = v.count(max_body_bytes, "max_body_bytes", low=2, high=1 << 30)
         v.seconds(busy_timeout, "busy_timeout")
-        if not callable(clock):
-            raise InvalidInput("clock", f"must be callable, not {type(clock).__name__}")
+        self._clock, self._clock_arg = wall_clock(clock), clock
+        self._server_clock = uses_server_clock(path, clock)
         if not isinstance(readonly, bool):
             raise InvalidInput("readonly", f"must be a bool, not {type(readonly).__name__}")
-        self._clock = clock
         if max_clock_skew == "auto":
-            max_clock_skew = DEFAULT_MAX_CLOCK_SKEW if clock is time.time else None
+            max_clock_skew = DEFAULT_MAX_CLOCK_SKEW if self._clock is time.time else None
         self.max_clock_skew = v.optional_seconds(max_clock_skew, "max_clock_skew")
         self._open_args = {"synchronous": synchronous, "busy_timeout": busy_timeout}
-        self._store: Store = open_store(path, synchronous=synchronous, busy_timeout=busy_timeout,
-                                        readonly=readonly, policy=_policy_args.changed(Policy(), given))
+        self._store: Store = open_store(path, synchronous=synchronous, busy_timeout=busy_timeout, readonly=readonly,
+                                        policy=_policy_args.changed(Policy(), given), clock=clock)
         self.path = path
         try:
             _policy_args.check(self.policy(), given)
@@ -129,12 +134,12 @@ class Queue(QueueReads, QueueMaintenance, QueueConfig, QueueWaits):
         """The keyword arguments that open this file again with the same behaviour:
         ``fairq.Queue(q.path, **q.settings())`` (e.g. in a worker process). The
         retry policy is not among them: it is stored in the file."""
-        return {"max_body_bytes": self.max_body_bytes, "clock": self._clock,
+        return {"max_body_bytes": self.max_body_bytes, "clock": self._clock_arg,
                 "max_clock_skew": self.max_clock_skew, **self._open_args}
 
     def _requested(self, now: float | None, field: str = "now") -> tuple[int, bool]:
         """(milliseconds, explicit?) for a call's `now` argument (requests.requested_time)."""
-        return requested_time(self._clock, self.max_clock_skew, now, field)
+        return requested_time(self._clock, self.max_clock_skew, now, field, server_clock=self._server_clock)
 
     # -- enqueue -----------------------------------------------------------------
 

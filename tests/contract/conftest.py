@@ -1,15 +1,17 @@
 """The store fixture of the promise suite: every test in tests/contract/ runs once per store.
 
-Adding a store (PostgreSQL is next) is one change, here: write a class with the shape of
+Adding a store is one change, here: write a class with the shape of
 SqliteStore and add it to STORES under its id (the test id, e.g. `[sqlite]`). Its parts:
 
-- `target(name)`: a fresh place a Queue opens (a file path today, a database URL then);
+- `target(name)`: a fresh place a Queue opens (a file path, or a database URL whose search_path
+  is a fresh schema);
 - `open(target, **settings)`, `open_inbox(target)`: a fairq.Queue, a fairq.Inbox there;
 - `snapshot(target)`: everything stored, for checks that a refused call wrote nothing;
 - `sql(target, statement, params)`: the application's own SQL beside the queue, committed
   (the tables that effects and outbox writes touch);
-- `app_connection(target)`, `BEGIN`, `IntegrityError`: the application's own connection for
-  an outbox enqueue, how it opens a write transaction, what a broken constraint raises;
+- `app_connection(target)`, `BEGIN`, `IntegrityError`, `param(name)`: the application's own
+  connection for an outbox enqueue, how it opens a write transaction, what a broken
+  constraint raises, how its SQL names a parameter (`:name` or `%(name)s`);
 - `Connection`: the connection type effects and an inbox's apply are given;
 - `close()`, `check()`: run after each test: close every queue it opened, check what they
   stored (SQLite recounts the incrementally kept dispatch state); a test may check sooner.
@@ -28,7 +30,9 @@ from typing import Any
 import pytest
 
 import fairq
+import pgcluster
 from helpers import SHORT_SETTINGS, check_invariants
+from pgcheck import check_pg_invariants
 
 
 class SqliteStore:
@@ -38,10 +42,15 @@ class SqliteStore:
     IntegrityError = sqlite3.IntegrityError  # what the database raises for a broken constraint
     Connection = sqlite3.Connection  # what effects and an inbox's apply are given
 
-    def __init__(self, tmp_path: Path) -> None:
+    def __init__(self, tmp_path: Path, request: pytest.FixtureRequest | None = None) -> None:
         self.folder = tmp_path
         self.opened: list[fairq.Queue] = []  # closed after the test
         self.queue_files: list[Path] = []  # where a Queue was opened or refused: checked after the test
+
+    @staticmethod
+    def param(name: str) -> str:
+        """How the application's SQL names a parameter on this store."""
+        return f":{name}"
 
     def target(self, name: str = "queue") -> Any:
         return self.folder / f"{name}.db"
@@ -92,13 +101,95 @@ class SqliteStore:
             check_invariants(path)
 
 
-STORES: dict[str, Callable[[Path], Any]] = {"sqlite": SqliteStore}
+class PostgresStore:
+    """Queues on a real PostgreSQL server (the session's `pg_server`), each target a fresh
+    schema: a URL whose connections use it. Queues open with the stored model clock unless
+    the test gives a clock, as the promises are stated in the queue's own time."""
+
+    BEGIN = "BEGIN"
+    Connection = None  # psycopg.Connection, set when the first store is made
+    IntegrityError = None  # psycopg.errors.IntegrityError
+
+    def __init__(self, tmp_path: Path, request: pytest.FixtureRequest) -> None:
+        import psycopg
+
+        type(self).Connection, type(self).IntegrityError = psycopg.Connection, psycopg.IntegrityError
+        self.server = request.getfixturevalue("pg_server")
+        self.targets: dict[str, str] = {}  # name -> URL
+        self.schemas: list[str] = []
+        self.opened: list[Any] = []
+
+    @staticmethod
+    def param(name: str) -> str:
+        """How the application's SQL names a parameter on this store."""
+        return f"%({name})s"
+
+    def target(self, name: str = "queue") -> Any:
+        if name not in self.targets:
+            schema, url = pgcluster.fresh_schema(self.server.url)
+            self.schemas.append(schema)
+            self.targets[name] = url
+        return self.targets[name]
+
+    def open(self, target: Any, **settings: Any) -> fairq.Queue:
+        queue = fairq.Queue(target, **{"clock": "model", **settings})
+        self.opened.append(queue)
+        return queue
+
+    def open_inbox(self, target: Any) -> fairq.Inbox:
+        inbox = fairq.Inbox(target)
+        self.opened.append(inbox)
+        return inbox
+
+    def snapshot(self, target: Any) -> list[Any]:
+        """Every stored row of every table of the target's schema, in a fixed order."""
+        import psycopg
+
+        with psycopg.connect(target, autocommit=True) as conn:
+            tables = [r[0] for r in conn.execute(
+                "SELECT tablename FROM pg_tables WHERE schemaname = current_schema() ORDER BY 1")]
+            return [(t, conn.execute(f'SELECT * FROM "{t}" ORDER BY 1').fetchall()) for t in tables]
+
+    def sql(self, target: Any, statement: str, params: Any = None) -> list[tuple[Any, ...]]:
+        """The application's own SQL beside the queue, committed; the rows it returns."""
+        import psycopg
+
+        with psycopg.connect(target) as conn:
+            cursor = conn.execute(statement, params)
+            rows = cursor.fetchall() if cursor.description else []
+            conn.commit()
+            return rows
+
+    def app_connection(self, target: Any) -> Any:
+        """The application's own connection (autocommit until it runs `BEGIN`)."""
+        import psycopg
+
+        return psycopg.connect(target, autocommit=True)
+
+    def close(self) -> None:
+        for queue in self.opened:
+            try:
+                queue.close()
+            except Exception:
+                pass
+
+    def check(self) -> None:
+        try:
+            for url in self.targets.values():
+                check_pg_invariants(url)
+        finally:
+            for schema in self.schemas:
+                pgcluster.drop_schema(self.server.url, schema)
+
+
+STORES: dict[str, Callable[..., Any]] = {"sqlite": SqliteStore, "postgres": PostgresStore}
 
 
 @pytest.fixture(params=sorted(STORES))
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
-    """One store per parameter id ("sqlite"); after the test it closes its queues and checks them."""
-    backend = STORES[request.param](tmp_path)
+    """One store per parameter id ("postgres", "sqlite"); after the test it closes its queues
+    and checks them."""
+    backend = STORES[request.param](tmp_path, request)
     yield backend
     backend.close()
     backend.check()

@@ -25,25 +25,25 @@ def effects(store, target):
     return lambda: [tuple(row) for row in store.sql(target, "SELECT event_id, amount FROM effects")]
 
 
-def insert_effect(lease: fairq.Lease):
+def insert_effect(lease: fairq.Lease, store):
     def effect(conn) -> None:
-        conn.execute("INSERT INTO effects VALUES (:id, :amount)",
+        conn.execute(f"INSERT INTO effects VALUES ({store.param('id')}, {store.param('amount')})",
                      {"id": lease.event_id, "amount": lease.body["amount"]})
     return effect
 
 
-def test_the_effect_and_the_ack_commit_together(shop: fairq.Queue, effects) -> None:
+def test_the_effect_and_the_ack_commit_together(shop: fairq.Queue, store, effects) -> None:
     lease = shop.claim(now=0)
-    shop.ack(lease, effect=insert_effect(lease), now=1)
+    shop.ack(lease, effect=insert_effect(lease, store), now=1)
     assert effects() == [("E0001", 10000)]
     assert shop.get("E0001").state is fairq.State.ACKED
 
 
-def test_a_raising_effect_rolls_everything_back_and_propagates(shop: fairq.Queue, effects) -> None:
+def test_a_raising_effect_rolls_everything_back_and_propagates(shop: fairq.Queue, store, effects) -> None:
     lease = shop.claim(now=0)
 
     def effect(conn) -> None:
-        insert_effect(lease)(conn)
+        insert_effect(lease, store)(conn)
         raise KeyError("category")
 
     with pytest.raises(KeyError):
@@ -71,7 +71,7 @@ def test_a_lease_lost_while_the_effect_ran_rolls_the_effect_back(make_queue, sto
     lease = q.claim()  # lease until 5
 
     def slow_effect(c) -> None:
-        insert_effect(lease)(c)
+        insert_effect(lease, store)(c)
         now[0] = 6.0  # the effect took six seconds
 
     with pytest.raises(fairq.LeaseExpired):
@@ -87,9 +87,9 @@ def test_a_queue_call_from_inside_its_own_effect_is_refused_clearly(shop: fairq.
     assert shop.get("E0001").state is fairq.State.INFLIGHT
 
 
-def test_an_effect_can_go_with_a_retry_or_a_fail(shop: fairq.Queue, effects) -> None:
+def test_an_effect_can_go_with_a_retry_or_a_fail(shop: fairq.Queue, store, effects) -> None:
     lease = shop.claim(now=0)
-    shop.retry(lease, "partial", effect=insert_effect(lease), now=1)
+    shop.retry(lease, "partial", effect=insert_effect(lease, store), now=1)
     assert effects() == [("E0001", 10000)]
     assert shop.get("E0001").state is fairq.State.READY
 

@@ -31,7 +31,7 @@ def orders(store, target):
 
 
 def test_the_business_row_and_the_event_commit_together(q: fairq.Queue, store, app, orders) -> None:
-    place_order(q, app, "o1", 500, begin=store.BEGIN)
+    place_order(q, app, "o1", 500, begin=store.BEGIN, param=store.param)
     assert orders() == [("o1", 500)]
     assert q.get("paid-o1").body == {"cents": 500, "order": "o1"}
     assert q.claim(now=1).event_id == "paid-o1"
@@ -52,7 +52,7 @@ def test_a_failing_business_write_leaves_no_event(q: fairq.Queue, store, app, or
 def test_a_conflicting_event_leaves_no_business_row(q: fairq.Queue, store, app, orders) -> None:
     q.enqueue("paid-o1", {"order": "o1", "cents": 999}, now=0)
     with pytest.raises(fairq.Conflict):
-        place_order(q, app, "o1", 500, begin=store.BEGIN)
+        place_order(q, app, "o1", 500, begin=store.BEGIN, param=store.param)
     assert orders() == []
     assert q.get("paid-o1").body == {"cents": 999, "order": "o1"}
 

@@ -12,7 +12,6 @@ import pytest
 import fairq
 import fairq.cli
 from helpers import start_serve
-from pgops import pg_db  # noqa: F401  (the fixture)
 
 HANG = 60  # seconds; only to stop a hung test
 #: Nothing listens on port 1 of the loopback address.
@@ -34,9 +33,9 @@ def tables(url: str) -> int:
     return int(row[0]) if row else 0
 
 
-def test_every_command_works_on_a_postgresql_url(pg_db: str, tmp_path: Path,  # noqa: F811
+def test_every_command_works_on_a_postgresql_url(pg_url: str, tmp_path: Path,
                                                  capsys: pytest.CaptureFixture[str]) -> None:
-    db = ("--db", pg_db)
+    db = ("--db", pg_url)
     assert run(capsys, *db, "init")[0] == 0
     lines = tmp_path / "events.jsonl"
     lines.write_text("".join(json.dumps({"event_id": f"e{i}", "flow": "F" if i < 3 else "G", "body": {"n": i}}) + "\n"
@@ -57,7 +56,7 @@ def test_every_command_works_on_a_postgresql_url(pg_db: str, tmp_path: Path,  # 
     assert status == 0
     status, out, _ = run(capsys, *db, "policy", "show")
     assert status == 0 and json.loads(out)["max_attempts"] == 1
-    with fairq.Queue(pg_db) as q:  # one head quarantined, to redrive
+    with fairq.Queue(pg_url) as q:  # one head quarantined, to redrive
         lease = q.claim()
         assert lease is not None
         q.fail(lease, "broken")
@@ -74,7 +73,7 @@ def test_every_command_works_on_a_postgresql_url(pg_db: str, tmp_path: Path,  # 
     assert run(capsys, *db, "schedules", "remove", "nightly")[0] == 0
     status, _, err = run(capsys, *db, "work", "work_handlers:steady", "--until-idle", "--no-tick")
     assert status == 0, err
-    with fairq.Queue(pg_db) as q:
+    with fairq.Queue(pg_url) as q:
         assert q.stats(top=0).counts["ready"] == 0
     status, out, err = run(capsys, *db, "purge", "--older-than", "0")
     assert status == 0, err
@@ -83,11 +82,11 @@ def test_every_command_works_on_a_postgresql_url(pg_db: str, tmp_path: Path,  # 
 
 
 def test_a_looking_command_on_a_database_without_a_queue_is_refused_and_creates_nothing(
-        pg_db: str, capsys: pytest.CaptureFixture[str]) -> None:  # noqa: F811
+        pg_url: str, capsys: pytest.CaptureFixture[str]) -> None:
     for argv in (("status",), ("events",), ("enqueue", "-"), ("policy", "show"), ("schedules", "list")):
-        status, out, err = run(capsys, "--db", pg_db, *argv)
+        status, out, err = run(capsys, "--db", pg_url, *argv)
         assert status == 1 and err.startswith("fairq: ") and err.count("\n") == 1, (argv, err)
-    assert tables(pg_db) == 0
+    assert tables(pg_url) == 0
 
 
 @pytest.mark.parametrize("argv", [("status",), ("init",), ("enqueue", "-"), ("work", "work_handlers:steady"),
@@ -100,9 +99,9 @@ def test_an_unreachable_server_is_one_line_and_exit_1_without_the_password(
     assert err.strip().count("\n") == 0 if argv[0] != "work" else "fairq: " in err
 
 
-def test_fairq_serve_on_postgresql_serves_a_client(pg_db: str) -> None:  # noqa: F811
-    fairq.Queue(pg_db).close()
-    proc, url = start_serve(pg_db, "--port", "0", "--no-auth", "--no-tick")  # type: ignore[arg-type]
+def test_fairq_serve_on_postgresql_serves_a_client(pg_url: str) -> None:
+    fairq.Queue(pg_url).close()
+    proc, url = start_serve(pg_url, "--port", "0", "--no-auth", "--no-tick")  # type: ignore[arg-type]
     try:
         client = fairq.Client(url, token=None)
         client.enqueue("remote", {"x": 1}, flow="R")
@@ -113,28 +112,28 @@ def test_fairq_serve_on_postgresql_serves_a_client(pg_db: str) -> None:  # noqa:
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=HANG)
     assert proc.returncode == 0, err
-    with fairq.Queue(pg_db) as q:
+    with fairq.Queue(pg_url) as q:
         assert q.get("remote").state is fairq.State.ACKED
 
 
-def test_serve_names_the_database_without_its_password(pg_db: str) -> None:  # noqa: F811
+def test_serve_names_the_database_without_its_password(pg_url: str) -> None:
     import urllib.parse
 
-    parts = urllib.parse.urlsplit(pg_db)
+    parts = urllib.parse.urlsplit(pg_url)
     with_password = urllib.parse.urlunsplit(parts._replace(netloc=f"{parts.username}:hunter2@{parts.hostname}:{parts.port}"))
-    fairq.Queue(pg_db).close()
+    fairq.Queue(pg_url).close()
     proc, url = start_serve(with_password, "--port", "0", "--no-auth", "--no-tick")  # type: ignore[arg-type]
     proc.send_signal(signal.SIGTERM)
     out, err = proc.communicate(timeout=HANG)
     assert "hunter2" not in out + err and url.startswith("http://")
 
 
-def test_the_command_line_reads_a_postgresql_url_from_fairq_db(pg_db: str, tmp_path: Path) -> None:  # noqa: F811
-    fairq.Queue(pg_db).close()
+def test_the_command_line_reads_a_postgresql_url_from_fairq_db(pg_url: str, tmp_path: Path) -> None:
+    fairq.Queue(pg_url).close()
     import os
     import sys
 
-    env = {**os.environ, "FAIRQ_DB": pg_db, "PYTHONPATH": os.pathsep.join(sys.path)}
+    env = {**os.environ, "FAIRQ_DB": pg_url, "PYTHONPATH": os.pathsep.join(sys.path)}
     done = subprocess.run([sys.executable, "-m", "fairq", "status", "--json"], env=env, capture_output=True,
                           text=True, timeout=HANG, cwd=tmp_path)
     assert done.returncode == 0, done.stderr

@@ -13,7 +13,6 @@ from pathlib import Path
 import fairq
 import history
 from helpers import Receiver, start
-from pgops import pg_db  # noqa: F401  (the fixture)
 
 HANG = 120  # seconds; only to stop a hung test
 WORKERS = 8
@@ -47,11 +46,11 @@ def stop_all(procs: list[subprocess.Popen]) -> None:
 
 
 def test_eight_workers_keep_every_flow_in_order_and_weights_in_proportion(
-        pg_db: str, tmp_path: Path) -> None:  # noqa: F811
+        pg_url: str, tmp_path: Path) -> None:
     # 8 flows of each weight 1..5; a flow of weight w holds 6 * w events, so all run out together.
     weights = {f"w{w}f{i}": w for w in range(1, 6) for i in range(8)}
     backlog = {flow: 6 * w for flow, w in weights.items()}
-    with fairq.Queue(pg_db) as q:
+    with fairq.Queue(pg_url) as q:
         for flow, w in weights.items():
             q.set_weight(flow, w)
         rng = random.Random(16)
@@ -61,9 +60,9 @@ def test_eight_workers_keep_every_flow_in_order_and_weights_in_proportion(
         q.enqueue_many(sorted(items, key=lambda item: order.index(item[2])))
     hist = tmp_path / "history"
     hist.mkdir()
-    procs = workers(pg_db, "pg_handlers:history", WORKERS, {"FAIRQ_TEST_HISTORY": str(hist)})
+    procs = workers(pg_url, "pg_handlers:history", WORKERS, {"FAIRQ_TEST_HISTORY": str(hist)})
     try:
-        drained(pg_db, sum(backlog.values()))
+        drained(pg_url, sum(backlog.values()))
     finally:
         stop_all(procs)
     claims = history.read(hist)
@@ -78,11 +77,11 @@ def test_eight_workers_keep_every_flow_in_order_and_weights_in_proportion(
     assert len({int(p.pid) for p in procs}) == WORKERS
 
 
-def test_workers_killed_at_random_lose_nothing_and_double_no_effect(pg_db: str, tmp_path: Path) -> None:  # noqa: F811
+def test_workers_killed_at_random_lose_nothing_and_double_no_effect(pg_url: str, tmp_path: Path) -> None:
     receiver_db = tmp_path / "receiver.db"
     Receiver(receiver_db).close()
     flows, per_flow = 12, 25
-    with fairq.Queue(pg_db, lease_seconds=1) as q:
+    with fairq.Queue(pg_url, lease_seconds=1) as q:
         q.enqueue_many([(f"f{f}-{s}", {"delta": f * 100 + s, "work": 3}, f"f{f}")
                         for s in range(1, per_flow + 1) for f in range(flows)])
     total = flows * per_flow
@@ -91,11 +90,11 @@ def test_workers_killed_at_random_lose_nothing_and_double_no_effect(pg_db: str, 
     logs.mkdir()
     env = {"FAIRQ_TEST_HISTORY": str(hist), "FAIRQ_TEST_INBOX": str(receiver_db), "FAIRQ_TEST_LOG": str(logs)}
     rng = random.Random(8)
-    procs = workers(pg_db, "pg_handlers:history_relay", 4, env)
+    procs = workers(pg_url, "pg_handlers:history_relay", 4, env)
     killed = 0
     try:
         deadline = time.monotonic() + HANG
-        with fairq.Queue(pg_db) as q:
+        with fairq.Queue(pg_url) as q:
             while q.stats(top=0).counts["acked"] < total * 3 // 4 and killed < 6:
                 assert time.monotonic() < deadline
                 time.sleep(rng.uniform(0.2, 0.5))
@@ -104,8 +103,8 @@ def test_workers_killed_at_random_lose_nothing_and_double_no_effect(pg_db: str, 
                     procs[victim].send_signal(signal.SIGKILL)
                     procs[victim].communicate(timeout=HANG)
                     killed += 1
-                    procs[victim:victim + 1] = workers(pg_db, "pg_handlers:history_relay", 1, env)
-        drained(pg_db, total)
+                    procs[victim:victim + 1] = workers(pg_url, "pg_handlers:history_relay", 1, env)
+        drained(pg_url, total)
     finally:
         stop_all(procs)
     print(f"SIGKILLs: {killed}")
@@ -119,6 +118,6 @@ def test_workers_killed_at_random_lose_nothing_and_double_no_effect(pg_db: str, 
         receiver.close()
     claims = history.read(hist)
     assert history.order_problems(claims) == []
-    with fairq.Queue(pg_db) as q:
+    with fairq.Queue(pg_url) as q:
         counts = q.stats(top=0).counts
     assert counts["acked"] == total and counts["inflight"] == counts["ready"] == counts["quarantined"] == 0

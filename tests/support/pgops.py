@@ -1,8 +1,8 @@
 """PostgreSQL for the operational tests: a fresh database per test on the shared
 server, and a dedicated throwaway cluster a test may stop and start at will.
 
-The shared server's URL comes from FAIRQ_TEST_PG_URL (the suite's session
-cluster sets it; see tests/support/pgcluster.py). A dedicated cluster runs
+The shared server is the session's (the pg_server fixture of tests/conftest.py,
+tests/support/pgcluster.py). A dedicated cluster runs
 `initdb` and `pg_ctl` as the `postgres` user when this process is root
 (initdb refuses root), on a loopback port of its own, with trust auth.
 """
@@ -21,13 +21,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 BIN = Path("/usr/lib/postgresql/15/bin")
-HOW_TO_RUN = ("set FAIRQ_TEST_PG_URL=postgresql://user@host:port/db to a server this test may create "
-              "databases on, or install PostgreSQL (initdb, pg_ctl) to let the suite start one")
-
-
-def base_url() -> str | None:
-    """The shared server's URL, or None when no server was given."""
-    return os.environ.get("FAIRQ_TEST_PG_URL") or None
+HOW_TO_RUN = ("install PostgreSQL (initdb, pg_ctl; e.g. apt-get install postgresql) to let the tests "
+              "start a cluster of their own")
 
 
 def with_database(url: str, name: str) -> str:
@@ -121,15 +116,11 @@ def _pytest_fixture() -> object:
     import pytest
 
     @pytest.fixture
-    def pg_db() -> Iterator[str]:
-        """The URL of a fresh database on the suite's PostgreSQL server (skipped, or in CI
-        failed, when there is none)."""
-        url = base_url()
-        if url is None:
-            if os.environ.get("CI"):
-                pytest.fail("no PostgreSQL server for the tests in CI: " + HOW_TO_RUN)
-            pytest.skip("no PostgreSQL server: " + HOW_TO_RUN)
-        with fresh_database(url) as db:
+    def pg_db(request: pytest.FixtureRequest) -> Iterator[str]:
+        """The URL of a fresh database of its own on the suite's PostgreSQL server (the
+        session's pg_server), for tests that count a database's connections."""
+        server = request.getfixturevalue("pg_server")
+        with fresh_database(server.url) as db:
             yield db
 
     return pg_db

@@ -23,10 +23,10 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from . import READY_CHANNEL
+
 log = logging.getLogger("fairq")
 
-#: The channel the store notifies when a head becomes claimable now.
-READY_CHANNEL = "fairq_ready"
 #: Seconds the reading thread blocks per read, so close() ends it soon after.
 READ_SLICE = 0.5
 #: Seconds between reconnection attempts: doubling from the first to the second.

@@ -1,0 +1,33 @@
+"""The PostgreSQL store: fairq's promises on a PostgreSQL database.
+
+Importing this package does not import psycopg: only opening a store does
+(fairq.postgres.connection), so `import fairq` and the SQLite store work
+without it. What other modules need without a connection lives here: which
+targets are PostgreSQL URLs, the channel the store notifies when work
+becomes claimable, and the opener the store router calls.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["READY_CHANNEL", "is_postgres_url", "open_pg_store"]
+
+#: The LISTEN/NOTIFY channel a transaction notifies (once, with an empty
+#: payload) when it makes a head claimable now; workers LISTEN on it.
+READY_CHANNEL = "fairq_ready"
+
+#: The URL schemes that name a PostgreSQL database.
+SCHEMES = ("postgresql://", "postgres://")
+
+
+def is_postgres_url(target: Any) -> bool:
+    """Is this Queue/Inbox target a PostgreSQL URL (postgresql:// or postgres://)?"""
+    return isinstance(target, str) and target.startswith(SCHEMES)
+
+
+def open_pg_store(url: str, *, readonly: bool, policy: Any, server_clock: bool) -> Any:
+    """Open (creating and migrating unless readonly) the queue in the database at `url`."""
+    from .store import PgStore  # psycopg is imported here, not by `import fairq`
+
+    return PgStore(url, readonly=readonly, policy=policy, server_clock=server_clock)

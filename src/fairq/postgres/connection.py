@@ -1,0 +1,222 @@
+"""One psycopg connection to a queue's database: opening, reads, write
+transactions (own or joined to an application's), callbacks.
+
+Holds every BEGIN, COMMIT and ROLLBACK of the PostgreSQL store. Writes run
+at READ COMMITTED (each verb takes explicit row locks where a decision
+depends on a read); reads run in one REPEATABLE READ READ ONLY snapshot.
+Threads take turns through one lock, so each transaction has the connection
+to itself. psycopg is imported here, lazily: a missing driver is a UsageError
+naming the `fairq[postgres]` extra. Knows nothing about queues.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import urllib.parse
+import weakref
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from .. import _crash
+from ..errors import InvalidInput, ReadOnly, StoreError, UsageError
+from .failures import from_application, reraise
+
+if TYPE_CHECKING:
+    import psycopg
+
+T = TypeVar("T")
+
+#: fairq's own connections, told apart from an application's (an effect's
+#: connection is fairq's; an outbox enqueue must bring the application's).
+_OWN: weakref.WeakSet[Any] = weakref.WeakSet()
+
+
+def load_psycopg() -> Any:
+    """The psycopg module, or a UsageError saying how to install it."""
+    try:
+        import psycopg
+    except ImportError as exc:
+        raise UsageError("a PostgreSQL URL needs psycopg 3, which is not installed: "
+                         "pip install 'fairq[postgres]'") from exc
+    return psycopg
+
+
+def redacted(url: str) -> str:
+    """The URL without its password, for messages."""
+    parts = urllib.parse.urlsplit(url)
+    if parts.password is None:
+        return url
+    host = parts.hostname or ""
+    netloc = f"{parts.username or ''}:***@{host}" + (f":{parts.port}" if parts.port else "")
+    return urllib.parse.urlunsplit(parts._replace(netloc=netloc))
+
+
+def in_transaction(conn: Any) -> bool:
+    """Is this psycopg connection inside an open (or failed) transaction?"""
+    return int(conn.info.transaction_status) in (2, 3)  # INTRANS, INERROR
+
+
+class PgDatabase:
+    """A psycopg connection in autocommit mode, with explicit transactions."""
+
+    def __init__(self, url: str, *, readonly: bool = False) -> None:
+        psycopg = load_psycopg()
+        self.url = redacted(url)
+        self.readonly = readonly
+        self.closed = False
+        self.lock = threading.RLock()
+        self.busy = False  # a transaction of this connection is open
+        try:
+            self.conn: psycopg.Connection[Any] = psycopg.connect(url, autocommit=True)
+            if readonly:
+                # Every transaction of this connection is read-only.
+                self.conn.execute("SET default_transaction_read_only = on")
+            # Which database and schema the queue lives in (an outbox connection must match).
+            row = self.conn.execute("SELECT current_database(), current_schema()").fetchone()
+        except Exception as exc:
+            reraise(exc, self.url)
+            raise
+        if row is None or row[1] is None:
+            self.conn.close()
+            raise StoreError(self.url, f"{self.url}: no schema to create the queue in (search_path is empty)")
+        self.place: tuple[str, str] = (row[0], row[1])
+        _OWN.add(self.conn)
+
+    def close(self) -> None:
+        with self.lock:
+            self.closed = True
+            self.conn.close()
+
+    def refuse_write(self) -> None:
+        self.refuse_closed()
+        if self.readonly:
+            raise ReadOnly(self.url, f"{self.url} was opened read-only; open it without readonly=True to write")
+
+    def refuse_closed(self) -> None:
+        if self.closed:
+            raise UsageError(f"{self.url} was closed (close() was called); open it again to go on")
+
+    def refuse_reentry(self) -> None:
+        """Refuse a call from inside this connection's own open transaction (an
+        effect or apply calling the Queue or Inbox it runs under)."""
+        self.refuse_closed()
+        if self.busy:
+            raise UsageError("a fairq call from inside its own effect or apply: the transaction is still "
+                             "open; use the connection the callback was given")
+
+    @contextlib.contextmanager
+    def write(self, name: str, before_commit: Callable[[], None]) -> Iterator[Any]:
+        """One READ COMMITTED transaction: commits when the block ends (after
+        before_commit), rolls back on any exception, a failing COMMIT included."""
+        self.refuse_write()
+        with self.lock:
+            self.refuse_reentry()
+            conn = self.conn
+            try:
+                conn.execute("BEGIN ISOLATION LEVEL READ COMMITTED")
+            except Exception as exc:
+                reraise(exc, self.url)
+                raise
+            self.busy = True
+            try:
+                yield conn
+                before_commit()
+                if int(conn.info.transaction_status) != 2:  # a statement failed, or the block ended it
+                    raise UsageError(f"{name}: the transaction was ended or failed inside the call; "
+                                     "nothing is certain")
+                _crash.point(name, "before_commit")
+                conn.execute("COMMIT")
+            except BaseException as exc:
+                self._rollback()
+                reraise(exc, self.url)
+                raise
+            finally:
+                self.busy = False
+        _crash.point(name, "after_commit")
+
+    def _rollback(self) -> None:
+        try:
+            if in_transaction(self.conn):
+                self.conn.execute("ROLLBACK")
+        except Exception:  # noqa: S110 - the connection is gone; the server rolls back
+            pass
+
+    @contextlib.contextmanager
+    def join(self, conn: Any, before_commit: Callable[[], None]) -> Iterator[Any]:
+        """A write inside the application's open transaction on `conn` (the
+        outbox): a SAVEPOINT; never COMMIT, never ROLLBACK of theirs."""
+        self.refuse_write()
+        self.check_joinable(conn)
+        try:
+            conn.execute("SAVEPOINT fairq")
+        except Exception as exc:
+            reraise(exc, self.url)
+            raise
+        try:
+            yield conn
+            before_commit()
+            # This call's writes become part of the application's transaction.
+            conn.execute("RELEASE SAVEPOINT fairq")
+        except BaseException as exc:
+            with contextlib.suppress(Exception):
+                conn.execute("ROLLBACK TO SAVEPOINT fairq")
+                conn.execute("RELEASE SAVEPOINT fairq")
+            reraise(exc, self.url)
+            raise
+
+    def check_joinable(self, conn: Any) -> None:
+        """Refuse (InvalidInput) anything but the application's open psycopg
+        connection, inside a transaction, on this queue's database and schema."""
+        psycopg = load_psycopg()
+        if not isinstance(conn, psycopg.Connection):
+            raise InvalidInput("conn", f"must be a psycopg.Connection, not {type(conn).__name__}")
+        if conn in _OWN:
+            raise InvalidInput("conn", "is fairq's own connection (a settle effect's or an Inbox apply's), "
+                                       "whose transaction belongs to that call; pass the application's own")
+        if conn.closed or not in_transaction(conn):
+            raise InvalidInput("conn", "is not inside a transaction: begin one and commit it yourself; "
+                                       "fairq joins it and never commits it")
+        try:
+            row = conn.execute("SELECT current_database(), current_schema()").fetchone()
+        except Exception as exc:
+            reraise(exc, self.url)
+            raise
+        if row is None or (row[0], row[1]) != self.place:
+            raise InvalidInput("conn", f"is on {row!r}, not on the queue's database and schema {self.place!r}")
+
+    def read(self, fn: Callable[[Any], T]) -> T:
+        """fn(conn) in one read-only snapshot."""
+        with self.lock:
+            self.refuse_reentry()
+            conn = self.conn
+            try:
+                conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+                self.busy = True
+                try:
+                    return fn(conn)
+                finally:
+                    self.busy = False
+                    self._rollback()
+            except Exception as exc:
+                reraise(exc, self.url)
+                raise
+
+    def run_callback(self, conn: Any, fn: Callable[[Any], T], what: str) -> T:
+        """fn(conn) inside the open transaction, which it must leave open; a
+        savepoint around it undoes only its own writes if it raises."""
+        conn.execute("SAVEPOINT fairq_callback")
+        try:
+            result = fn(conn)
+        except BaseException as exc:
+            from_application(exc)  # the application's own error: it reaches the caller as it is
+            with contextlib.suppress(Exception):
+                conn.execute("ROLLBACK TO SAVEPOINT fairq_callback")
+            raise
+        try:
+            # Still inside: the callback's writes join this call's transaction.
+            conn.execute("RELEASE SAVEPOINT fairq_callback")
+        except Exception as exc:
+            raise UsageError(f"{what} ended or broke the transaction it runs in (COMMIT, ROLLBACK or a "
+                             "failed statement); fairq wrote nothing more") from exc
+        return result

@@ -1,0 +1,146 @@
+"""The SQL of enqueue on PostgreSQL: new events at the ends of their flows, repeats judged.
+
+Runs inside a queue write transaction (TxnCore); never commits. Set-based:
+one advisory lock per distinct id (so two enqueues of one id take turns and
+the second sees the first), one read of the ids already known, the flows
+locked (by flow_id, existing ones first) while their seqs are allocated,
+one read of which flows already have a head, one insert of events and
+heads. Whether a repeat matches (fairq.rules.check_repeat) and where a new
+head joins the rotation (fairq.rules.join_pass) are the rules' to say.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any
+
+from .. import rules
+from ..backend import NewEvent
+from ..types import Enqueued
+from .txn import TxnCore
+
+#: Advisory lock space of event ids being enqueued (the second key is the id's hash).
+_ID_LOCK_SPACE = 0x6672
+
+
+def enqueue_many(tx: TxnCore, items: Sequence[NewEvent], now_ms: int) -> list[Enqueued]:
+    """Store each new event at the end of its flow; identical repeats collapse.
+    Any conflict raises before anything is written."""
+    ids = sorted({item.event_id for item in items})
+    # Enqueues of one id take turns (in hash order, so never in a cycle);
+    # the later one reads the earlier one's row once it has committed.
+    tx.execute("SELECT pg_advisory_xact_lock(%(space)s, h) FROM "
+               "(SELECT DISTINCT hashtext(x) AS h FROM unnest(%(ids)s::text[]) AS x ORDER BY 1) AS s",
+               {"space": _ID_LOCK_SPACE, "ids": ids})
+    # An event id names one (flow, body) forever, and so does a purged id
+    # while its tombstone is kept (an id is never in both tables).
+    stored = {
+        row[0]: row
+        for row in tx.execute(
+            "SELECT e.event_id, f.name, e.seq, e.body, NULL::bytea FROM event AS e "
+            "LEFT JOIN flow AS f ON f.flow_id = e.flow_id WHERE e.event_id = ANY(%(ids)s::text[]) "
+            "UNION ALL "
+            "SELECT t.event_id, f.name, t.seq, NULL::text, t.body_hash FROM tombstone AS t "
+            "LEFT JOIN flow AS f ON f.flow_id = t.flow_id WHERE t.event_id = ANY(%(ids)s::text[])",
+            {"ids": ids},
+        )
+    }
+    fresh: dict[str, NewEvent] = {}
+    for item in items:
+        if item.event_id in stored:
+            found = stored[item.event_id]
+            stored_body = found[3] if found[3] is not None else bytes(found[4])
+            rules.check_repeat(item.event_id, item.flow, item.body, stored_flow=found[1], stored_body=stored_body)
+        elif item.event_id in fresh:
+            earlier = fresh[item.event_id]
+            rules.check_repeat(item.event_id, item.flow, item.body, stored_flow=earlier.flow,
+                               stored_body=earlier.body)
+        else:
+            fresh[item.event_id] = item
+    seqs = _insert_events(tx, list(fresh.values()), now_ms) if fresh else {}
+    out = []
+    created: set[str] = set()
+    for item in items:
+        if item.event_id in seqs and item.event_id not in created:
+            created.add(item.event_id)
+            out.append(Enqueued(item.event_id, item.flow, seqs[item.event_id], True))
+        else:
+            seq = stored[item.event_id][2] if item.event_id in stored else seqs[item.event_id]
+            out.append(Enqueued(item.event_id, item.flow, int(seq), False))
+    return out
+
+
+def _insert_events(tx: TxnCore, items: list[NewEvent], now_ms: int) -> dict[str, int]:
+    """Insert new events; returns their seqs. An event that finds its flow
+    idle becomes its head and joins the rotation behind every flow in it."""
+    flows = _allocate_seqs(tx, Counter(item.flow for item in items if item.flow is not None))
+    tail = tx.rotation()[1]
+    events: dict[str, list[Any]] = {k: [] for k in ("event_id", "flow_id", "seq", "body", "next_at")}
+    heads: list[tuple[str, int | None, int, bool]] = []  # (event_id, flow_id, dispatch_ms, runnable)
+    seqs = {}
+    for item in items:
+        next_at = now_ms + item.delay_ms if item.at_ms is None else item.at_ms
+        if item.flow is None:
+            flow_id, seq, head = None, 1, True
+        else:
+            slot = flows[item.flow]
+            flow_id, seq, head = slot[0], slot[1], not slot[2]
+            slot[1] += 1
+            slot[2] = True  # later events of this flow in the batch queue behind
+        for key, value in (("event_id", item.event_id), ("flow_id", flow_id), ("seq", seq),
+                           ("body", item.body), ("next_at", next_at)):
+            events[key].append(value)
+        if head:
+            heads.append((item.event_id, flow_id, next_at, next_at <= now_ms))
+        seqs[item.event_id] = seq
+    turns = tx.next_turns(len(heads))
+    # New events are ready; only heads get a rotation place (the tail) and a
+    # dispatch time, in the same statement.
+    tx.execute(
+        "WITH new AS (INSERT INTO event (event_id, flow_id, seq, body, state, created_ms, due_ms, next_at_ms) "
+        "SELECT n.event_id, n.flow_id, n.seq, n.body, 'ready', %(now_ms)s, n.next_at, n.next_at "
+        "FROM unnest(%(event_id)s::text[], %(flow_id)s::bigint[], %(seq)s::bigint[], %(body)s::text[], "
+        "%(next_at)s::bigint[]) WITH ORDINALITY AS n(event_id, flow_id, seq, body, next_at, i) ORDER BY n.i "
+        "RETURNING id, event_id, flow_id) "
+        "INSERT INTO head (event_pk, flow_id, pass, turn, dispatch_ms, runnable) "
+        "SELECT new.id, new.flow_id, %(pass)s, h.turn, h.dispatch_ms, h.runnable FROM new "
+        "JOIN unnest(%(h_event_id)s::text[], %(h_turn)s::bigint[], %(h_dispatch)s::bigint[], "
+        "%(h_runnable)s::boolean[]) AS h(event_id, turn, dispatch_ms, runnable) ON h.event_id = new.event_id",
+        {**events, "now_ms": now_ms, "pass": rules.join_pass(tail),
+         "h_event_id": [h[0] for h in heads], "h_turn": turns, "h_dispatch": [h[2] for h in heads],
+         "h_runnable": [h[3] for h in heads]},
+    )
+    if any(h[3] for h in heads):
+        tx.wake()
+    tx.moved(None, "ready", len(items))
+    tx.happened("enqueued", len(items))
+    return seqs
+
+
+def _allocate_seqs(tx: TxnCore, counts: Counter[str]) -> dict[str, list[Any]]:
+    """For each named flow: [flow_id, first new seq, whether it already has a head]."""
+    if not counts:
+        return {}
+    names = sorted(counts)
+    # The flows are locked (flow before head before event, by flow_id) until
+    # commit: an ack of a flow's last event and this enqueue take turns, so
+    # one of them always sees the other's event or head.
+    tx.execute("SELECT flow_id FROM flow WHERE name = ANY(%(names)s::text[]) ORDER BY flow_id FOR UPDATE",
+               {"names": names})
+    # Each flow hands out its next `count` seqs; a new flow starts at 1.
+    allocated = tx.execute(
+        "INSERT INTO flow (name, next_seq) SELECT c.name, 1 + c.n "
+        "FROM unnest(%(names)s::text[], %(ns)s::bigint[]) AS c(name, n) ORDER BY c.name "
+        "ON CONFLICT (name) DO UPDATE SET next_seq = flow.next_seq + excluded.next_seq - 1 "
+        "RETURNING flow_id, name, next_seq",
+        {"names": names, "ns": [counts[n] for n in names]},
+    ).fetchall()
+    flows = {name: [int(flow_id), int(next_seq) - counts[name], False] for flow_id, name, next_seq in allocated}
+    # A flow has a head iff it has unacked work; the flow lock keeps it so.
+    busy = {int(row[0]) for row in tx.execute(
+        "SELECT flow_id FROM head WHERE flow_id = ANY(%(ids)s::bigint[])",
+        {"ids": [slot[0] for slot in flows.values()]})}
+    for slot in flows.values():
+        slot[2] = slot[0] in busy
+    return flows

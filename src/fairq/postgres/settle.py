@@ -1,0 +1,258 @@
+"""The SQL of the fenced verbs on PostgreSQL: settle, extend and redrive.
+
+Runs inside a queue write transaction (TxnCore); never commits. Each verb
+locks what it judges in the one order used everywhere (flow, then head, then
+event), then reads the rows afresh and asks the rules: the fence verdict
+(fairq.rules.fence) and the settle decision (fairq.policy.decide). Every
+write is a compare-and-set on what was judged (generation, state, lease
+end), so a row another transaction changed is never settled on stale facts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, NamedTuple
+
+from .. import rules
+from .._json import body_value
+from ..backend import SettleItem
+from ..errors import LeaseExpired, LeaseLost, RedriveRefused, StaleLease, StoreError
+from ..policy import Backoff, decide, from_ms
+from ..types import Lease, Outcome, Settled, State
+from .txn import TxnCore, audit_row
+
+_TOTAL_FOR = {State.ACKED: "acked", State.READY: "retried", State.QUARANTINED: "quarantined"}
+
+
+class Held(NamedTuple):
+    """An event row as a fence check sees it, with its head's rotation place."""
+
+    event_id: str
+    id: int
+    flow_id: int | None
+    seq: int
+    state: str
+    generation: int
+    attempts: int
+    lifetime_attempts: int
+    lease_until_ms: int | None
+    owner: str | None
+    pass_: int | None
+    turn: int | None
+    reason: str | None
+
+
+def held(tx: TxnCore, event_ids: list[str], *, lock_flows: bool) -> dict[str, Held]:
+    """The rows the fence judges, locked (flows if asked, then heads) and read afresh."""
+    ids = sorted(set(event_ids))
+    found = tx.execute("SELECT id, flow_id FROM event WHERE event_id = ANY(%(ids)s::text[])", {"ids": ids}).fetchall()
+    flows = sorted({int(r[1]) for r in found if r[1] is not None})
+    if lock_flows and flows:
+        # The flow serialises "ack of its last event" against "enqueue finds no head".
+        tx.execute("SELECT flow_id FROM flow WHERE flow_id = ANY(%(ids)s::bigint[]) ORDER BY flow_id FOR UPDATE",
+                   {"ids": flows})
+    if found:
+        # The heads judged, locked in event order: a claim skips them, a settle waits.
+        tx.execute("SELECT event_pk FROM head WHERE event_pk = ANY(%(pks)s::bigint[]) ORDER BY event_pk FOR UPDATE",
+                   {"pks": sorted(int(r[0]) for r in found)})
+    rows = tx.execute(
+        "SELECT e.event_id, e.id, e.flow_id, e.seq, e.state, e.generation, e.attempts, e.lifetime_attempts, "
+        "e.lease_until_ms, e.owner, h.pass, h.turn, e.reason FROM event AS e "
+        "LEFT JOIN head AS h ON h.event_pk = e.id WHERE e.event_id = ANY(%(ids)s::text[])",
+        {"ids": ids},
+    )
+    return {row[0]: Held._make(row) for row in rows}
+
+
+def _fence(row: Held | None, event_id: str, generation: int, now_ms: int,
+           settled: bool = False) -> StaleLease | LeaseExpired | None:
+    if row is None:
+        return rules.fence(event_id, generation, now_ms, state=None, stored_generation=None,
+                           lease_until_ms=None, settled_in_batch=settled)
+    return rules.fence(event_id, generation, now_ms, state=row.state, stored_generation=row.generation,
+                       lease_until_ms=row.lease_until_ms, settled_in_batch=settled)
+
+
+def check_fence(tx: TxnCore, event_id: str, generation: int, now_ms: int) -> None:
+    """Raise StaleLease or LeaseExpired unless this lease may settle now."""
+    lost = _fence(held(tx, [event_id], lock_flows=True).get(event_id), event_id, generation, now_ms)
+    if lost is not None:
+        raise lost
+
+
+def settle_many(tx: TxnCore, items: Sequence[SettleItem], *, now_ms: int, max_attempts: int,
+                backoff: Backoff) -> list[Settled | LeaseLost]:
+    """Settle each lease on its own; a lost lease is reported in its slot."""
+    rows = held(tx, [item.event_id for item in items], lock_flows=True)
+    out: list[Settled | LeaseLost] = []
+    acked: list[Held] = []
+    retried: list[tuple[Held, int, str | None]] = []
+    released: list[Held] = []
+    quarantined: list[tuple[Held, str | None]] = []
+    audits: list[dict[str, Any]] = []
+    settled: set[str] = set()  # a second settle of one event in this batch is stale
+    for item in items:
+        row = rows.get(item.event_id)
+        lost = _fence(row, item.event_id, item.generation, now_ms, item.event_id in settled)
+        if lost is not None:
+            out.append(lost)
+            continue
+        assert row is not None
+        settled.add(item.event_id)
+        decision = decide(item.outcome, event_id=item.event_id, generation=row.generation, attempts=row.attempts,
+                          max_attempts=max_attempts, now_ms=now_ms, delay=item.delay, backoff=backoff)
+        out.append(Settled(item.event_id, decision.state, from_ms(decision.next_at_ms), decision.attempts))
+        if decision.state is State.ACKED:
+            acked.append(row)
+        elif item.outcome is Outcome.RELEASE:
+            released.append(row)
+        elif decision.state is State.READY:
+            assert decision.next_at_ms is not None
+            retried.append((row, decision.next_at_ms, item.reason))
+            audits.append(audit_row(item.event_id, "retry", item.reason, row.owner, row.generation, now_ms,
+                                    {"attempts": row.attempts, "next_at": from_ms(decision.next_at_ms)}))
+        else:
+            reason = item.reason or decision.quarantine_cause
+            quarantined.append((row, reason))
+            audits.append(audit_row(item.event_id, "quarantine", reason, row.owner, row.generation, now_ms,
+                                    {"cause": decision.quarantine_cause, "attempts": row.attempts,
+                                     "lifetime_attempts": row.lifetime_attempts}))
+    tx.moved("inflight", "acked", len(acked))
+    tx.happened("acked", len(acked))
+    tx.moved("inflight", "ready", len(retried) + len(released))
+    tx.happened("retried", len(retried))
+    tx.moved("inflight", "quarantined", len(quarantined))
+    tx.happened("quarantined", len(quarantined))
+    if acked:
+        _ack(tx, acked, now_ms)
+    if retried or released:
+        _ready_again(tx, retried, released, now_ms)
+    if quarantined:
+        _cas(tx, [r for r, _ in quarantined])
+        tx.quarantine([r.id for r, _ in quarantined], [reason for _, reason in quarantined])
+    tx.append_audit(audits)
+    return out
+
+
+def _cas(tx: TxnCore, rows: Sequence[Held]) -> None:
+    """Check that each judged event is still inflight at the generation and
+    lease end read (the rows are locked, so this holds unless the lock order
+    was broken): a failed check aborts the call."""
+    got = tx.execute(
+        "SELECT count(*) FROM event AS e JOIN unnest(%(pk)s::bigint[], %(gen)s::bigint[], %(until)s::bigint[]) "
+        "AS c(pk, gen, until) ON e.id = c.pk AND e.generation = c.gen AND e.lease_until_ms = c.until "
+        "AND e.state = 'inflight'",
+        {"pk": [r.id for r in rows], "gen": [r.generation for r in rows], "until": [r.lease_until_ms for r in rows]},
+    ).fetchone()[0]
+    if got != len(rows):
+        raise StoreError("event", "a settled event changed under its lock; nothing was written")
+
+
+def _ack(tx: TxnCore, rows: list[Held], now_ms: int) -> None:
+    _cas(tx, rows)
+    pks = [r.id for r in rows]
+    # Acked is final: the event leaves its head row for good.
+    tx.execute("UPDATE event SET state = 'acked', lease_until_ms = NULL, settled_ms = %(now_ms)s "
+               "WHERE id = ANY(%(pk)s::bigint[])", {"pk": pks, "now_ms": now_ms})
+    tx.execute("DELETE FROM head WHERE event_pk = ANY(%(pk)s::bigint[])", {"pk": pks})
+    named = [r for r in rows if r.flow_id is not None]
+    if not named:
+        return
+    # The next seq (there are no gaps) becomes the head and inherits the
+    # flow's rotation place; no such event: the flow is idle now. The flow
+    # is locked, so an enqueue in flight either committed before (its event
+    # is found here) or sees no head after.
+    runnable = tx.execute(
+        "INSERT INTO head (event_pk, flow_id, pass, turn, dispatch_ms, runnable) "
+        "SELECT e.id, e.flow_id, c.pass, c.turn, e.next_at_ms, e.next_at_ms <= %(now_ms)s "
+        "FROM unnest(%(flow)s::bigint[], %(seq)s::bigint[], %(pass)s::bigint[], %(turn)s::bigint[]) "
+        "AS c(flow, seq, pass, turn) JOIN event AS e ON e.flow_id = c.flow AND e.seq = c.seq "
+        "RETURNING runnable",
+        {"flow": [r.flow_id for r in named], "seq": [r.seq + 1 for r in named],
+         "pass": [r.pass_ for r in named], "turn": [r.turn for r in named], "now_ms": now_ms},
+    ).fetchall()
+    if any(r[0] for r in runnable):
+        tx.wake()
+
+
+def _ready_again(tx: TxnCore, retried: list[tuple[Held, int, str | None]], released: list[Held],
+                 now_ms: int) -> None:
+    _cas(tx, [r for r, _, _ in retried] + released)
+    pks = [r.id for r, _, _ in retried] + [r.id for r in released]
+    next_at = [at for _, at, _ in retried] + [now_ms] * len(released)
+    reasons = [reason for _, _, reason in retried] + [None] * len(released)
+    keep = [True] * len(retried) + [False] * len(released)
+    # Back to ready: still the head, claimable again from next_at. A release
+    # gives its claim back to the round's budget (lifetime_attempts keeps it).
+    tx.execute(
+        "UPDATE event AS e SET state = 'ready', lease_until_ms = NULL, next_at_ms = c.at, "
+        "reason = CASE WHEN c.keep THEN c.reason ELSE e.reason END, "
+        "attempts = CASE WHEN c.keep THEN e.attempts ELSE e.attempts - 1 END "
+        "FROM unnest(%(pk)s::bigint[], %(at)s::bigint[], %(reason)s::text[], %(keep)s::boolean[]) "
+        "AS c(pk, at, reason, keep) WHERE e.id = c.pk",
+        {"pk": pks, "at": next_at, "reason": reasons, "keep": keep},
+    )
+    tx.execute(
+        "UPDATE head AS h SET dispatch_ms = c.at, runnable = c.at <= %(now_ms)s "
+        "FROM unnest(%(pk)s::bigint[], %(at)s::bigint[]) AS c(pk, at) WHERE h.event_pk = c.pk",
+        {"pk": pks, "at": next_at, "now_ms": now_ms},
+    )
+    if any(at <= now_ms for at in next_at):
+        tx.wake()
+
+
+def extend(tx: TxnCore, event_id: str, generation: int, *, lease_ms: int, now_ms: int) -> Lease:
+    """Move a live lease's end to now + lease_ms (fenced like settle)."""
+    row = held(tx, [event_id], lock_flows=False).get(event_id)
+    lost = _fence(row, event_id, generation, now_ms)
+    if lost is not None:
+        raise lost
+    assert row is not None
+    until = now_ms + lease_ms
+    # Only the current holder's lease moves (compare-and-set on generation,
+    # state and lease end); the head's dispatch time follows it.
+    got = tx.execute(
+        "UPDATE event SET lease_until_ms = %(until)s WHERE id = %(id)s AND generation = %(gen)s "
+        "AND state = 'inflight' AND lease_until_ms = %(old)s "
+        "RETURNING seq, body, generation, attempts, lifetime_attempts, owner, lease_until_ms, "
+        "(SELECT name FROM flow WHERE flow_id = event.flow_id)",
+        {"id": row.id, "until": until, "gen": row.generation, "old": row.lease_until_ms},
+    ).fetchone()
+    if got is None:
+        raise StoreError("event", f"event {event_id!r} changed under its lock; nothing was written")
+    tx.execute("UPDATE head SET dispatch_ms = %(until)s WHERE event_pk = %(id)s", {"id": row.id, "until": until})
+    return Lease(event_id, got[7], int(got[0]), body_value(got[1]), int(got[2]), int(got[3]), int(got[4]),
+                 got[5], int(got[6]) / 1000)
+
+
+def redrive(tx: TxnCore, event_id: str, *, expected_generation: int, reason: str, actor: str | None,
+            now_ms: int) -> int:
+    """Give a quarantined head a new round; returns its new generation."""
+    row = held(tx, [event_id], lock_flows=False).get(event_id)
+    if row is None:
+        raise RedriveRefused(event_id, f"event {event_id!r} does not exist")
+    if row.state != "quarantined":
+        raise RedriveRefused(event_id, f"event {event_id!r} is {row.state}, not quarantined")
+    if row.generation != expected_generation:
+        raise RedriveRefused(
+            event_id, f"event {event_id!r} is at generation {row.generation}, not {expected_generation}")
+    generation = row.generation + 1
+    # A new round (compare-and-set on state and generation): attempts reset,
+    # the old reason moves to the audit row; still the head, in its old
+    # rotation place, claimable now.
+    changed = tx.execute(
+        "UPDATE event SET state = 'ready', generation = %(gen)s, attempts = 0, next_at_ms = %(now_ms)s, "
+        "reason = NULL WHERE id = %(id)s AND state = 'quarantined' AND generation = %(old)s",
+        {"id": row.id, "gen": generation, "old": row.generation, "now_ms": now_ms},
+    ).rowcount
+    if changed != 1:
+        raise RedriveRefused(event_id, f"event {event_id!r} changed while it was redriven; look again")
+    tx.execute("UPDATE head SET dispatch_ms = %(now_ms)s, runnable = true WHERE event_pk = %(id)s",
+               {"id": row.id, "now_ms": now_ms})
+    tx.wake()
+    tx.moved("quarantined", "ready")
+    tx.happened("redriven")
+    tx.append_audit([audit_row(event_id, "redrive", reason, actor, generation, now_ms,
+                               {"replaced_reason": row.reason, "attempts": row.attempts,
+                                "lifetime_attempts": row.lifetime_attempts})])
+    return generation

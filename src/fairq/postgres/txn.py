@@ -1,0 +1,250 @@
+"""One PostgreSQL write transaction of the queue, and the shared state it keeps.
+
+TxnCore opens the transaction (its own, or joined to an application's) and
+keeps what every verb shares: the time the call runs at (the server's clock,
+or the stored clock row with clock="model"), the rotation register, the
+turn sequence, the counters, the audit log and the wake-up notification.
+Counters and the rotation register are sharded: a transaction adds its
+changes to one shard, once, just before COMMIT, so no row is locked by
+every transaction. The verbs' SQL lives beside it (enqueue, claim, settle,
+maintenance); PgTxn (store) puts them together. Never commits by itself.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from .. import policy
+from .._json import canonical
+from ..errors import InvalidInput
+from ..policy import Policy
+from ..types import TOTALS
+from . import READY_CHANNEL
+from .connection import PgDatabase
+from .policy_store import read_policy
+
+#: Rows of the rotation register and of each counter (schema step 1 makes 32).
+SHARDS = 32
+
+#: The server clock in integer milliseconds (clock_timestamp: the time now,
+#: not the transaction's start).
+SERVER_NOW = "SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint"
+
+SERVER_CLOCK_MESSAGE = ("is refused on the server clock: a PostgreSQL queue runs at its database "
+                        "server's time; open it with clock='model' to give explicit times")
+
+
+class TxnCore:
+    """A write transaction (a context manager) with the queue's shared state."""
+
+    def __init__(self, db: PgDatabase, name: str, conn: Any, *, server_clock: bool) -> None:
+        self._cm = db.write(name, self._flush) if conn is None else db.join(conn, self._flush)
+        self._db = db
+        self.server_clock = server_clock
+        self.connection: Any = None
+        self._clock_ms: int | None = None  # the stored clock (model) or the server time read
+        self._time_dirty = False
+        self._rotation: list[int] | None = None  # [vtime, tail] as read, then as moved
+        self._rotation_dirty = False
+        self._policy: Policy | None = None
+        self._moved: Counter[str] = Counter()
+        self._totals: Counter[str] = Counter()
+        self._lags: Counter[int] = Counter()
+        self._notify = False
+
+    def __enter__(self) -> Any:
+        self.connection = self._cm.__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> Any:
+        return self._cm.__exit__(*exc)
+
+    def execute(self, sql: str, params: Any = None) -> Any:
+        """Run one statement on this transaction's connection (the cursor)."""
+        return self.connection.execute(sql, params)
+
+    def run_callback(self, fn: Callable[[Any], Any], what: str) -> Any:
+        """fn(conn) inside this transaction, which it must leave open (a settle effect)."""
+        return self._db.run_callback(self.connection, fn, what)
+
+    # -- time --------------------------------------------------------------------
+
+    def _stored(self) -> int:
+        if self._clock_ms is None:
+            if self.server_clock:
+                self._clock_ms = int(self.execute(SERVER_NOW).fetchone()[0])
+            else:
+                # The stored clock, locked: model-clock writers take turns, as on SQLite.
+                self._clock_ms = int(self.execute(
+                    "SELECT now_ms FROM queue_clock WHERE id = 1 FOR UPDATE").fetchone()[0])
+        return self._clock_ms
+
+    def now(self, requested_ms: int, explicit: bool) -> int:
+        """The time this call runs at: the server's, or (model clock)
+        policy.effective_now against the stored clock."""
+        if self.server_clock:
+            if explicit:
+                raise InvalidInput("now", SERVER_CLOCK_MESSAGE)
+            self._clock_ms = None
+            return self._stored()
+        stored = self._stored()
+        now_ms = policy.effective_now(requested_ms, stored, explicit=explicit)
+        if now_ms > stored:
+            self._clock_ms = now_ms
+            self._time_dirty = True
+        return now_ms
+
+    def stored_now(self) -> int:
+        return self._stored()
+
+    def rewind(self, to_ms: int) -> None:
+        """Set the stored clock back to to_ms: only a clock reset does."""
+        self._stored()
+        self._clock_ms = to_ms
+        self._time_dirty = True
+
+    def leave_time_unstored(self) -> None:
+        """An idle claim decided nothing that depends on its time: store nothing."""
+        if not self._moved and not self._totals:
+            self._time_dirty = False
+
+    # -- the retry policy ----------------------------------------------------------
+
+    def policy(self) -> Policy:
+        if self._policy is None:
+            self._policy = read_policy(self.connection)
+        return self._policy
+
+    # -- rotation ------------------------------------------------------------------
+
+    def rotation(self) -> list[int]:
+        """[vtime, tail]: the highest of every shard, read without a lock."""
+        if self._rotation is None:
+            row = self.execute("SELECT max(vtime), max(tail) FROM rotation").fetchone()
+            self._rotation = [int(row[0]), int(row[1])]
+        return self._rotation
+
+    def moved_rotation(self, vtime: int, tail: int) -> None:
+        self._rotation = [vtime, tail]
+        self._rotation_dirty = True
+
+    def next_turns(self, n: int) -> list[int]:
+        """n arrival numbers, increasing: they break ties between equal passes."""
+        if n <= 0:
+            return []
+        rows = self.execute("SELECT nextval('turn_seq') FROM generate_series(1, %(n)s)", {"n": n})
+        return sorted(int(r[0]) for r in rows)
+
+    # -- counters and wake-ups ------------------------------------------------------
+
+    def moved(self, before: str | None, after: str, n: int = 1) -> None:
+        """Record that n events moved from state `before` (None: new) to `after`."""
+        if n and before != after:
+            if before is not None:
+                self._moved[before] -= n
+            self._moved[after] += n
+
+    def removed(self, state: str, n: int) -> None:
+        if n:
+            self._moved[state] -= n
+
+    def happened(self, total: str, n: int = 1) -> None:
+        if n:
+            self._totals[total] += n
+
+    def count(self, name: str, n: int) -> None:
+        """Add n to a counter of retention (tombstones, purged)."""
+        if n:
+            self._totals[name] += n
+
+    def claim_lag(self, lag_ms: int) -> None:
+        self._lags[policy.lag_bucket(lag_ms)] += 1
+
+    def wake(self) -> None:
+        """This transaction makes a head claimable now: notify at commit."""
+        self._notify = True
+
+    def _flush(self) -> None:
+        """Write the clock, the rotation shard, the counters and the
+        notification once, just before COMMIT."""
+        shard = random.randrange(SHARDS)
+        if self._time_dirty and not self.server_clock:
+            # The stored clock only moves forward (reset_clock excepted), under its row lock.
+            self.execute("UPDATE queue_clock SET now_ms = %(now_ms)s WHERE id = 1", {"now_ms": self._clock_ms})
+            self._time_dirty = False
+        if self._rotation_dirty and self._rotation is not None:
+            # A max-register: a shard only moves forward; readers take the max of all shards.
+            self.execute("UPDATE rotation SET vtime = greatest(vtime, %(vtime)s), tail = greatest(tail, %(tail)s) "
+                         "WHERE shard = %(shard)s",
+                         {"vtime": self._rotation[0], "tail": self._rotation[1], "shard": shard})
+            self._rotation_dirty = False
+        changes = {**{name: n for name, n in self._moved.items() if n},
+                   **{f"total_{name}": n for name, n in self._totals.items() if n},
+                   **{f"lag_{bucket}": n for bucket, n in self._lags.items() if n}}
+        if changes:
+            names = sorted(changes)
+            # Each counter's true value is the sum of its shards; one shard per transaction.
+            self.execute(
+                "INSERT INTO counter (name, shard, n) SELECT c.name, %(shard)s, c.n "
+                "FROM unnest(%(names)s::text[], %(ns)s::bigint[]) AS c(name, n) ORDER BY c.name "
+                "ON CONFLICT (name, shard) DO UPDATE SET n = counter.n + excluded.n",
+                {"shard": shard, "names": names, "ns": [changes[k] for k in names]})
+            self._moved.clear()
+            self._totals.clear()
+            self._lags.clear()
+        if self._notify:
+            # Sleeping workers wake; delivered at commit, never for a rollback.
+            self.execute("SELECT pg_notify(%(channel)s, '')", {"channel": READY_CHANNEL})
+            self._notify = False
+
+    # -- shared statements ------------------------------------------------------------
+
+    def quarantine(self, pks: Sequence[int], reasons: Sequence[str | None]) -> None:
+        """Quarantine the head events `pks` (the caller counts them)."""
+        if not pks:
+            return
+        # A quarantined head keeps its rotation place and keeps blocking its
+        # flow, but leaves both dispatch indexes.
+        self.execute(
+            "UPDATE event AS e SET state = 'quarantined', lease_until_ms = NULL, next_at_ms = NULL, "
+            "reason = c.reason FROM unnest(%(pks)s::bigint[], %(reasons)s::text[]) AS c(pk, reason) "
+            "WHERE e.id = c.pk", {"pks": list(pks), "reasons": list(reasons)})
+        self.execute("UPDATE head SET dispatch_ms = NULL, runnable = false WHERE event_pk = ANY(%(pks)s::bigint[])",
+                     {"pks": list(pks)})
+
+    def record(self, event_id: str, action: str, reason: str | None, actor: str | None,
+               generation: int | None, now_ms: int, detail: dict[str, Any]) -> None:
+        self.append_audit([audit_row(event_id, action, reason, actor, generation, now_ms, detail)])
+
+    def append_misfires(self, misfires: Sequence[tuple[str, str, dict[str, Any]]], now_ms: int) -> None:
+        """Record schedule slots that did not become instances: (instance id, reason, detail)."""
+        self.append_audit([audit_row(event_id, "misfire", reason, None, None, now_ms, detail)
+                           for event_id, reason, detail in misfires])
+
+    def append_audit(self, rows: list[dict[str, Any]]) -> None:
+        if not rows:
+            return
+        cols = ("event_id", "action", "reason", "actor", "generation", "at_ms", "detail")
+        # Audit rows are appended, never changed; in the order given.
+        self.execute(
+            "INSERT INTO audit (event_id, action, reason, actor, generation, at_ms, detail) "
+            "SELECT a.event_id, a.action, a.reason, a.actor, a.generation, a.at_ms, a.detail "
+            "FROM unnest(%(event_id)s::text[], %(action)s::text[], %(reason)s::text[], "
+            "%(actor)s::text[], %(generation)s::bigint[], %(at_ms)s::bigint[], %(detail)s::text[]) "
+            "WITH ORDINALITY AS a(event_id, action, reason, actor, generation, at_ms, detail, i) ORDER BY i",
+            {c: [r[c] for r in rows] for c in cols})
+
+
+def audit_row(event_id: str, action: str, reason: str | None, actor: str | None,
+              generation: int | None, now_ms: int, detail: dict[str, Any]) -> dict[str, Any]:
+    """The parameters of one audit row."""
+    return {"event_id": event_id, "action": action, "reason": reason, "actor": actor,
+            "generation": generation, "at_ms": now_ms, "detail": canonical(detail)}
+
+
+def state_counters() -> tuple[str, ...]:
+    """The counter names of the event states and totals (stats reads them)."""
+    return ("ready", "inflight", "acked", "quarantined", *(f"total_{t}" for t in TOTALS))

@@ -1,0 +1,54 @@
+"""The PostgreSQL store's invariants recounted from its rows, after a test:
+what the store keeps incrementally (head rows, dispatch times, runnable
+flags, sharded counters) equals what a full recount derives."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def check_pg_invariants(url: str) -> None:
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        if conn.execute("SELECT to_regclass('fairq_schema')").fetchone()[0] is None:
+            return
+        _check(conn)
+
+
+def _check(conn: Any) -> None:
+    rows = lambda sql, *p: conn.execute(sql, p).fetchall()  # noqa: E731
+    now = rows("SELECT now_ms FROM queue_clock")[0][0]
+    # Within a flow: unacked events are a suffix, seqs have no gaps, next_seq follows the last.
+    for flow_id, next_seq in rows("SELECT flow_id, next_seq FROM flow"):
+        events = rows("SELECT seq, state FROM event WHERE flow_id = %s ORDER BY seq", flow_id)
+        seqs = [s for s, _ in events]
+        first = next_seq - len(seqs)
+        assert seqs == list(range(first, next_seq)), f"flow {flow_id}: seqs {seqs}, next {next_seq}"
+        states = [st for _, st in events]
+        k = next((i for i, st in enumerate(states) if st != "acked"), len(states))
+        assert all(st != "acked" for st in states[k:]), f"flow {flow_id}: {states}"
+        purged = [r[0] for r in rows("SELECT seq FROM tombstone WHERE flow_id = %s", flow_id)]
+        assert all(s < first for s in purged), f"flow {flow_id}: tombstones {purged}"
+    # Exactly the heads have a head row, with the dispatch time their state gives.
+    heads = {r[0] for r in rows(
+        "SELECT e.id FROM event e WHERE e.state <> 'acked' AND (e.flow_id IS NULL OR NOT EXISTS "
+        "(SELECT 1 FROM event p WHERE p.flow_id = e.flow_id AND p.seq < e.seq AND p.state <> 'acked'))")}
+    placed = {r[0] for r in rows("SELECT event_pk FROM head")}
+    assert placed == heads, f"heads {sorted(heads)}, head rows {sorted(placed)}"
+    wrong = rows("SELECT h.event_pk FROM head h JOIN event e ON e.id = h.event_pk WHERE "
+                 "h.dispatch_ms IS DISTINCT FROM (CASE e.state WHEN 'ready' THEN e.next_at_ms "
+                 "WHEN 'inflight' THEN e.lease_until_ms END) OR (h.flow_id IS DISTINCT FROM e.flow_id)")
+    assert not wrong, f"head rows with a wrong dispatch time or flow: {wrong}"
+    early = rows("SELECT event_pk FROM head WHERE runnable AND dispatch_ms > %s", now)
+    assert not early or now == 0, f"runnable before due: {early}"
+    kept = dict(rows("SELECT name, sum(n)::bigint FROM counter GROUP BY name"))
+    actual = dict(rows("SELECT state, count(*) FROM event GROUP BY state"))
+    for state in ("ready", "inflight", "acked", "quarantined"):
+        assert kept.get(state, 0) == actual.get(state, 0), f"count {state}={kept.get(state, 0)}, recounted {actual.get(state, 0)}"
+    tombstones = rows("SELECT count(*) FROM tombstone")[0][0]
+    assert kept.get("total_tombstones", 0) == tombstones
+    both = rows("SELECT count(*) FROM tombstone JOIN event USING (event_id)")[0][0]
+    assert both == 0, "an event id is both stored and tombstoned"
+    vtime, tail = rows("SELECT max(vtime), max(tail) FROM rotation")[0]
+    assert tail >= vtime
