@@ -114,6 +114,8 @@ def _run(argv: Sequence[str] | None) -> int:
 
 
 def _refused(message: str) -> int:
+    """One line on stderr (a driver's message may span several), exit status 1."""
+    message = " ".join(part.strip() for part in message.splitlines() if part.strip())
     print(f"fairq: {message}", file=sys.stderr)
     return EXIT_REFUSED
 
