@@ -33,7 +33,8 @@ def drained(url: str, total: int) -> None:
     deadline = time.monotonic() + HANG
     with fairq.Queue(url) as q:
         while q.stats(top=0).counts["acked"] < total:
-            assert time.monotonic() < deadline, q.stats(top=0).counts
+            stuck = q.events(state="quarantined")
+            assert not stuck and time.monotonic() < deadline, (q.stats(top=0).counts, stuck)
             time.sleep(0.05)
 
 
@@ -71,9 +72,11 @@ def test_eight_workers_keep_every_flow_in_order_and_weights_in_proportion(
     assert history.per_flow(claims) == backlog
     spread, excess = history.worst_spread(claims, weights, backlog=backlog)
     print(f"fairness: worst spread {spread:.3f} claims/weight, beyond the serial bound by {excess:.3f}")
-    # The serial bound holds for the order claims commit in; the history notes each
-    # claim a moment later, so up to one claim per worker may show out of place.
-    assert excess <= WORKERS, (spread, excess)
+    # The serial bound holds for the order claims commit in; the history notes each claim
+    # a moment after its commit, so a claim or two may show out of place: allow two claims
+    # of the lightest flow. (Taking heads at their new position, which weights 1..5 flatten
+    # to shares like 23:31:40:44:52, puts the spread past 5 here.)
+    assert excess <= 2.0, (spread, excess)
     assert len({int(p.pid) for p in procs}) == WORKERS
 
 
@@ -82,7 +85,7 @@ def test_workers_killed_at_random_lose_nothing_and_double_no_effect(pg_url: str,
     Receiver(receiver_db).close()
     flows, per_flow = 12, 25
     with fairq.Queue(pg_url, lease_seconds=1) as q:
-        q.enqueue_many([(f"f{f}-{s}", {"delta": f * 100 + s, "work": 3}, f"f{f}")
+        q.enqueue_many([(f"f{f}-{s}", {"delta": f * 10 + s, "work": 3}, f"f{f}")
                         for s in range(1, per_flow + 1) for f in range(flows)])
     total = flows * per_flow
     hist, logs = tmp_path / "history", tmp_path / "log"
@@ -112,7 +115,7 @@ def test_workers_killed_at_random_lose_nothing_and_double_no_effect(pg_url: str,
     receiver = Receiver(receiver_db)
     try:
         assert receiver.receipts() == total  # nothing lost
-        expected = {f"f{f}": (sum(f * 100 + s for s in range(1, per_flow + 1)), per_flow) for f in range(flows)}
+        expected = {f"f{f}": (sum(f * 10 + s for s in range(1, per_flow + 1)), per_flow) for f in range(flows)}
         assert receiver.projection() == expected  # no effect twice
     finally:
         receiver.close()
