@@ -97,3 +97,24 @@ def test_other_queue_errors_still_end_the_run(q: fairq.Queue) -> None:
 
     with pytest.raises(fairq.StoreError):
         fairq.Worker(Broken(q, 0), lambda job: None).run(until_idle=True, signals=False)
+
+
+def test_a_worker_reconnects_its_queue_after_unavailable(q: fairq.Queue) -> None:
+    class Reconnecting(Flaky):
+        reconnects = 0
+
+        def reconnect(self) -> None:
+            self.reconnects += 1
+            self.queue.reconnect()
+
+    q.enqueue("a", {})
+    flaky = Reconnecting(q, failures=2)
+    counts = fairq.Worker(flaky, lambda job: None, idle_min=0.001, idle_max=0.01).run(until_idle=True, signals=False)
+    assert flaky.reconnects == 2 and counts["acked"] == 1
+
+
+def test_a_reconnected_queue_goes_on_with_the_same_file(q: fairq.Queue) -> None:
+    q.enqueue("a", {})
+    q.reconnect()
+    lease = q.claim()
+    assert lease is not None and q.ack(lease).state is fairq.State.ACKED

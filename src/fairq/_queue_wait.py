@@ -1,4 +1,5 @@
-"""Queue.wait_for_work: how an idle worker sleeps until there may be work again.
+"""Queue.wait_for_work and Queue.reconnect: how a worker sleeps until there may be
+work again, and how it gets a connection back after losing the server.
 
 On a store that tells of new work (PostgreSQL: NOTIFY when a head becomes
 claimable now, and the earliest time a waiting head becomes due), the wait
@@ -15,6 +16,7 @@ from typing import Any
 
 from .backend import Store
 from .errors import InvalidInput
+from .store import open_store
 
 #: The wait when a waiting head is due by this host's clock but was not claimable (the
 #: server's clock may be behind this host's): look again this often, not in a busy loop.
@@ -28,9 +30,13 @@ class QueueWaits:
 
     _store: Store
     _clock: Callable[[], float]
+    _clock_arg: Any
+    _open_args: dict[str, Any]
+    _readonly: bool
     path: Any
     _listener: Any = None
     _waits_closed = False
+    _reconnect_lock = threading.Lock()
 
     def wait_for_work(self, timeout: float, stop: threading.Event | None = None) -> bool:
         """Sleep up to `timeout` seconds, less when new work may be claimable or
@@ -58,6 +64,21 @@ class QueueWaits:
             timeout = min(timeout, until + MARGIN if until > 0 else RECHECK)
         listened: bool = listener.wait(timeout, stop)
         return listened
+
+    def reconnect(self) -> None:
+        """Open a new connection to the queue's database in place of this Queue's
+        own (after Unavailable: the server restarted or the connection was cut).
+
+        Raises Unavailable (and keeps the old connection) while the server is
+        still out of reach. The old connection, which the loss closed, is not
+        used again; a call in flight on it at that moment raises Unavailable.
+        fairq.Worker calls this itself when a round meets Unavailable.
+        """
+        with self._reconnect_lock:
+            if self._waits_closed:
+                return
+            self._store = open_store(self.path, readonly=self._readonly, clock=self._clock_arg,
+                                     **self._open_args)
 
     def _wakeups(self) -> Any:
         """This Queue's Listener (started on first use), or None on a store without wake-ups."""

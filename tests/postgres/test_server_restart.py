@@ -73,3 +73,22 @@ def test_a_worker_survives_immediate_server_restarts_with_nothing_lost_or_double
         assert receiver.projection() == expected  # nothing done twice
         receiver.close()
         assert counts["acked"] == total and counts["inflight"] == counts["ready"] == 0
+
+
+def test_a_queue_whose_connection_was_cut_reconnects(pg_url: str) -> None:
+    import uuid
+
+    import psycopg
+
+    victim = f"fairq-cut-{uuid.uuid4().hex[:8]}"
+    with fairq.Queue(f"{pg_url}&application_name={victim}") as q:
+        q.enqueue("e", {})
+        with psycopg.connect(pg_url, autocommit=True) as admin:
+            admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = %s",
+                          (victim,))
+        with pytest.raises(fairq.Unavailable):
+            q.claim()
+        q.reconnect()
+        lease = q.claim()
+        assert lease is not None and lease.event_id == "e"
+        assert q.ack(lease).state is fairq.State.ACKED

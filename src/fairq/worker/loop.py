@@ -25,6 +25,7 @@ from ..types import Outcome, State
 from .counts import COUNT_FOR, COUNTS, Tally
 from .handler import check_handler, decide
 from .heartbeat import Heartbeat
+from .outage import Outage
 from .job import GONE, RELEASE, RELEASED, RUNNING, Decision, Handled, Job
 from .processes import check_sendable, run_processes, shared_counts
 from .settings import check_settings
@@ -59,7 +60,7 @@ class Worker:
     idle worker polls after idle_min seconds, doubling up to idle_max. listen:
     on a queue that tells of new work (PostgreSQL: LISTEN/NOTIFY), sleep until
     it does or a waiting event is due, at most idle_max; False polls (PgBouncer
-    transaction mode). run() waits out a server out of reach (Unavailable).
+    transaction mode). run() waits out a server out of reach (Unavailable), reconnecting.
     """
 
     def __init__(
@@ -87,6 +88,7 @@ class Worker:
         self.process_init = process_init
         self._owner_arg = owner
         self._stop = threading.Event()
+        self._outage = Outage(self.queue)
         self._heartbeat = Heartbeat(self.queue, self.lease_seconds, timeout=self.timeout, settle=self._settle)
         self._lock = threading.Lock()
         self._active = 0  # threads inside step(): until_idle waits for all of them
@@ -257,18 +259,17 @@ class Worker:
                 self._error = self._error or exc
 
     def _loop(self, mode: str | None, stop: threading.Event) -> None:
-        """One run() thread: rounds until `stop`; idle rounds back off from idle_min to idle_max
-        (straight to idle_max while the queue listens for new work). A server out of
-        reach (Unavailable) is logged and waited out the same way."""
+        """One run() thread: rounds until `stop`; idle rounds (and Unavailable) back off from
+        idle_min to idle_max (straight to idle_max while the queue listens for new work)."""
         pause = self.idle_min
         try:
             while not stop.is_set():
                 self._tick_if_due()
+                reconnects = self._outage.reconnects
                 try:
                     handled, done = self._round(mode)
                 except Unavailable as exc:
-                    log.warning("queue.unavailable error=%r retry_in=%.3f", str(exc), pause)
-                    stop.wait(pause)
+                    self._outage.recover(exc, reconnects, stop, pause)
                     pause = min(pause * 2, self.idle_max)
                     continue
                 if done:
@@ -302,8 +303,7 @@ class Worker:
             return
         log_tick(made)
 
-    def _round(self, mode: str | None) -> tuple[list[Handled], bool]:
-        """One round of a run() thread: (what it handled, whether the stop mode says to stop)."""
+    def _round(self, mode: str | None) -> tuple[list[Handled], bool]:  # (handled, stop now?)
         seen = self._begin_round()
         handled: list[Handled] = []
         try:
