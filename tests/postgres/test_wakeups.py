@@ -134,3 +134,33 @@ def test_closing_the_queue_ends_its_listening_connection(pg_db: str, listen: boo
         time.sleep(0.05)
     assert during == (1 if listen else 0)
     assert listeners(pg_db) == 0
+
+
+def test_an_idle_async_worker_wakes_on_new_work(pg_db: str) -> None:  # noqa: F811
+    import asyncio
+
+    import fairq.aio
+
+    async def scenario() -> float:
+        seen: list[float] = []
+
+        async def handle(job: fairq.Job) -> None:
+            seen.append(time.time())
+
+        async with fairq.aio.AsyncQueue(pg_db) as q:
+            worker = fairq.aio.AsyncWorker(q, handle, idle_max=IDLE_MAX)
+            running = asyncio.ensure_future(worker.run(signals=False))
+            await asyncio.sleep(0.3)  # idle, in a wait of up to IDLE_MAX
+            with fairq.Queue(pg_db) as other:
+                sent = time.time()
+                other.enqueue("async", {})
+            for _ in range(int(HANG / 0.01)):
+                if seen:
+                    break
+                await asyncio.sleep(0.01)
+            worker.stop()
+            await asyncio.wait_for(running, HANG)
+        assert seen
+        return seen[0] - sent
+
+    assert asyncio.run(scenario()) < IDLE_MAX / 10

@@ -112,7 +112,7 @@ async def work_async(args: argparse.Namespace, handler: Callable[..., Any]) -> d
     async with aio.wrap(open_target(args, max_attempts=args.max_attempts)) as q:
         worker = aio.AsyncWorker(q, handler, owner=args.owner, concurrency=args.concurrency, batch=args.batch,
                                  lease_seconds=args.lease_seconds, stop_timeout=args.stop_timeout,
-                                 timeout=args.timeout, tick=args.tick)
+                                 timeout=args.timeout, tick=args.tick, listen=args.listen)
         log.info("work.start %s handler=%s async=True", source(q.sync), args.handler)
         with progress_line(worker):
             return await worker.run(until_idle=args.until_idle, until_empty=args.until_empty)
