@@ -89,6 +89,7 @@ def pg_server() -> Iterator[pgcluster.Server]:
     FAIRQ_TEST_PG_URL names, or a throwaway cluster started with initdb and
     stopped at the end. Neither available: the test fails when CI=true, else it
     is skipped with a message saying how to run it."""
+    pgcluster.require_psycopg()
     try:
         server = pgcluster.start()
     except Exception as exc:  # initdb or pg_ctl failed: say so, with their output

@@ -59,6 +59,11 @@ def requested_time(clock: Callable[[], float], max_clock_skew: float | None, now
     return to_ms(at), True
 
 
+def call_lease_ms(value: float | None, field: str = "lease_seconds") -> int | None:
+    """A call's own lease in milliseconds; None: the stored policy's, read in the call's transaction."""
+    return None if value is None else to_ms(v.seconds(value, field, positive=True))
+
+
 def new_event(event_id: Any, body: Any, flow: Any, delay: Any, *, max_body_bytes: int) -> NewEvent:
     """One enqueue's arguments, checked: the body in canonical JSON, the delay in ms."""
     return NewEvent(

@@ -23,8 +23,8 @@ from ._maintenance import MAX_BATCH as MAX_BATCH, QueueMaintenance  # MAX_BATCH 
 from ._queue_config import QueueConfig
 from ._queue_reads import QueueReads
 from ._queue_wait import QueueWaits
-from ._requests import (batch_item, new_event, required_reason, requested_time, settle_item, store_path,
-                        wall_clock)
+from ._requests import (batch_item, call_lease_ms, new_event, required_reason, requested_time, settle_item,
+                        store_path, wall_clock)
 from .leases import lease_key, settle_parts
 from .backend import AppConnection, NewEvent, Store
 from .errors import InvalidInput, LeaseLost
@@ -46,7 +46,7 @@ Effect = Callable[[AppConnection], Any]
 
 
 class Queue(QueueReads, QueueMaintenance, QueueConfig, QueueWaits):
-    """A durable, fair, fenced work queue in one SQLite file.
+    """A durable, fair, fenced work queue in one SQLite file (or a PostgreSQL database).
 
     The retry policy is stored in the file, so every process decides an
     event's fate the same way: lease_seconds, how long a claim lasts unless
@@ -63,12 +63,11 @@ class Queue(QueueReads, QueueMaintenance, QueueConfig, QueueWaits):
     (at most 2,147,483.647: SQLite counts it in int milliseconds).
     max_body_bytes: the largest canonical JSON body accepted. clock: the
     wall clock used when a call gets no explicit `now` (default: the system
-    clock; give a model clock for tests and simulations). On a PostgreSQL
-    URL (postgresql://...) the default, or "server", runs every call at the
-    database server's clock, so hosts with skewed clocks agree on lease
-    ends, and an explicit `now` is refused (InvalidInput); "model" or a
-    callable keeps a stored clock as on SQLite and takes explicit `now`.
-    On SQLite "server" and "model" mean the system clock. max_clock_skew:
+    clock; give a model clock for tests and simulations). On a postgresql://
+    URL the default ("server") runs calls at the database server's clock, so
+    hosts with skewed clocks agree on lease ends, and an explicit `now` is
+    refused (InvalidInput); "model" or a callable keeps a stored clock as on
+    SQLite. On SQLite "server" and "model" mean the system clock. max_clock_skew:
     how many seconds ahead of that clock an explicit `now` may be; a later
     one is refused (InvalidInput), since the stored clock never goes back by
     itself. "auto" (default): 300 s on the system clock, no bound on a model
@@ -254,7 +253,7 @@ class Queue(QueueReads, QueueMaintenance, QueueConfig, QueueWaits):
         """Lease up to n heads in one transaction: at most one per flow, in fair order."""
         n = v.count(n, "n", low=1, high=_MAX_CLAIM)
         owner = v.optional_identifier(owner, "owner")
-        lease_ms = _lease_ms(lease_seconds)
+        lease_ms = call_lease_ms(lease_seconds)
         requested = self._requested(now)
         with self._store.transaction("claim") as tx:
             now_ms = tx.now(*requested)
@@ -340,7 +339,7 @@ class Queue(QueueReads, QueueMaintenance, QueueConfig, QueueWaits):
         """Heartbeat: the lease now ends at now + seconds (default: the stored
         policy's lease_seconds). Fenced."""
         event_id, generation = lease_key(lease, "lease")
-        lease_ms = _lease_ms(seconds, "seconds")
+        lease_ms = call_lease_ms(seconds, "seconds")
         requested = self._requested(now)
         with self._store.transaction("extend") as tx:
             now_ms = tx.now(*requested)
@@ -392,11 +391,6 @@ class Queue(QueueReads, QueueMaintenance, QueueConfig, QueueWaits):
         requested = self._requested(now)
         with self._store.transaction("tick") as tx:
             return expand_due(tx, tx.now(*requested), ahead_ms)
-
-def _lease_ms(value: float | None, field: str = "lease_seconds") -> int | None:
-    """A call's own lease in milliseconds; None: the stored policy's, read in the call's transaction."""
-    return None if value is None else to_ms(v.seconds(value, field, positive=True))
-
 
 
 def _log_settled(result: Settled | LeaseLost) -> None:

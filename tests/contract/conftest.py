@@ -38,6 +38,7 @@ from pgcheck import check_pg_invariants
 class SqliteStore:
     """Queues on real SQLite files in the test's tmp_path."""
 
+    DEFAULTS: dict[str, Any] = {}  # Queue settings another process needs to open a target the same way
     BEGIN = "BEGIN IMMEDIATE"  # how the application opens a write transaction (outbox)
     IntegrityError = sqlite3.IntegrityError  # what the database raises for a broken constraint
     Connection = sqlite3.Connection  # what effects and an inbox's apply are given
@@ -107,6 +108,7 @@ class PostgresStore:
     the test gives a clock, as the promises are stated in the queue's own time."""
 
     BEGIN = "BEGIN"
+    DEFAULTS = {"clock": "model"}  # Queue settings another process needs to open a target the same way
     Connection = None  # psycopg.Connection, set when the first store is made
     IntegrityError = None  # psycopg.errors.IntegrityError
 
@@ -132,7 +134,7 @@ class PostgresStore:
         return self.targets[name]
 
     def open(self, target: Any, **settings: Any) -> fairq.Queue:
-        queue = fairq.Queue(target, **{"clock": "model", **settings})
+        queue = fairq.Queue(target, **{**self.DEFAULTS, **settings})
         self.opened.append(queue)
         return queue
 
@@ -174,12 +176,13 @@ class PostgresStore:
                 pass
 
     def check(self) -> None:
-        try:
-            for url in self.targets.values():
-                check_pg_invariants(url)
-        finally:
-            for schema in self.schemas:
-                pgcluster.drop_schema(self.server.url, schema)
+        for url in self.targets.values():
+            check_pg_invariants(url)
+
+    def cleanup(self) -> None:
+        """Drop the test's schemas (after close and check)."""
+        for schema in self.schemas:
+            pgcluster.drop_schema(self.server.url, schema)
 
 
 STORES: dict[str, Callable[..., Any]] = {"sqlite": SqliteStore, "postgres": PostgresStore}
@@ -192,7 +195,10 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
     backend = STORES[request.param](tmp_path, request)
     yield backend
     backend.close()
-    backend.check()
+    try:
+        backend.check()
+    finally:
+        getattr(backend, "cleanup", lambda: None)()
 
 
 @pytest.fixture

@@ -144,10 +144,10 @@ def test_two_processes_with_different_arguments_see_one_policy_and_the_budget_ho
     with store.open(target, max_attempts=3) as q:
         q.enqueue("e", {}, now=0)
     # A process that names another budget is refused before it claims anything.
-    assert run_opener(target, max_attempts=10) == {"refused": "max_attempts", "stored": 3, "given": 10}
+    assert run_opener(target, max_attempts=10, **store.DEFAULTS) == {"refused": "max_attempts", "stored": 3, "given": 10}
     # One that names none uses the stored budget: the event is quarantined
     # after exactly 3 claims, whatever the process would have chosen.
-    assert run_opener(target) == {"claims": 3, "max_attempts": 3}
+    assert run_opener(target, **store.DEFAULTS) == {"claims": 3, "max_attempts": 3}
     with store.open(target) as q:
         info = q.get("e")
         assert (info.state, info.attempts, info.lifetime_attempts) == (fairq.State.QUARANTINED, 3, 3)

@@ -21,10 +21,25 @@ import tempfile
 import urllib.parse
 import uuid
 from dataclasses import dataclass, field
+from typing import Any
 
 #: What to do when no server can be had.
 HOW_TO = ("PostgreSQL tests need a server: install PostgreSQL (e.g. `apt-get install postgresql`, which "
           "brings initdb) or set FAIRQ_TEST_PG_URL=postgresql://user@host:port/dbname")
+
+
+def require_psycopg() -> Any:
+    """The psycopg module for a PostgreSQL test module; without it the module is
+    skipped (saying how to install it), or fails to collect when CI=true."""
+    try:
+        import psycopg
+    except ImportError:
+        if os.environ.get("CI") == "true":
+            raise
+        import pytest
+
+        pytest.skip("PostgreSQL tests need psycopg 3: pip install -e '.[postgres]'", allow_module_level=True)
+    return psycopg
 
 
 def find_binary(name: str) -> str | None:

@@ -13,6 +13,7 @@ from typing import Any
 from ..errors import FairqError
 from .._json import to_json
 from ..http.client import Client
+from ..postgres import is_postgres_url
 from ..queue import Queue
 from ..types import AuditEntry, EventInfo, Stats
 
@@ -86,8 +87,12 @@ def open_existing(args: argparse.Namespace, **settings: Any) -> Queue:
     to create one where there is none (in a PostgreSQL database: where the
     queue's tables were never created)."""
     path = database_path(args)
+<<<<<<< HEAD
     if is_database_url(path):
         Queue(path, readonly=True).close()  # SchemaError when no queue is there: nothing is created
+=======
+    if is_postgres_url(path):  # a database URL: the store says whether a queue is there
+>>>>>>> h-pgstore
         return Queue(path, **settings)
     if not os.path.exists(path):
         raise FairqError(f"no fairq database at {path} (set --db or FAIRQ_DB, or run fairq init)")

@@ -29,9 +29,11 @@ def claim_many(tx: TxnCore, n: int, *, owner: str | None, now_ms: int, lease_ms:
     """Claim up to n heads, one per flow, lowest rotation position first."""
     # Heads whose time has come (delay or backoff over, lease expired) enter
     # the rotation index; heads still waiting cost nothing here.
+    # Locked in event order (as settle locks heads), through head_waiting;
+    # then updated by primary key.
     promoted = tx.execute(
-        "UPDATE head SET runnable = true WHERE event_pk IN (SELECT event_pk FROM head "
-        "WHERE NOT runnable AND dispatch_ms <= %(now_ms)s ORDER BY event_pk FOR UPDATE)",
+        "UPDATE head SET runnable = true WHERE event_pk = ANY(ARRAY(SELECT event_pk FROM head "
+        "WHERE NOT runnable AND dispatch_ms <= %(now_ms)s ORDER BY event_pk FOR UPDATE))",
         {"now_ms": now_ms},
     ).rowcount
     leases: list[Lease] = []
@@ -48,7 +50,6 @@ def claim_many(tx: TxnCore, n: int, *, owner: str | None, now_ms: int, lease_ms:
         ).fetchall()
         if not candidates:
             break
-        seen.extend(int(c[0]) for c in candidates)
         # Only candidates still at the position read are locked; one another
         # claimer holds is skipped, one it moved is left at its new place.
         rows = tx.execute(
@@ -61,6 +62,8 @@ def claim_many(tx: TxnCore, n: int, *, owner: str | None, now_ms: int, lease_ms:
             {"pk": [c[0] for c in candidates], "pass": [c[1] for c in candidates],
              "turn": [c[2] for c in candidates], "limit": want},
         ).fetchall()
+        # Judged here, or skipped (another claimer holds or moved it): not read again.
+        seen.extend(int(r[0]) for r in rows) if len(rows) == want else seen.extend(int(c[0]) for c in candidates)
         claimed: list[tuple[int, int]] = []
         for row in rows:
             lease, ready, new_pass = _claim_one(tx, row, owner=owner, now_ms=now_ms,

@@ -61,14 +61,14 @@ class PgDatabase:
     """A psycopg connection in autocommit mode, with explicit transactions."""
 
     def __init__(self, url: str, *, readonly: bool = False) -> None:
-        psycopg = load_psycopg()
+        driver = load_psycopg()
         self.url = redacted(url)
         self.readonly = readonly
         self.closed = False
         self.lock = threading.RLock()
         self.busy = False  # a transaction of this connection is open
         try:
-            self.conn: psycopg.Connection[Any] = psycopg.connect(url, autocommit=True)
+            self.conn: psycopg.Connection[Any] = driver.connect(url, autocommit=True)
             if readonly:
                 # Every transaction of this connection is read-only.
                 self.conn.execute("SET default_transaction_read_only = on")
@@ -168,8 +168,7 @@ class PgDatabase:
     def check_joinable(self, conn: Any) -> None:
         """Refuse (InvalidInput) anything but the application's open psycopg
         connection, inside a transaction, on this queue's database and schema."""
-        psycopg = load_psycopg()
-        if not isinstance(conn, psycopg.Connection):
+        if not isinstance(conn, load_psycopg().Connection):
             raise InvalidInput("conn", f"must be a psycopg.Connection, not {type(conn).__name__}")
         if conn in _OWN:
             raise InvalidInput("conn", "is fairq's own connection (a settle effect's or an Inbox apply's), "

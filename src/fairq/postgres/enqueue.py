@@ -126,7 +126,7 @@ def _allocate_seqs(tx: TxnCore, counts: Counter[str]) -> dict[str, list[Any]]:
     # The flows are locked (flow before head before event, by flow_id) until
     # commit: an ack of a flow's last event and this enqueue take turns, so
     # one of them always sees the other's event or head.
-    tx.execute("SELECT flow_id FROM flow WHERE name = ANY(%(names)s::text[]) ORDER BY flow_id FOR UPDATE",
+    tx.execute("SELECT flow_id FROM flow WHERE name = ANY(%(names)s::text[]) ORDER BY flow_id FOR NO KEY UPDATE",
                {"names": names})
     # Each flow hands out its next `count` seqs; a new flow starts at 1.
     allocated = tx.execute(

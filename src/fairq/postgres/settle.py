@@ -49,7 +49,7 @@ def held(tx: TxnCore, event_ids: list[str], *, lock_flows: bool) -> dict[str, He
     flows = sorted({int(r[1]) for r in found if r[1] is not None})
     if lock_flows and flows:
         # The flow serialises "ack of its last event" against "enqueue finds no head".
-        tx.execute("SELECT flow_id FROM flow WHERE flow_id = ANY(%(ids)s::bigint[]) ORDER BY flow_id FOR UPDATE",
+        tx.execute("SELECT flow_id FROM flow WHERE flow_id = ANY(%(ids)s::bigint[]) ORDER BY flow_id FOR NO KEY UPDATE",
                    {"ids": flows})
     if found:
         # The heads judged, locked in event order: a claim skips them, a settle waits.

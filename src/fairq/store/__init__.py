@@ -15,6 +15,7 @@ from ..backend import Store
 from ..policy import Policy
 from ..postgres import is_postgres_url, open_pg_store
 from .queue import QueueStore
+from .sqlite import check_settings
 
 
 def open_store(path: Any, *, synchronous: str, busy_timeout: float, readonly: bool = False,
@@ -27,6 +28,7 @@ def open_store(path: Any, *, synchronous: str, busy_timeout: float, readonly: bo
     clock: the Queue's clock argument (see uses_server_clock).
     """
     if is_postgres_url(path):
+        check_settings(synchronous, busy_timeout)  # the SQLite settings are checked, though unused
         store: Store = open_pg_store(path, readonly=readonly, policy=policy,
                                      server_clock=uses_server_clock(path, clock))
         return store

@@ -140,6 +140,16 @@ def _enable_wal(conn: sqlite3.Connection, timeout: float) -> None:
         pause = min(pause * 2, 0.05)
 
 
+def check_settings(synchronous: Any, busy_timeout: Any) -> None:
+    """Refuse (InvalidInput) a synchronous or busy_timeout setting SQLite cannot take."""
+    if synchronous not in SYNCHRONOUS:
+        raise InvalidInput("synchronous", f"must be 'full' or 'normal', got {synchronous!r}")
+    if isinstance(busy_timeout, bool) or not isinstance(busy_timeout, (int, float)) \
+            or not 0 <= busy_timeout <= MAX_BUSY_TIMEOUT:
+        raise InvalidInput("busy_timeout", f"must be between 0 and {MAX_BUSY_TIMEOUT} seconds "
+                                           f"(SQLite counts it in int milliseconds), got {busy_timeout!r}")
+
+
 class OwnConnection(sqlite3.Connection):
     """The class of fairq's own connections, so they can be told from an application's."""
 
@@ -160,12 +170,7 @@ class Database:
         readonly: open the existing file without ever writing it (no WAL
         switch, no pragmas that write); write() and join() refuse."""
         check_sqlite_version()
-        if synchronous not in SYNCHRONOUS:
-            raise InvalidInput("synchronous", f"must be 'full' or 'normal', got {synchronous!r}")
-        if isinstance(busy_timeout, bool) or not isinstance(busy_timeout, (int, float)) \
-                or not 0 <= busy_timeout <= MAX_BUSY_TIMEOUT:
-            raise InvalidInput("busy_timeout", f"must be between 0 and {MAX_BUSY_TIMEOUT} seconds "
-                                               f"(SQLite counts it in int milliseconds), got {busy_timeout!r}")
+        check_settings(synchronous, busy_timeout)
         self.path = path
         self.readonly = readonly
         self.closed = False
