@@ -68,7 +68,7 @@ def database_path(args: argparse.Namespace | str | None = None) -> str:
 
 def is_database_url(path: str) -> bool:
     """True for a PostgreSQL URL, which names no file (no existence checks apply)."""
-    return path.startswith(("postgresql://", "postgres://"))
+    return is_postgres_url(path)
 
 
 def shown(path: str) -> str:
@@ -87,12 +87,8 @@ def open_existing(args: argparse.Namespace, **settings: Any) -> Queue:
     to create one where there is none (in a PostgreSQL database: where the
     queue's tables were never created)."""
     path = database_path(args)
-<<<<<<< HEAD
     if is_database_url(path):
         Queue(path, readonly=True).close()  # SchemaError when no queue is there: nothing is created
-=======
-    if is_postgres_url(path):  # a database URL: the store says whether a queue is there
->>>>>>> h-pgstore
         return Queue(path, **settings)
     if not os.path.exists(path):
         raise FairqError(f"no fairq database at {path} (set --db or FAIRQ_DB, or run fairq init)")
