@@ -16,7 +16,6 @@ from typing import Any
 
 from .backend import Store
 from .errors import InvalidInput
-from .store import open_store
 
 #: The wait when a waiting head is due by this host's clock but was not claimable (the
 #: server's clock may be behind this host's): look again this often, not in a busy loop.
@@ -30,9 +29,7 @@ class QueueWaits:
 
     _store: Store
     _clock: Callable[[], float]
-    _clock_arg: Any
-    _open_args: dict[str, Any]
-    _readonly: bool
+    _reopen: Callable[[], Store]  # opens the store again, as the Queue was opened
     path: Any
     _listener: Any = None
     _waits_closed = False
@@ -77,8 +74,7 @@ class QueueWaits:
         with self._reconnect_lock:
             if self._waits_closed:
                 return
-            self._store = open_store(self.path, readonly=self._readonly, clock=self._clock_arg,
-                                     **self._open_args)
+            self._store = self._reopen()
 
     def _wakeups(self) -> Any:
         """This Queue's Listener (started on first use), or None on a store without wake-ups."""

@@ -9,6 +9,7 @@ protocols to the store fairq.store.open_store picks.
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 import time
@@ -106,9 +107,9 @@ class Queue(QueueReads, QueueMaintenance, QueueConfig, QueueWaits):
         if max_clock_skew == "auto":
             max_clock_skew = DEFAULT_MAX_CLOCK_SKEW if self._clock is time.time else None
         self.max_clock_skew = v.optional_seconds(max_clock_skew, "max_clock_skew")
-        self._open_args, self._readonly = {"synchronous": synchronous, "busy_timeout": busy_timeout}, readonly
-        self._store: Store = open_store(path, synchronous=synchronous, busy_timeout=busy_timeout, readonly=readonly,
-                                        policy=_policy_args.changed(Policy(), given), clock=clock)
+        self._open_args = {"synchronous": synchronous, "busy_timeout": busy_timeout}
+        self._reopen = functools.partial(open_store, path, readonly=readonly, clock=clock, **self._open_args)
+        self._store: Store = self._reopen(policy=_policy_args.changed(Policy(), given))
         self.path = path
         try:
             _policy_args.check(self.policy(), given)
