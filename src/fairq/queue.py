@@ -107,7 +107,7 @@ class Queue(QueueReads, QueueMaintenance, QueueConfig, QueueWaits):
         if max_clock_skew == "auto":
             max_clock_skew = DEFAULT_MAX_CLOCK_SKEW if self._clock is time.time else None
         self.max_clock_skew = v.optional_seconds(max_clock_skew, "max_clock_skew")
-        self._open_args = {"synchronous": synchronous, "busy_timeout": busy_timeout}
+        self._open_args: dict[str, Any] = {"synchronous": synchronous, "busy_timeout": busy_timeout}
         self._reopen = functools.partial(open_store, path, readonly=readonly, clock=clock, **self._open_args)
         self._store: Store = self._reopen(policy=_policy_args.changed(Policy(), given))
         self.path = path
