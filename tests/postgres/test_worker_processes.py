@@ -48,14 +48,14 @@ def stop_all(procs: list[subprocess.Popen]) -> None:
 
 def test_eight_workers_keep_every_flow_in_order_and_weights_in_proportion(
         pg_url: str, tmp_path: Path) -> None:
-    # 8 flows of each weight 1..5; a flow of weight w holds 6 * w events, so all run out together.
+    # 8 flows of each weight 1..5; a flow of weight w holds 4 * w events, so all run out together.
     weights = {f"w{w}f{i}": w for w in range(1, 6) for i in range(8)}
-    backlog = {flow: 6 * w for flow, w in weights.items()}
+    backlog = {flow: 4 * w for flow, w in weights.items()}
     with fairq.Queue(pg_url) as q:
         for flow, w in weights.items():
             q.set_weight(flow, w)
         rng = random.Random(16)
-        items = [(f"{flow}-{seq}", {"work": 2}, flow) for flow, n in backlog.items() for seq in range(1, n + 1)]
+        items = [(f"{flow}-{seq}", {"work": 1}, flow) for flow, n in backlog.items() for seq in range(1, n + 1)]
         order = list(weights)
         rng.shuffle(order)  # flows join in a random order, each flow's events in seq order
         q.enqueue_many(sorted(items, key=lambda item: order.index(item[2])))
@@ -77,7 +77,8 @@ def test_eight_workers_keep_every_flow_in_order_and_weights_in_proportion(
     # of the lightest flow. (Taking heads at their new position, which weights 1..5 flatten
     # to shares like 23:31:40:44:52, puts the spread past 5 here.)
     assert excess <= 2.0, (spread, excess)
-    assert len({int(p.pid) for p in procs}) == WORKERS
+    print(f"claims per process: {sorted(len(f.read_text().splitlines()) for f in hist.glob('*.log'))}")
+    assert len(list(hist.glob("*.log"))) >= WORKERS // 2  # processes claimed side by side
 
 
 def test_workers_killed_at_random_lose_nothing_and_double_no_effect(pg_url: str, tmp_path: Path) -> None:
