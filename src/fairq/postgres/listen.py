@@ -28,7 +28,7 @@ from . import READY_CHANNEL
 log = logging.getLogger("fairq")
 
 #: Seconds the reading thread blocks per read, so close() ends it soon after.
-READ_SLICE = 0.5
+READ_SLICE = 0.2
 #: Seconds between reconnection attempts: doubling from the first to the second.
 RECONNECT_MIN, RECONNECT_MAX = 0.05, 5.0
 #: Seconds a wait blocks at a time while checking its stop event.
