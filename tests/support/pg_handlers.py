@@ -39,3 +39,8 @@ def history_relay(job: fairq.Job) -> None:
 
     history(job)
     work_handlers.relay(job)
+
+
+if __name__ == "__main__":  # python pg_handlers.py URL IDLE_MAX: a Worker running mark_time until SIGTERM
+    with fairq.Queue(sys.argv[1]) as queue:
+        fairq.Worker(queue, mark_time, idle_max=float(sys.argv[2])).run()
