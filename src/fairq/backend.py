@@ -2,10 +2,10 @@
 
 The facade (fairq.queue) validates input, picks the time a call asks for and
 runs one write transaction per verb through these protocols; it never sees
-SQL and never names a database. A store (fairq.store's SQLite one today)
-implements them with set-based SQL and asks fairq.rules and fairq.policy for
-every decision, so each store keeps the same contract without copying it.
-Everything passed across is plain data: the records below, ints in
+SQL and never names a database. A store (fairq.store's SQLite one,
+fairq.postgres's) implements them with set-based SQL and asks fairq.rules
+and fairq.policy for every decision, so each store keeps the same contract
+without copying it. Everything passed across is plain data: the records below, ints in
 milliseconds, and the value types of fairq.types.
 
 Only fairq.store.open_store picks a store; nothing else names one.
@@ -28,7 +28,8 @@ __all__ = ["NewEvent", "SettleItem", "NewSchedule", "Advance", "AppConnection", 
 T = TypeVar("T")
 
 #: An application's own connection to the store's database (a sqlite3.Connection
-#: for an SQLite file): an effect runs on it, and an outbox enqueue joins it.
+#: for an SQLite file, a psycopg.Connection for PostgreSQL): an effect runs on
+#: it, and an outbox enqueue joins it.
 AppConnection = Any
 
 

@@ -13,8 +13,11 @@ SqliteStore and add it to STORES under its id (the test id, e.g. `[sqlite]`). It
   connection for an outbox enqueue, how it opens a write transaction, what a broken
   constraint raises, how its SQL names a parameter (`:name` or `%(name)s`);
 - `Connection`: the connection type effects and an inbox's apply are given;
+- `DEFAULTS`: Queue settings another process needs to open a target as `open` does (the
+  PostgreSQL queues of this suite run on the stored model clock: `clock="model"`);
 - `close()`, `check()`: run after each test: close every queue it opened, check what they
-  stored (SQLite recounts the incrementally kept dispatch state); a test may check sooner.
+  stored (each store recounts the incrementally kept dispatch state and counters); a test may
+  check sooner. `cleanup()`, if the class has it, runs last (PostgreSQL drops the test's schemas).
 
 The tests take `make_queue`, `q`, `target` or `store` and use the public API only:
 tests/test_contract_rules.py fails on a private attribute or `sqlite3` in this folder.

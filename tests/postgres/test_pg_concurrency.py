@@ -47,3 +47,4 @@ def test_eight_processes_running_every_verb_meet_no_deadlock(pg_url: str) -> Non
     with fairq.Queue(pg_url) as q:
         stats = q.stats()
         assert stats.totals["enqueued"] == sum(stats.counts.values()) > 0
+

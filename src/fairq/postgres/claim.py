@@ -23,6 +23,9 @@ from ..policy import from_ms
 from ..types import Lease, UndecodableBody
 from .txn import TxnCore
 
+#: The most candidates one page reads (a claim of more heads reads more pages).
+_MAX_PAGE = 1000
+
 
 def claim_many(tx: TxnCore, n: int, *, owner: str | None, now_ms: int, lease_ms: int,
                max_attempts: int) -> list[Lease]:
@@ -46,7 +49,7 @@ def claim_many(tx: TxnCore, n: int, *, owner: str | None, now_ms: int, lease_ms:
         candidates = tx.execute(
             "SELECT event_pk, pass, turn FROM head WHERE runnable AND NOT (event_pk = ANY(%(seen)s::bigint[])) "
             "ORDER BY pass, turn LIMIT %(limit)s",
-            {"seen": seen, "limit": 2 * want + 2},
+            {"seen": seen, "limit": min(2 * want + 2, _MAX_PAGE)},
         ).fetchall()
         if not candidates:
             break
@@ -123,23 +126,19 @@ def _write_claims(tx: TxnCore, claimed: list[tuple[int, int]], *, owner: str | N
                   lease_until: int) -> None:
     if not claimed:
         return
-    pks = [pk for pk, _ in claimed]
-    passes = dict(claimed)
-    turns = tx.next_turns(len(pks))
-    # The head moves to its new rotation place and waits in head_waiting
-    # until its lease ends or it is settled.
+    # One statement. The head moves to its new rotation place (turns taken in
+    # claim order) and waits in head_waiting until its lease ends or it is
+    # settled; the claimed event becomes inflight with a new generation, its
+    # attempt counted durably before any work starts.
     tx.execute(
-        "UPDATE head AS h SET pass = c.pass, turn = c.turn, dispatch_ms = %(lease_until)s, runnable = false "
-        "FROM unnest(%(pk)s::bigint[], %(pass)s::bigint[], %(turn)s::bigint[]) AS c(pk, pass, turn) "
-        "WHERE h.event_pk = c.pk",
-        {"pk": pks, "pass": [passes[pk] for pk in pks], "turn": turns, "lease_until": lease_until},
-    )
-    # The claimed event becomes inflight with a new generation, its attempt
-    # counted durably before any work starts.
-    tx.execute(
+        "WITH c AS (SELECT c.pk, c.pass, nextval('turn_seq') AS turn FROM unnest(%(pk)s::bigint[], "
+        "%(pass)s::bigint[]) WITH ORDINALITY AS c(pk, pass, i) ORDER BY c.i), "
+        "h AS (UPDATE head SET pass = c.pass, turn = c.turn, dispatch_ms = %(lease_until)s, runnable = false "
+        "FROM c WHERE head.event_pk = c.pk RETURNING head.event_pk) "
         "UPDATE event SET state = 'inflight', generation = generation + 1, attempts = attempts + 1, "
         "lifetime_attempts = lifetime_attempts + 1, next_at_ms = NULL, lease_until_ms = %(lease_until)s, "
         "owner = %(owner)s, first_claim_ms = coalesce(first_claim_ms, %(now_ms)s) "
-        "WHERE id = ANY(%(pk)s::bigint[])",
-        {"pk": pks, "lease_until": lease_until, "owner": owner, "now_ms": now_ms},
+        "WHERE id IN (SELECT event_pk FROM h)",
+        {"pk": [pk for pk, _ in claimed], "pass": [new_pass for _, new_pass in claimed],
+         "lease_until": lease_until, "owner": owner, "now_ms": now_ms},
     )

@@ -94,21 +94,22 @@ def _insert_events(tx: TxnCore, items: list[NewEvent], now_ms: int) -> dict[str,
         if head:
             heads.append((item.event_id, flow_id, next_at, next_at <= now_ms))
         seqs[item.event_id] = seq
-    turns = tx.next_turns(len(heads))
-    # New events are ready; only heads get a rotation place (the tail) and a
-    # dispatch time, in the same statement.
+    # New events are ready; only heads get a rotation place (the tail, turns
+    # taken in batch order) and a dispatch time, in the same statement.
     tx.execute(
         "WITH new AS (INSERT INTO event (event_id, flow_id, seq, body, state, created_ms, due_ms, next_at_ms) "
         "SELECT n.event_id, n.flow_id, n.seq, n.body, 'ready', %(now_ms)s, n.next_at, n.next_at "
         "FROM unnest(%(event_id)s::text[], %(flow_id)s::bigint[], %(seq)s::bigint[], %(body)s::text[], "
         "%(next_at)s::bigint[]) WITH ORDINALITY AS n(event_id, flow_id, seq, body, next_at, i) ORDER BY n.i "
-        "RETURNING id, event_id, flow_id) "
+        "RETURNING id, event_id, flow_id), "
+        "h AS (SELECT h.event_id, h.dispatch_ms, h.runnable, nextval('turn_seq') AS turn "
+        "FROM unnest(%(h_event_id)s::text[], %(h_dispatch)s::bigint[], %(h_runnable)s::boolean[]) "
+        "WITH ORDINALITY AS h(event_id, dispatch_ms, runnable, i) ORDER BY h.i) "
         "INSERT INTO head (event_pk, flow_id, pass, turn, dispatch_ms, runnable) "
         "SELECT new.id, new.flow_id, %(pass)s, h.turn, h.dispatch_ms, h.runnable FROM new "
-        "JOIN unnest(%(h_event_id)s::text[], %(h_turn)s::bigint[], %(h_dispatch)s::bigint[], "
-        "%(h_runnable)s::boolean[]) AS h(event_id, turn, dispatch_ms, runnable) ON h.event_id = new.event_id",
+        "JOIN h ON h.event_id = new.event_id",
         {**events, "now_ms": now_ms, "pass": rules.join_pass(tail),
-         "h_event_id": [h[0] for h in heads], "h_turn": turns, "h_dispatch": [h[2] for h in heads],
+         "h_event_id": [h[0] for h in heads], "h_dispatch": [h[2] for h in heads],
          "h_runnable": [h[3] for h in heads]},
     )
     if any(h[3] for h in heads):

@@ -11,9 +11,11 @@ from typing import Any
 
 from ..policy import Backoff, Policy, from_ms, to_ms
 
+#: The policy row's columns, in policy_from_row's order.
+POLICY_COLUMNS = ("policy.max_attempts, policy.lease_ms, policy.backoff_base_s, policy.backoff_factor, "
+                  "policy.backoff_cap_s, policy.backoff_jitter, policy.version")
 # The one row always exists: schema step 1 inserts it.
-_SELECT = ("SELECT max_attempts, lease_ms, backoff_base_s, backoff_factor, backoff_cap_s, "
-           "backoff_jitter, version FROM policy WHERE id = 1")
+_SELECT = "SELECT " + POLICY_COLUMNS + " FROM policy WHERE id = 1"
 
 
 def policy_from_row(row: Any) -> Policy:

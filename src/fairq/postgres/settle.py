@@ -45,16 +45,14 @@ class Held(NamedTuple):
 def held(tx: TxnCore, event_ids: list[str], *, lock_flows: bool) -> dict[str, Held]:
     """The rows the fence judges, locked (flows if asked, then heads) and read afresh."""
     ids = sorted(set(event_ids))
-    found = tx.execute("SELECT id, flow_id FROM event WHERE event_id = ANY(%(ids)s::text[])", {"ids": ids}).fetchall()
-    flows = sorted({int(r[1]) for r in found if r[1] is not None})
-    if lock_flows and flows:
+    # An event's flow and row id never change: the locks can find them by id.
+    if lock_flows:
         # The flow serialises "ack of its last event" against "enqueue finds no head".
-        tx.execute("SELECT flow_id FROM flow WHERE flow_id = ANY(%(ids)s::bigint[]) ORDER BY flow_id FOR NO KEY UPDATE",
-                   {"ids": flows})
-    if found:
-        # The heads judged, locked in event order: a claim skips them, a settle waits.
-        tx.execute("SELECT event_pk FROM head WHERE event_pk = ANY(%(pks)s::bigint[]) ORDER BY event_pk FOR UPDATE",
-                   {"pks": sorted(int(r[0]) for r in found)})
+        tx.execute("SELECT flow_id FROM flow WHERE flow_id IN (SELECT flow_id FROM event "
+                   "WHERE event_id = ANY(%(ids)s::text[])) ORDER BY flow_id FOR NO KEY UPDATE", {"ids": ids})
+    # The heads judged, locked in event order: a claim skips them, a settle waits.
+    tx.execute("SELECT event_pk FROM head WHERE event_pk IN (SELECT id FROM event "
+               "WHERE event_id = ANY(%(ids)s::text[])) ORDER BY event_pk FOR UPDATE", {"ids": ids})
     rows = tx.execute(
         "SELECT e.event_id, e.id, e.flow_id, e.seq, e.state, e.generation, e.attempts, e.lifetime_attempts, "
         "e.lease_until_ms, e.owner, h.pass, h.turn, e.reason FROM event AS e "
@@ -134,26 +132,37 @@ def settle_many(tx: TxnCore, items: Sequence[SettleItem], *, now_ms: int, max_at
     return out
 
 
-def _cas(tx: TxnCore, rows: Sequence[Held]) -> None:
-    """Check that each judged event is still inflight at the generation and
-    lease end read (the rows are locked, so this holds unless the lock order
-    was broken): a failed check aborts the call."""
-    got = tx.execute(
-        "SELECT count(*) FROM event AS e JOIN unnest(%(pk)s::bigint[], %(gen)s::bigint[], %(until)s::bigint[]) "
-        "AS c(pk, gen, until) ON e.id = c.pk AND e.generation = c.gen AND e.lease_until_ms = c.until "
-        "AND e.state = 'inflight'",
-        {"pk": [r.id for r in rows], "gen": [r.generation for r in rows], "until": [r.lease_until_ms for r in rows]},
-    ).fetchone()[0]
-    if got != len(rows):
+def _judged(rows: Sequence[Held]) -> dict[str, list[Any]]:
+    """The compare-and-set parameters of judged rows: id, generation, lease end."""
+    return {"pk": [r.id for r in rows], "gen": [r.generation for r in rows],
+            "until": [r.lease_until_ms for r in rows]}
+
+
+def _expect(wanted: int, changed: int) -> None:
+    """The rows are locked, so a compare-and-set fails only if the lock order
+    was broken: then nothing of the call is written."""
+    if changed != wanted:
         raise StoreError("event", "a settled event changed under its lock; nothing was written")
 
 
+def _cas(tx: TxnCore, rows: Sequence[Held]) -> None:
+    """Check, before quarantining, that each judged event is still inflight
+    at the generation and lease end read."""
+    _expect(len(rows), int(tx.execute(
+        "SELECT count(*) FROM event AS e JOIN unnest(%(pk)s::bigint[], %(gen)s::bigint[], %(until)s::bigint[]) "
+        "AS c(pk, gen, until) ON e.id = c.pk AND e.generation = c.gen AND e.lease_until_ms = c.until "
+        "AND e.state = 'inflight'", _judged(rows)).fetchone()[0]))
+
+
 def _ack(tx: TxnCore, rows: list[Held], now_ms: int) -> None:
-    _cas(tx, rows)
     pks = [r.id for r in rows]
-    # Acked is final: the event leaves its head row for good.
-    tx.execute("UPDATE event SET state = 'acked', lease_until_ms = NULL, settled_ms = %(now_ms)s "
-               "WHERE id = ANY(%(pk)s::bigint[])", {"pk": pks, "now_ms": now_ms})
+    # Acked is final (compare-and-set on generation, state and lease end):
+    # the event leaves its head row for good.
+    _expect(len(rows), tx.execute(
+        "UPDATE event AS e SET state = 'acked', lease_until_ms = NULL, settled_ms = %(now_ms)s "
+        "FROM unnest(%(pk)s::bigint[], %(gen)s::bigint[], %(until)s::bigint[]) AS c(pk, gen, until) "
+        "WHERE e.id = c.pk AND e.generation = c.gen AND e.state = 'inflight' AND e.lease_until_ms = c.until",
+        {**_judged(rows), "now_ms": now_ms}).rowcount)
     tx.execute("DELETE FROM head WHERE event_pk = ANY(%(pk)s::bigint[])", {"pk": pks})
     named = [r for r in rows if r.flow_id is not None]
     if not named:
@@ -177,21 +186,22 @@ def _ack(tx: TxnCore, rows: list[Held], now_ms: int) -> None:
 
 def _ready_again(tx: TxnCore, retried: list[tuple[Held, int, str | None]], released: list[Held],
                  now_ms: int) -> None:
-    _cas(tx, [r for r, _, _ in retried] + released)
-    pks = [r.id for r, _, _ in retried] + [r.id for r in released]
+    rows = [r for r, _, _ in retried] + released
+    pks = [r.id for r in rows]
     next_at = [at for _, at, _ in retried] + [now_ms] * len(released)
     reasons = [reason for _, _, reason in retried] + [None] * len(released)
     keep = [True] * len(retried) + [False] * len(released)
-    # Back to ready: still the head, claimable again from next_at. A release
-    # gives its claim back to the round's budget (lifetime_attempts keeps it).
-    tx.execute(
+    # Back to ready (compare-and-set on generation, state and lease end):
+    # still the head, claimable again from next_at. A release gives its
+    # claim back to the round's budget (lifetime_attempts keeps it).
+    _expect(len(rows), tx.execute(
         "UPDATE event AS e SET state = 'ready', lease_until_ms = NULL, next_at_ms = c.at, "
         "reason = CASE WHEN c.keep THEN c.reason ELSE e.reason END, "
         "attempts = CASE WHEN c.keep THEN e.attempts ELSE e.attempts - 1 END "
-        "FROM unnest(%(pk)s::bigint[], %(at)s::bigint[], %(reason)s::text[], %(keep)s::boolean[]) "
-        "AS c(pk, at, reason, keep) WHERE e.id = c.pk",
-        {"pk": pks, "at": next_at, "reason": reasons, "keep": keep},
-    )
+        "FROM unnest(%(pk)s::bigint[], %(gen)s::bigint[], %(until)s::bigint[], %(at)s::bigint[], "
+        "%(reason)s::text[], %(keep)s::boolean[]) AS c(pk, gen, until, at, reason, keep) "
+        "WHERE e.id = c.pk AND e.generation = c.gen AND e.state = 'inflight' AND e.lease_until_ms = c.until",
+        {**_judged(rows), "at": next_at, "reason": reasons, "keep": keep}).rowcount)
     tx.execute(
         "UPDATE head AS h SET dispatch_ms = c.at, runnable = c.at <= %(now_ms)s "
         "FROM unnest(%(pk)s::bigint[], %(at)s::bigint[]) AS c(pk, at) WHERE h.event_pk = c.pk",

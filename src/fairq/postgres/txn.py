@@ -24,7 +24,7 @@ from ..policy import Policy
 from ..types import TOTALS
 from . import READY_CHANNEL
 from .connection import PgDatabase
-from .policy_store import read_policy
+from .policy_store import POLICY_COLUMNS, policy_from_row, read_policy
 
 #: Rows of the rotation register and of each counter (schema step 1 makes 32).
 SHARDS = 32
@@ -32,6 +32,14 @@ SHARDS = 32
 #: The server clock in integer milliseconds (clock_timestamp: the time now,
 #: not the transaction's start).
 SERVER_NOW = "SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint"
+
+_ROTATION = "(SELECT max(vtime) FROM rotation), (SELECT max(tail) FROM rotation), "
+# The server's time, read without a lock: writers on the server clock never wait for one another's time.
+_SERVER_STATE = (f"SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint, {_ROTATION}{POLICY_COLUMNS} "
+                 "FROM policy WHERE id = 1")
+# The stored clock, locked: model-clock writers take turns, as on SQLite.
+_MODEL_STATE = (f"SELECT c.now_ms, {_ROTATION}{POLICY_COLUMNS} FROM queue_clock AS c JOIN policy ON policy.id = 1 "
+                "WHERE c.id = 1 FOR UPDATE OF c")
 
 SERVER_CLOCK_MESSAGE = ("is refused on the server clock: a PostgreSQL queue runs at its database "
                         "server's time; open it with clock='model' to give explicit times")
@@ -74,12 +82,13 @@ class TxnCore:
 
     def _stored(self) -> int:
         if self._clock_ms is None:
-            if self.server_clock:
-                self._clock_ms = int(self.execute(SERVER_NOW).fetchone()[0])
-            else:
-                # The stored clock, locked: model-clock writers take turns, as on SQLite.
-                self._clock_ms = int(self.execute(
-                    "SELECT now_ms FROM queue_clock WHERE id = 1 FOR UPDATE").fetchone()[0])
+            # One round trip: the time, the rotation register and the retry policy.
+            row = self.execute(_SERVER_STATE if self.server_clock else _MODEL_STATE).fetchone()
+            self._clock_ms = int(row[0])
+            if self._rotation is None:
+                self._rotation = [int(row[1]), int(row[2])]
+            if self._policy is None:
+                self._policy = policy_from_row(row[3:])
         return self._clock_ms
 
     def now(self, requested_ms: int, explicit: bool) -> int:
@@ -114,6 +123,7 @@ class TxnCore:
     # -- the retry policy ----------------------------------------------------------
 
     def policy(self) -> Policy:
+        """The stored retry policy, as read when this transaction set its time."""
         if self._policy is None:
             self._policy = read_policy(self.connection)
         return self._policy
@@ -130,13 +140,6 @@ class TxnCore:
     def moved_rotation(self, vtime: int, tail: int) -> None:
         self._rotation = [vtime, tail]
         self._rotation_dirty = True
-
-    def next_turns(self, n: int) -> list[int]:
-        """n arrival numbers, increasing: they break ties between equal passes."""
-        if n <= 0:
-            return []
-        rows = self.execute("SELECT nextval('turn_seq') FROM generate_series(1, %(n)s)", {"n": n})
-        return sorted(int(r[0]) for r in rows)
 
     # -- counters and wake-ups ------------------------------------------------------
 
@@ -169,36 +172,35 @@ class TxnCore:
 
     def _flush(self) -> None:
         """Write the clock, the rotation shard, the counters and the
-        notification once, just before COMMIT."""
-        shard = random.randrange(SHARDS)
-        if self._time_dirty and not self.server_clock:
-            # The stored clock only moves forward (reset_clock excepted), under its row lock.
-            self.execute("UPDATE queue_clock SET now_ms = %(now_ms)s WHERE id = 1", {"now_ms": self._clock_ms})
-            self._time_dirty = False
-        if self._rotation_dirty and self._rotation is not None:
-            # A max-register: a shard only moves forward; readers take the max of all shards.
-            self.execute("UPDATE rotation SET vtime = greatest(vtime, %(vtime)s), tail = greatest(tail, %(tail)s) "
-                         "WHERE shard = %(shard)s",
-                         {"vtime": self._rotation[0], "tail": self._rotation[1], "shard": shard})
-            self._rotation_dirty = False
+        notification, in one statement, just before COMMIT."""
         changes = {**{name: n for name, n in self._moved.items() if n},
                    **{f"total_{name}": n for name, n in self._totals.items() if n},
                    **{f"lag_{bucket}": n for bucket, n in self._lags.items() if n}}
-        if changes:
-            names = sorted(changes)
+        store_time = self._time_dirty and not self.server_clock
+        if not (store_time or self._rotation_dirty or changes or self._notify):
+            return
+        names = sorted(changes)
+        vtime, tail = self._rotation if self._rotation is not None else (0, 0)
+        self.execute(
+            # The stored clock moves under its row lock (model clock only).
+            "WITH clock AS (UPDATE queue_clock SET now_ms = %(now_ms)s WHERE id = 1 AND %(store_time)s), "
+            # A max-register: a shard only moves forward; readers take the max of all shards.
+            "rotation AS (UPDATE rotation SET vtime = greatest(vtime, %(vtime)s), tail = greatest(tail, %(tail)s) "
+            "WHERE shard = %(shard)s AND %(move)s), "
             # Each counter's true value is the sum of its shards; one shard per transaction.
-            self.execute(
-                "INSERT INTO counter (name, shard, n) SELECT c.name, %(shard)s, c.n "
-                "FROM unnest(%(names)s::text[], %(ns)s::bigint[]) AS c(name, n) ORDER BY c.name "
-                "ON CONFLICT (name, shard) DO UPDATE SET n = counter.n + excluded.n",
-                {"shard": shard, "names": names, "ns": [changes[k] for k in names]})
-            self._moved.clear()
-            self._totals.clear()
-            self._lags.clear()
-        if self._notify:
+            "counters AS (INSERT INTO counter (name, shard, n) SELECT c.name, %(shard)s, c.n "
+            "FROM unnest(%(names)s::text[], %(ns)s::bigint[]) AS c(name, n) ORDER BY c.name "
+            "ON CONFLICT (name, shard) DO UPDATE SET n = counter.n + excluded.n) "
             # Sleeping workers wake; delivered at commit, never for a rollback.
-            self.execute("SELECT pg_notify(%(channel)s, '')", {"channel": READY_CHANNEL})
-            self._notify = False
+            "SELECT pg_notify(%(channel)s, '') WHERE %(notify)s",
+            {"now_ms": self._clock_ms, "store_time": store_time, "vtime": vtime, "tail": tail,
+             "shard": random.randrange(SHARDS), "move": self._rotation_dirty, "names": names,
+             "ns": [changes[k] for k in names], "channel": READY_CHANNEL, "notify": self._notify},
+        )
+        self._time_dirty = self._rotation_dirty = self._notify = False
+        self._moved.clear()
+        self._totals.clear()
+        self._lags.clear()
 
     # -- shared statements ------------------------------------------------------------
 
