@@ -346,7 +346,7 @@ def test_now_effect_and_conn_cannot_cross_the_wire(client, tmp_path) -> None:
 
 # Queue methods the server does not offer; docs/http.md ("What a Client does
 # not do") says why for each.
-NOT_SERVED = {"ingest", "purge", "reset_clock", "policy", "set_policy"}
+NOT_SERVED = {"ingest", "purge", "reset_clock", "policy", "set_policy", "wait_for_work", "reconnect"}
 
 
 def shape(fn):

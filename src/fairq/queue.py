@@ -2,13 +2,13 @@
 
 Every public method is its own committed transaction: you never call commit().
 Input is validated before the transaction opens, so a refusal writes nothing.
-The clock is read once per call (again only after a settle effect, which may
-have taken long). No SQL lives here, and no database is named: it speaks fairq.backend's
-protocols to the store fairq.store.open_store picks.
+The clock is read once per call (again only after a settle effect, which may have
+taken long). No SQL lives here, and no database is named: it speaks fairq.backend's protocols.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 import time
@@ -19,11 +19,11 @@ from . import _crash, _policy_args, ingest
 from . import _validate as v
 from ._ids import new_event_id
 from ._maintenance import DEDUP_WINDOW as DEDUP_WINDOW  # re-exported (CLI)
-from ._maintenance import MAX_BATCH as MAX_BATCH  # re-exported (worker, HTTP)
-from ._maintenance import QueueMaintenance
+from ._maintenance import MAX_BATCH as MAX_BATCH, QueueMaintenance  # MAX_BATCH re-exported (worker, HTTP)
 from ._queue_config import QueueConfig
 from ._queue_reads import QueueReads
 from ._queue_redrive import QueueRedrive
+from ._queue_wait import QueueWaits
 from ._requests import (batch_item, call_lease_ms, new_event, required_reason, requested_time, settle_item,
                         store_path, wall_clock)
 from .leases import lease_key, settle_parts
@@ -36,7 +36,6 @@ from .types import Enqueued, Lease, Outcome, Settled, State
 
 __all__ = ["Queue"]
 
-
 log = logging.getLogger("fairq")
 
 #: claim_many's n can be anything up to this (a claim is bounded by the heads due).
@@ -47,7 +46,7 @@ _MAX_FILE_BYTES, _MAX_FILE_LINES = ingest.DEFAULT_MAX_BYTES, ingest.DEFAULT_MAX_
 Effect = Callable[[AppConnection], Any]
 
 
-class Queue(QueueReads, QueueRedrive, QueueMaintenance, QueueConfig):
+class Queue(QueueReads, QueueRedrive, QueueMaintenance, QueueConfig, QueueWaits):
     """A durable, fair, fenced work queue in one SQLite file (or a PostgreSQL database).
 
     The retry policy is stored in the file, so every process decides an
@@ -108,9 +107,9 @@ class Queue(QueueReads, QueueRedrive, QueueMaintenance, QueueConfig):
         if max_clock_skew == "auto":
             max_clock_skew = DEFAULT_MAX_CLOCK_SKEW if self._clock is time.time else None
         self.max_clock_skew = v.optional_seconds(max_clock_skew, "max_clock_skew")
-        self._open_args = {"synchronous": synchronous, "busy_timeout": busy_timeout}
-        self._store: Store = open_store(path, synchronous=synchronous, busy_timeout=busy_timeout, readonly=readonly,
-                                        policy=_policy_args.changed(Policy(), given), clock=clock)
+        self._open_args: dict[str, Any] = {"synchronous": synchronous, "busy_timeout": busy_timeout}
+        self._reopen = functools.partial(open_store, path, readonly=readonly, clock=clock, **self._open_args)
+        self._store: Store = self._reopen(policy=_policy_args.changed(Policy(), given))
         self.path = path
         try:
             _policy_args.check(self.policy(), given)
@@ -122,6 +121,7 @@ class Queue(QueueReads, QueueRedrive, QueueMaintenance, QueueConfig):
 
     def close(self) -> None:
         """Close the connection. The file stays consistent whatever state it is in."""
+        self._close_waits()
         self._store.close()
 
     def __enter__(self) -> Queue:

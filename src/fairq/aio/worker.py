@@ -27,7 +27,7 @@ from ..worker.loop import count
 from ..worker.settings import check_settings
 from ..worker.signals import exit_now
 from ..worker.stops import fair_share, log_tick, log_tick_failed, only_quarantined_left, stop_mode
-from ..worker.verbs import REQUIRED
+from ..worker.verbs import REQUIRED, waiter
 from ._thread import finish
 from .heartbeat import LoopWatch, beat
 from .job import AsyncJob, check_async_handler, run_handler
@@ -45,7 +45,8 @@ class AsyncWorker:
     handle(job)``; it returns (ack) or raises fairq.Retry, fairq.Fail or
     anything else (retry). A plain function is refused (InvalidInput): use
     fairq.Worker. concurrency: rounds (so handlers) at once. batch, owner,
-    lease_seconds, tick, stop_timeout, idle_min, idle_max: as for fairq.Worker.
+    lease_seconds, tick, stop_timeout, idle_min, idle_max, listen: as for fairq.Worker
+    (listening waits in a thread of the default executor).
     timeout: seconds a handler may run; past it its task is cancelled and
     its event retried with reason "timeout". A lost lease (found by the
     heartbeat) sets job.lost and cancels the handler's task; nothing of it
@@ -56,9 +57,10 @@ class AsyncWorker:
     def __init__(self, queue: Any, handler: Callable[[Job], Awaitable[Any]], *, owner: str | None = None,
                  concurrency: int = 1, batch: int = 1, lease_seconds: float | None = None,
                  timeout: float | None = None, tick: bool = False, stop_timeout: float = 30.0,
-                 idle_min: float = 0.01, idle_max: float = 1.0) -> None:
-        if not isinstance(tick, bool):
-            raise InvalidInput("tick", "must be True or False")
+                 idle_min: float = 0.01, idle_max: float = 1.0, listen: bool = True) -> None:
+        for name, flag in (("tick", tick), ("listen", listen)):
+            if not isinstance(flag, bool):
+                raise InvalidInput(name, "must be True or False")
         for verb in REQUIRED + (("tick",) if tick else ()):
             if not asyncio.iscoroutinefunction(getattr(queue, verb, None)):
                 raise InvalidInput("queue", f"must be a fairq.aio.AsyncQueue or AsyncClient (a "
@@ -70,6 +72,8 @@ class AsyncWorker:
             owner, concurrency, batch, lease_seconds, timeout, stop_timeout, idle_min, idle_max,
             max_concurrency=65536, default_lease=lambda: float(queue.lease_seconds))
         self.tick = tick
+        self.listen = listen
+        self._waiter = waiter(getattr(queue, "sync", None)) if listen else None
         self._next_tick = 0.0  # loop time of the next tick
         self.tally = Tally()
         self._stop = threading.Event()  # what Job.stopping reads
@@ -229,13 +233,22 @@ class AsyncWorker:
                 self.stop()
             elif handled:
                 pause = self.idle_min
+            elif await self._pause(pause):
+                pause = self.idle_max  # a notification ends the wait: no need to poll sooner
             else:
-                assert self._wake is not None
-                try:
-                    await asyncio.wait_for(self._wake.wait(), pause)
-                except asyncio.TimeoutError:
-                    pass
                 pause = min(pause * 2, self.idle_max)
+
+    async def _pause(self, seconds: float) -> bool:
+        """An idle round's wait (a stop ends it); through the queue's wait_for_work, on a
+        thread, when it has one. True when it listened for new work the whole time."""
+        if self._waiter is not None:
+            return await asyncio.to_thread(self._waiter.wait_for_work, seconds, self._stop)
+        assert self._wake is not None
+        try:
+            await asyncio.wait_for(self._wake.wait(), seconds)
+        except asyncio.TimeoutError:
+            pass
+        return False
 
     async def _tick_if_due(self) -> None:
         """With tick=True, turn due schedule slots into events, at most once per idle_max."""

@@ -4,7 +4,8 @@ Each area's subcommands live in their own module with a ``register(sub)``
 function; this module only assembles them and maps errors to exit codes.
 
 Database: ``--db`` (before or after the subcommand; after wins when both are
-given), else ``$FAIRQ_DB``, else ``./fairq.db`` (see ``database_path``); or a
+given), else ``$FAIRQ_DB``, else ``./fairq.db`` (see ``database_path``), a
+file or a ``postgresql://`` URL; or a
 `fairq serve` at ``--url`` (else ``$FAIRQ_URL``) for the commands in
 ``_common.REMOTE_COMMANDS``.
 
@@ -29,7 +30,7 @@ from collections.abc import Sequence
 from .. import __version__
 from ..errors import FairqError
 from . import clock, demo, ingest, inspect, ops, policy, schedules, serve, ui, work
-from ._common import EXIT_INTERRUPTED, EXIT_PIPE_CLOSED, EXIT_REFUSED, database_path, target_problem
+from ._common import EXIT_INTERRUPTED, EXIT_PIPE_CLOSED, EXIT_REFUSED, database_path, shown, target_problem
 
 __all__ = ["build_parser", "database_path", "main"]
 
@@ -39,7 +40,7 @@ COMMAND_MODULES = (ingest, inspect, ops, clock, policy, demo, schedules, serve, 
 # Subcommands that never open the database named by --db / $FAIRQ_DB.
 WITHOUT_DATABASE = frozenset({"demo"})
 
-DB_HELP = "database file (default: $FAIRQ_DB, else ./fairq.db)"
+DB_HELP = "database file or postgresql:// URL (default: $FAIRQ_DB, else ./fairq.db)"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -103,7 +104,7 @@ def _run(argv: Sequence[str] | None) -> int:
     except FairqError as exc:
         return _refused(str(exc))
     except sqlite3.Error as exc:
-        return _refused(f"database error in {database_path(args)}: {exc}")
+        return _refused(f"database error in {shown(database_path(args))}: {exc}")
     except OSError as exc:
         return _refused(str(exc))
     except Exception as exc:  # the last resort: one line, never a traceback unless asked
@@ -113,6 +114,8 @@ def _run(argv: Sequence[str] | None) -> int:
 
 
 def _refused(message: str) -> int:
+    """One line on stderr (a driver's message may span several), exit status 1."""
+    message = " ".join(part.strip() for part in message.splitlines() if part.strip())
     print(f"fairq: {message}", file=sys.stderr)
     return EXIT_REFUSED
 

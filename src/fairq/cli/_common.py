@@ -6,6 +6,7 @@ import argparse
 import datetime
 import json
 import os
+import urllib.parse
 from collections.abc import Sequence
 from typing import Any
 
@@ -59,16 +60,35 @@ def open_target(args: argparse.Namespace, **settings: Any) -> Queue | Client:
 
 def database_path(args: argparse.Namespace | str | None = None) -> str:
     """The database every command and example uses: --db (parsed `args`, or
-    the option's value as a string), else $FAIRQ_DB, else ./fairq.db."""
+    the option's value as a string), else $FAIRQ_DB, else ./fairq.db. A
+    postgresql:// (or postgres://) URL names a PostgreSQL database."""
     given = getattr(args, "db", None) if isinstance(args, argparse.Namespace) else args
     return given or os.environ.get("FAIRQ_DB") or "fairq.db"
 
 
+def is_database_url(path: str) -> bool:
+    """True for a PostgreSQL URL, which names no file (no existence checks apply)."""
+    return is_postgres_url(path)
+
+
+def shown(path: str) -> str:
+    """The database for messages and logs: a file's path, or a URL without its password."""
+    if not is_database_url(path):
+        return path
+    parts = urllib.parse.urlsplit(path)
+    if parts.password is None:
+        return path
+    netloc = f"{parts.username or ''}:***@{parts.hostname or ''}" + (f":{parts.port}" if parts.port else "")
+    return urllib.parse.urlunsplit(parts._replace(netloc=netloc))
+
+
 def open_existing(args: argparse.Namespace, **settings: Any) -> Queue:
     """The queue at the chosen path (opened with Queue `settings`); refuses
-    to create one where there is none."""
+    to create one where there is none (in a PostgreSQL database: where the
+    queue's tables were never created)."""
     path = database_path(args)
-    if is_postgres_url(path):  # a database URL: the store says whether a queue is there
+    if is_database_url(path):
+        Queue(path, readonly=True).close()  # SchemaError when no queue is there: nothing is created
         return Queue(path, **settings)
     if not os.path.exists(path):
         raise FairqError(f"no fairq database at {path} (set --db or FAIRQ_DB, or run fairq init)")

@@ -31,7 +31,7 @@ from ..errors import FairqError, InvalidInput
 from .. import aio
 from ..worker import COUNTS, Worker, check_handler
 from ..worker.handler import is_async
-from ._common import EXIT_OK, EXIT_REFUSED, EXIT_USAGE, open_target
+from ._common import EXIT_OK, EXIT_REFUSED, EXIT_USAGE, is_database_url, open_target, shown
 from ._logs import JsonFormatter, KeyValueFormatter
 
 log = logging.getLogger("fairq.cli")
@@ -66,6 +66,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--no-tick", dest="tick", action="store_false",
                    help="do not turn due schedule slots into events (by default the worker ticks "
                         "schedules about once a second; ticking from many processes is safe)")
+    p.add_argument("--no-listen", dest="listen", action="store_false",
+                   help="poll instead of waiting for the database's notice of new work (PostgreSQL: "
+                        "LISTEN/NOTIFY); needed behind a pooler in transaction mode such as PgBouncer")
     until = p.add_mutually_exclusive_group()
     until.add_argument("--until-idle", action="store_true",
                        help="stop as soon as nothing is claimable now and no handler runs; events backing "
@@ -96,7 +99,7 @@ def work(args: argparse.Namespace) -> int:
         worker = Worker(q, handler, owner=args.owner, concurrency=args.concurrency, batch=args.batch,
                         processes=args.processes, lease_seconds=args.lease_seconds,
                         stop_timeout=args.stop_timeout, timeout=args.timeout,
-                        tick=args.tick,
+                        tick=args.tick, listen=args.listen,
                         process_init=functools.partial(configure_logging, args.log_level, args.log_format))
         log.info("work.start %s handler=%s", source(q), args.handler)
         with progress_line(worker):
@@ -109,7 +112,7 @@ async def work_async(args: argparse.Namespace, handler: Callable[..., Any]) -> d
     async with aio.wrap(open_target(args, max_attempts=args.max_attempts)) as q:
         worker = aio.AsyncWorker(q, handler, owner=args.owner, concurrency=args.concurrency, batch=args.batch,
                                  lease_seconds=args.lease_seconds, stop_timeout=args.stop_timeout,
-                                 timeout=args.timeout, tick=args.tick)
+                                 timeout=args.timeout, tick=args.tick, listen=args.listen)
         log.info("work.start %s handler=%s async=True", source(q.sync), args.handler)
         with progress_line(worker):
             return await worker.run(until_idle=args.until_idle, until_empty=args.until_empty)
@@ -134,7 +137,10 @@ def report(args: argparse.Namespace, counts: dict[str, int]) -> int:
 def source(queue: Any) -> str:
     """Which database a worker drains, for its first log record: url=... or db=... (never a token)."""
     url = getattr(queue, "url", None)
-    return f"url={url}" if url else f"db={os.path.abspath(os.fspath(queue.path))}"
+    if url:
+        return f"url={url}"
+    path = os.fspath(queue.path)
+    return f"db={shown(path) if is_database_url(path) else os.path.abspath(path)}"
 
 
 def load_handler(spec: str) -> Callable[..., Any]:

@@ -20,17 +20,18 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ..errors import FairqError, InvalidInput, LeaseLost
+from ..errors import FairqError, InvalidInput, LeaseLost, Unavailable
 from ..types import Outcome, State
 from .counts import COUNT_FOR, COUNTS, Tally
 from .handler import check_handler, decide
 from .heartbeat import Heartbeat
+from .outage import Outage
 from .job import GONE, RELEASE, RELEASED, RUNNING, Decision, Handled, Job
 from .processes import check_sendable, run_processes, shared_counts
 from .settings import check_settings
 from .signals import StopSignals
 from .stops import fair_share, log_tick, log_tick_failed, only_quarantined_left, stop_mode
-from .verbs import QueueVerbs, check_queue
+from .verbs import QueueVerbs, check_queue, waiter
 
 log = logging.getLogger("fairq.worker")
 
@@ -56,7 +57,10 @@ class Worker:
     per idle_max. stop_timeout: seconds running handlers get to finish after
     a stop; those still running then are abandoned and their leases expire
     (the unstarted rest of their batches is released). idle_min, idle_max: an
-    idle worker polls after idle_min seconds, doubling up to idle_max.
+    idle worker polls after idle_min seconds, doubling up to idle_max. listen:
+    on a queue that tells of new work (PostgreSQL: LISTEN/NOTIFY), sleep until
+    it does or a waiting event is due, at most idle_max; False polls (PgBouncer
+    transaction mode). run() waits out a server out of reach (Unavailable), reconnecting.
     """
 
     def __init__(
@@ -64,9 +68,9 @@ class Worker:
         concurrency: int = 1, batch: int = 1, processes: bool = False,
         lease_seconds: float | None = None, timeout: float | None = None, tick: bool = False,
         stop_timeout: float = 30.0, idle_min: float = 0.01, idle_max: float = 1.0,
-        process_init: Callable[[], Any] | None = None,
+        process_init: Callable[[], Any] | None = None, listen: bool = True,
     ) -> None:
-        for name, flag in (("processes", processes), ("tick", tick)):
+        for name, flag in (("processes", processes), ("tick", tick), ("listen", listen)):
             if not isinstance(flag, bool):
                 raise InvalidInput(name, "must be True or False")
         self.queue = check_queue(queue, tick=tick)
@@ -77,11 +81,14 @@ class Worker:
             max_concurrency=1024, default_lease=lambda: queue.lease_seconds)
         self.processes = processes
         self.tick = tick
+        self.listen = listen
+        self._waiter = waiter(self.queue) if listen else None
         if process_init is not None and not callable(process_init):
             raise InvalidInput("process_init", "must be callable")
         self.process_init = process_init
         self._owner_arg = owner
         self._stop = threading.Event()
+        self._outage = Outage(self.queue)
         self._heartbeat = Heartbeat(self.queue, self.lease_seconds, timeout=self.timeout, settle=self._settle)
         self._lock = threading.Lock()
         self._active = 0  # threads inside step(): until_idle waits for all of them
@@ -252,23 +259,26 @@ class Worker:
                 self._error = self._error or exc
 
     def _loop(self, mode: str | None, stop: threading.Event) -> None:
-        """One run() thread: rounds until `stop`; idle rounds back off from idle_min to idle_max."""
+        """One run() thread: rounds until `stop`; idle rounds (and Unavailable) back off from
+        idle_min to idle_max (straight to idle_max while the queue listens for new work)."""
         pause = self.idle_min
         try:
             while not stop.is_set():
                 self._tick_if_due()
-                seen = self._begin_round()
-                handled: list[Handled] = []
+                reconnects = self._outage.reconnects
                 try:
-                    handled = self.step()
-                finally:
-                    done = self._end_round(handled, seen, mode)
+                    handled, done = self._round(mode)
+                except Unavailable as exc:
+                    self._outage.recover(exc, reconnects, stop, pause)
+                    pause = min(pause * 2, self.idle_max)
+                    continue
                 if done:
                     stop.set()
                 elif handled:
                     pause = self.idle_min
+                elif self._pause(stop, pause):
+                    pause = self.idle_max  # a notification ends the wait: no need to poll sooner
                 else:
-                    self._pause(stop, pause)
                     pause = min(pause * 2, self.idle_max)
         except BaseException as exc:
             with self._lock:
@@ -292,6 +302,15 @@ class Worker:
             log_tick_failed(exc)
             return
         log_tick(made)
+
+    def _round(self, mode: str | None) -> tuple[list[Handled], bool]:  # (handled, stop now?)
+        seen = self._begin_round()
+        handled: list[Handled] = []
+        try:
+            handled = self.step()
+        finally:
+            done = self._end_round(handled, seen, mode)
+        return handled, done
 
     def _begin_round(self) -> int:
         """A run() thread starts a round: returns the count of rounds that handled something so far."""
@@ -323,15 +342,19 @@ class Worker:
             return idle
         return only_quarantined_left(self.queue.stats(top=0))
 
-    def _pause(self, stop: threading.Event, seconds: float) -> None:
-        """An idle thread's wait before its next claim: monotonic, and a stop ends it at once."""
-        stop.wait(seconds)
+    def _pause(self, stop: threading.Event, seconds: float) -> bool:
+        """An idle thread's wait before its next claim: monotonic, and a stop ends it at
+        once; a queue that tells of new work ends it early. True when it listened."""
+        if self._waiter is None:
+            stop.wait(seconds)
+            return False
+        return self._waiter.wait_for_work(seconds, stop)
 
     def child_options(self) -> dict[str, Any]:
         """The settings a worker process builds its own one-thread Worker with."""
         return {"owner": self._owner_arg, "batch": self.batch, "lease_seconds": self.lease_seconds,
                 "timeout": self.timeout, "tick": self.tick, "stop_timeout": self.stop_timeout,
-                "idle_min": self.idle_min, "idle_max": self.idle_max}
+                "idle_min": self.idle_min, "idle_max": self.idle_max, "listen": self.listen}
 
     @property
     def stop_requested(self) -> bool:

@@ -1,8 +1,13 @@
-"""The queue verbs a worker calls (QueueVerbs), which a Queue and a Client both serve."""
+"""The queue verbs a worker calls (QueueVerbs), which a Queue and a Client both serve.
+
+One verb is optional (WaitsForWork): a queue that has wait_for_work lets an
+idle worker sleep until new work may be claimable; without it the worker polls.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+import threading
 from typing import Any, Protocol
 
 from ..errors import InvalidInput, LeaseLost
@@ -31,6 +36,20 @@ class QueueVerbs(Protocol):
     def tick(self) -> list[Enqueued]: ...
 
     def settings(self) -> dict[str, Any]: ...
+
+
+class WaitsForWork(Protocol):
+    """The optional verb of QueueVerbs: fairq.Queue has it, fairq.Client does not."""
+
+    def wait_for_work(self, timeout: float, stop: threading.Event | None = ...) -> bool:
+        """Sleep up to `timeout` s, less when work may be claimable or `stop` is set; True
+        when the wait listened for new work the whole time (no need to poll)."""
+        ...
+
+
+def waiter(queue: Any) -> WaitsForWork | None:
+    """The queue, if it has the optional wait_for_work verb; else None (the worker polls)."""
+    return queue if callable(getattr(queue, "wait_for_work", None)) else None
 
 
 def check_queue(queue: Any, *, tick: bool) -> QueueVerbs:

@@ -1,0 +1,104 @@
+"""Queue.wait_for_work and Queue.reconnect: how a worker sleeps until there may be
+work again, and how it gets a connection back after losing the server.
+
+On a store that tells of new work (PostgreSQL: NOTIFY when a head becomes
+claimable now, and the earliest time a waiting head becomes due), the wait
+ends on that news, through one listening connection per Queue opened on the
+first wait (fairq.postgres.listen). On any other store (SQLite) it is a plain
+sleep, and the caller polls. No SQL here, and no queue rule.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from .backend import Store
+from .errors import InvalidInput
+
+#: The wait when a waiting head is due by this host's clock but was not claimable (the
+#: server's clock may be behind this host's): look again this often, not in a busy loop.
+RECHECK = 0.05
+#: Past a due time, so that a claim made on waking finds the head due on the server too.
+MARGIN = 0.002
+
+
+class QueueWaits:
+    """The wait_for_work verb of fairq.Queue."""
+
+    _store: Store
+    _clock: Callable[[], float]
+    _reopen: Callable[[], Store]  # opens the store again, as the Queue was opened
+    path: Any
+    _listener: Any = None
+    _waits_closed = False
+    _reconnect_lock = threading.Lock()
+
+    def wait_for_work(self, timeout: float, stop: threading.Event | None = None) -> bool:
+        """Sleep up to `timeout` seconds, less when new work may be claimable or
+        once `stop` (a threading.Event) is set.
+
+        On PostgreSQL the wait ends when a transaction makes a head claimable
+        now (LISTEN/NOTIFY over one connection of this Queue's own, opened on
+        the first call) or when the earliest waiting event becomes due.
+        Returns True when the whole wait was spent listening, so waiting
+        longer would have missed nothing; False when it was a plain sleep
+        (SQLite, or the listening connection is down), and the caller should
+        poll.
+        """
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout >= 0:
+            raise InvalidInput("timeout", f"must be a number of seconds >= 0, got {timeout!r}")
+        listener = self._wakeups()
+        if listener is None:
+            if stop is None:
+                threading.Event().wait(timeout)
+            else:
+                stop.wait(timeout)
+            return False
+        until = self._seconds_until_due()
+        if until is not None:
+            timeout = min(timeout, until + MARGIN if until > 0 else RECHECK)
+        listened: bool = listener.wait(timeout, stop)
+        return listened
+
+    def reconnect(self) -> None:
+        """Open a new connection to the queue's database in place of this Queue's
+        own (after Unavailable: the server restarted or the connection was cut).
+
+        Raises Unavailable (and keeps the old connection) while the server is
+        still out of reach. The old connection, which the loss closed, is not
+        used again; a call in flight on it at that moment raises Unavailable.
+        fairq.Worker calls this itself when a round meets Unavailable.
+        """
+        with self._reconnect_lock:
+            if self._waits_closed:
+                return
+            self._store = self._reopen()
+
+    def _wakeups(self) -> Any:
+        """This Queue's Listener (started on first use), or None on a store without wake-ups."""
+        if self._listener is None and not self._waits_closed and _tells_of_work(self._store):
+            from .postgres.listen import Listener, connector  # only a PostgreSQL store gets here
+
+            self._listener = Listener(connector(str(self.path)))
+        return self._listener
+
+    def _seconds_until_due(self) -> float | None:
+        """Seconds until the earliest waiting head becomes due, None if none waits. The due time
+        is on the queue's clock, read here from this host's (on the server's clock, hosts
+        whose clocks are skewed wake that much early or late, never later than the timeout)."""
+        due_ms = self._store.earliest_ready_ms()  # type: ignore[attr-defined]
+        return None if due_ms is None else due_ms / 1000.0 - self._clock()
+
+    def _close_waits(self) -> None:
+        """Stop listening (Queue.close)."""
+        self._waits_closed = True
+        listener, self._listener = self._listener, None
+        if listener is not None:
+            listener.close()
+
+
+def _tells_of_work(store: Store) -> bool:
+    """True for a store that notifies of new work and knows when waiting work is due."""
+    return callable(getattr(store, "earliest_ready_ms", None))

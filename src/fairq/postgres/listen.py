@@ -1,0 +1,167 @@
+"""Wake-ups for idle workers on PostgreSQL: one LISTEN connection per Queue.
+
+A transaction of the PostgreSQL store that makes a head claimable now sends
+NOTIFY on the ready channel. A Listener keeps one dedicated autocommit
+connection that LISTENs on it, read by one daemon thread; every thread of
+the process that waits for work (Queue.wait_for_work) sleeps on a condition
+that the thread wakes on each notification. Each waiting thread remembers
+the last notification it saw, so one that arrives while the thread is busy
+claiming is not lost: its next wait returns at once.
+
+When the connection cannot be made or breaks, waits report that they did not
+listen (the caller polls, backing off) and the thread reconnects, backing off
+up to RECONNECT_MAX seconds; once listening again it wakes every waiter,
+since work may have arrived meanwhile. Nothing here reads or writes queue
+rows, and nothing here decides what is claimable: the store does.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from . import READY_CHANNEL
+
+log = logging.getLogger("fairq")
+
+#: Seconds the reading thread blocks per read, so close() ends it soon after.
+READ_SLICE = 0.2
+#: Seconds between reconnection attempts: doubling from the first to the second.
+RECONNECT_MIN, RECONNECT_MAX = 0.05, 5.0
+#: Seconds a wait blocks at a time while checking its stop event.
+STOP_SLICE = 0.05
+
+
+class Listener:
+    """LISTEN on the ready channel over its own connection; wait() sleeps until a
+    notification, a deadline, or a stop.
+
+    connect() returns a new autocommit connection (a psycopg Connection).
+    The connection is opened by the reading thread, started on the first
+    wait(); close() ends the thread and closes the connection.
+    """
+
+    def __init__(self, connect: Callable[[], Any], *, channel: str = READY_CHANNEL) -> None:
+        self._connect = connect
+        self._channel = channel
+        self._cond = threading.Condition()
+        self._count = 0  # notifications (and reconnections) seen so far
+        self._listening = False
+        self._closed = False
+        self._thread: threading.Thread | None = None
+        self._seen = threading.local()  # per waiting thread: the count when its last wait ended
+        self._conn: Any = None
+
+    @property
+    def listening(self) -> bool:
+        """True while the connection LISTENs (a notification would wake a waiter)."""
+        return self._listening
+
+    def wait(self, timeout: float, stop: threading.Event | None = None) -> bool:
+        """Sleep up to `timeout` seconds, returning early on a notification this
+        thread has not seen yet, or once `stop` is set.
+
+        Returns True when the whole wait was spent listening: a longer wait
+        would not have missed new work. False when the connection is not up
+        (the caller should poll rather than sleep long).
+        """
+        self._start()
+        deadline = time.monotonic() + max(0.0, timeout)
+        with self._cond:
+            seen = getattr(self._seen, "count", None)
+            if seen is None:
+                seen = self._count
+            listened = self._listening
+            while self._count == seen and not self._closed and not (stop is not None and stop.is_set()):
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                self._cond.wait(min(left, STOP_SLICE) if stop is not None else left)
+                listened = listened and self._listening
+            self._seen.count = self._count
+            return listened and self._listening
+
+    def close(self) -> None:
+        """Stop listening: the thread ends within READ_SLICE and closes its connection."""
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+        thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(READ_SLICE + 1.0)
+
+    # -- the reading thread ------------------------------------------------------
+
+    def _start(self) -> None:
+        with self._cond:
+            if self._thread is not None or self._closed:
+                return
+            self._thread = threading.Thread(target=self._run, name="fairq-listen", daemon=True)
+            self._thread.start()
+            # Give the connection a moment, so the first wait already listens.
+            self._cond.wait_for(lambda: self._listening or self._closed, timeout=1.0)
+
+    def _run(self) -> None:
+        pause = RECONNECT_MIN
+        while not self._closed:
+            try:
+                self._listen()
+                pause = RECONNECT_MIN
+            except Exception as exc:  # the driver's error: the connection is gone, try again later
+                if self._closed:
+                    break
+                log.warning("listen.lost error=%r retry_in=%.2f", f"{type(exc).__name__}: {exc}", pause)
+            finally:
+                self._drop()
+            end = time.monotonic() + pause
+            with self._cond:
+                while not self._closed and time.monotonic() < end:
+                    self._cond.wait(end - time.monotonic())
+            pause = min(pause * 2, RECONNECT_MAX)
+
+    def _listen(self) -> None:
+        """Connect, LISTEN, then count notifications until closed or the connection fails."""
+        conn = self._connect()
+        self._conn = conn
+        # The channel is a fixed identifier of fairq's; LISTEN cannot take a parameter.
+        conn.execute("LISTEN " + self._channel)
+        with self._cond:
+            self._listening = True
+            self._count += 1  # work may have come while no one listened: every waiter looks again
+            self._cond.notify_all()
+        log.debug("listen.ready channel=%s", self._channel)
+        while not self._closed:
+            got = 0
+            for _ in conn.notifies(timeout=READ_SLICE):
+                got += 1
+                break  # wake the waiters now; the next read collects any others
+            if got:
+                with self._cond:
+                    self._count += 1
+                    self._cond.notify_all()
+            elif conn.closed:
+                raise ConnectionError("the listening connection closed")
+
+    def _drop(self) -> None:
+        with self._cond:
+            self._listening = False
+            self._cond.notify_all()
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            try:
+                conn.close()
+            except Exception:  # closing a broken connection: nothing left to do
+                pass
+
+
+def connector(url: str, *, connect_timeout: int = 5) -> Callable[[], Any]:
+    """A function that opens a new autocommit connection to `url` for listening."""
+    import psycopg  # the postgres extra; the store that led here imported it already
+
+    def connect() -> Any:
+        return psycopg.connect(url, autocommit=True, connect_timeout=connect_timeout)
+
+    return connect
