@@ -88,9 +88,12 @@ class PgReads:
                                    "ORDER BY e.seq LIMIT %(limit)s")
         elif state == "quarantined":
             # The dead-letter list: quarantined events are heads without a
-            # dispatch time (head_quarantined, in event order).
-            sql = _SELECT_EVENT + ("JOIN head AS h ON h.event_pk = e.id WHERE h.dispatch_ms IS NULL "
-                                   "AND h.event_pk > %(after_id)s ORDER BY h.event_pk LIMIT %(limit)s")
+            # dispatch time; the page is cut from head_quarantined (in event
+            # order) before any event is read.
+            sql = ("SELECT " + _EVENT_COLUMNS + "FROM (SELECT event_pk FROM head WHERE dispatch_ms IS NULL "
+                   "AND event_pk > %(after_id)s ORDER BY event_pk LIMIT %(limit)s) AS h "
+                   "JOIN event AS e ON e.id = h.event_pk LEFT JOIN flow AS f ON f.flow_id = e.flow_id "
+                   "ORDER BY h.event_pk")
         else:
             # Enqueue order, through the primary key from `after` on.
             sql = _SELECT_EVENT + ("WHERE e.id > %(after_id)s "
