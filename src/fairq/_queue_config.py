@@ -33,7 +33,8 @@ class QueueConfig:
 
     @property
     def schema_version(self) -> int:
-        """The schema version of the open file."""
+        """The schema version of the open queue, as this Queue opened it (SQLite: the
+        file's user_version; PostgreSQL: the newest step in its fairq_schema table)."""
         return self._store.version
 
     def policy(self) -> Policy:

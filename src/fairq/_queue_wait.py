@@ -29,11 +29,9 @@ class QueueWaits:
 
     _store: Store
     _clock: Callable[[], float]
-    _reopen: Callable[[], Store]  # opens the store again, as the Queue was opened
     path: Any
     _listener: Any = None
     _waits_closed = False
-    _reconnect_lock = threading.Lock()
 
     def wait_for_work(self, timeout: float, stop: threading.Event | None = None) -> bool:
         """Sleep up to `timeout` seconds, less when new work may be claimable or
@@ -41,7 +39,8 @@ class QueueWaits:
 
         On PostgreSQL the wait ends when a transaction makes a head claimable
         now (LISTEN/NOTIFY over one connection of this Queue's own, opened on
-        the first call) or when the earliest waiting event becomes due.
+        the first call) or when the earliest waiting event becomes due, one
+        written during the wait included.
         Returns True when the whole wait was spent listening, so waiting
         longer would have missed nothing; False when it was a plain sleep
         (SQLite, or the listening connection is down), and the caller should
@@ -59,22 +58,27 @@ class QueueWaits:
         until = self._seconds_until_due()
         if until is not None:
             timeout = min(timeout, until + MARGIN if until > 0 else RECHECK)
-        listened: bool = listener.wait(timeout, stop)
+        listened: bool = listener.wait(timeout, stop, self._seconds_until)
         return listened
+
+    def _seconds_until(self, due_ms: int) -> float:
+        """Seconds from now (this host's clock) until a due time of the queue's clock, and a margin."""
+        return due_ms / 1000.0 - self._clock() + MARGIN
 
     def reconnect(self) -> None:
         """Open a new connection to the queue's database in place of this Queue's
-        own (after Unavailable: the server restarted or the connection was cut).
+        own, now (after Unavailable: the server restarted or the connection was cut).
 
         Raises Unavailable (and keeps the old connection) while the server is
-        still out of reach. The old connection, which the loss closed, is not
-        used again; a call in flight on it at that moment raises Unavailable.
-        fairq.Worker calls this itself when a round meets Unavailable.
+        still out of reach. Not needed to go on: the call after one that met a
+        lost connection opens a new one itself (the call that met the loss
+        raised Unavailable; nothing is repeated). fairq.Worker calls this when
+        a round meets Unavailable, to learn that the server is back. On SQLite
+        there is no connection to lose: nothing happens.
         """
-        with self._reconnect_lock:
-            if self._waits_closed:
-                return
-            self._store = self._reopen()
+        reconnect = getattr(self._store, "reconnect", None)
+        if callable(reconnect) and not self._waits_closed:
+            reconnect()
 
     def _wakeups(self) -> Any:
         """This Queue's Listener (started on first use), or None on a store without wake-ups."""

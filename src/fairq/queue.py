@@ -8,7 +8,6 @@ taken long). No SQL lives here, and no database is named: it speaks fairq.backen
 
 from __future__ import annotations
 
-import functools
 import logging
 import re
 import time
@@ -108,8 +107,8 @@ class Queue(QueueReads, QueueRedrive, QueueMaintenance, QueueConfig, QueueWaits)
             max_clock_skew = DEFAULT_MAX_CLOCK_SKEW if self._clock is time.time else None
         self.max_clock_skew = v.optional_seconds(max_clock_skew, "max_clock_skew")
         self._open_args: dict[str, Any] = {"synchronous": synchronous, "busy_timeout": busy_timeout}
-        self._reopen = functools.partial(open_store, path, readonly=readonly, clock=clock, **self._open_args)
-        self._store: Store = self._reopen(policy=_policy_args.changed(Policy(), given))
+        self._store: Store = open_store(path, readonly=readonly, clock=clock, **self._open_args,
+                                        policy=_policy_args.changed(Policy(), given))
         self.path = path
         try:
             _policy_args.check(self.policy(), given)

@@ -85,3 +85,62 @@ def test_claims_and_settles_update_events_in_place_without_touching_their_indexe
             time.sleep(0.1)
     assert updated >= 800  # a claim and an ack per event
     assert hot >= 0.75 * updated, (hot, updated)  # measured: 91 %
+
+
+class _Recording:
+    """A connection that records every statement it runs."""
+
+    def __init__(self, conn: Any, seen: list[tuple[str, Any]]) -> None:
+        self.conn, self.seen = conn, seen
+
+    def execute(self, sql: str, params: Any = None) -> Any:
+        self.seen.append((sql, params))
+        return self.conn.execute(sql, params)
+
+
+def test_the_console_listings_page_through_indexes_beside_a_large_history(
+        pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    from fairq.postgres.reads import PgReads
+
+    with fairq.Queue(pg_url, clock="model", lease_seconds=3600) as q:
+        # 2,000 flows of 10 events; 1,000 heads retried (an audit row each), 500 quarantined,
+        # and a schedule with its misfires among them.
+        for start in range(0, 2000, 500):
+            q.enqueue_many([{"event_id": f"e{f}-{i}", "body": {"n": i}, "flow": f"f{f:04}"}
+                            for f in range(start, start + 500) for i in range(10)], now=0)
+        q.settle_many([(lease, "retry") for lease in q.claim_many(1000, now=0)], now=0)
+        q.settle_many([(lease, "fail", "bad") for lease in q.claim_many(500, now=0)], now=0)
+        q.schedules.add("beat", every=60, start=0, misfire="skip", grace=0)
+        for minutes in range(1, 20):
+            q.tick(now=minutes * 130)
+        with psycopg.connect(pg_url, autocommit=True) as conn:
+            conn.execute("ANALYZE")
+        seen: list[tuple[str, Any]] = []
+        real_init = PgReads.__init__
+
+        def recording_init(self: PgReads, conn: Any, *, server_clock: bool) -> None:
+            real_init(self, _Recording(conn, seen), server_clock=server_clock)
+
+        monkeypatch.setattr(PgReads, "__init__", recording_init)
+        middle = q.events(limit=1, after="e1000-5")[0].event_id
+        q.events(limit=50, after=middle)
+        q.events(state="ready", limit=50, after=middle)
+        q.events(state="quarantined", limit=50, after=q.events(state="quarantined", limit=10)[-1].event_id)
+        q.events(flow="f1000", limit=5, after="e1000-2")
+        q.flows(after="f1000", limit=50)
+        q.flows(limit=50)
+        assert len(q.schedules.misfires("beat", limit=5)) == 5
+    found = plans(pg_url, seen)
+    assert any("audit_misfire" in p for p in found), "\n\n".join(found)
+    scans = [p for p in found if "Seq Scan on event" in p or "Seq Scan on head" in p or "Seq Scan on audit" in p
+             or "Seq Scan on flow" in p or "Sort" in p]
+    assert not scans, "\n\n".join(scans)
+    # Every walk of the event table starts at its key (the page's `after`), not at the first event.
+    walks = [p for p in found if _unbounded_walk_of_events(p)]
+    assert not walks, "\n\n".join(walks)
+
+
+def _unbounded_walk_of_events(plan: str) -> bool:
+    lines = plan.splitlines()
+    return any("Index Scan using event_pkey on event" in line
+               and (i + 1 == len(lines) or "Index Cond" not in lines[i + 1]) for i, line in enumerate(lines))

@@ -1,13 +1,14 @@
 """The sending side of wake-ups: a transaction that makes a head claimable now
-notifies READY_CHANNEL once, at commit; one that only leaves work waiting does
-not; earliest_ready_ms says how long a worker may sleep."""
+notifies READY_CHANNEL once, at commit; one that only leaves work waiting
+notifies DUE_CHANNEL with the earliest time it is due instead;
+earliest_ready_ms says how long a worker may sleep."""
 
 from __future__ import annotations
 
 import pytest
 
 import fairq
-from fairq.postgres import READY_CHANNEL
+from fairq.postgres import DUE_CHANNEL, READY_CHANNEL
 from fairq.postgres.store import PgStore
 from pgcluster import require_psycopg
 
@@ -18,19 +19,35 @@ psycopg = require_psycopg()
 def listener(pg_url: str):
     conn = psycopg.connect(pg_url, autocommit=True)
     conn.execute(f"LISTEN {READY_CHANNEL}")
+    conn.execute(f"LISTEN {DUE_CHANNEL}")
     yield conn
     conn.close()
 
 
+def heard(conn: psycopg.Connection) -> list[tuple[str, str]]:
+    """(channel, payload) of the notifications delivered so far (the timeout
+    only stops the wait for a notification that is not coming)."""
+    return [(n.channel, n.payload) for n in conn.notifies(timeout=0.5)]
+
+
 def received(conn: psycopg.Connection) -> int:
-    """Notifications delivered so far (the timeout only stops the wait for a
-    notification that is not coming)."""
-    return sum(1 for _ in conn.notifies(timeout=0.5))
+    """Wake-ups (READY_CHANNEL notifications) delivered so far; due notices must not come."""
+    notes = heard(conn)
+    assert all(channel == READY_CHANNEL for channel, _ in notes), notes
+    return len(notes)
+
+
+def due_notices(conn: psycopg.Connection) -> list[int]:
+    """The due times (ms) notified so far; wake-ups must not come."""
+    notes = heard(conn)
+    assert all(channel == DUE_CHANNEL for channel, _ in notes), notes
+    return [int(payload) for _, payload in notes]
 
 
 def test_work_claimable_now_wakes_listeners_and_waiting_work_does_not(pg_url: str, listener) -> None:
     with fairq.Queue(pg_url) as q:
         q.enqueue("later", {}, delay=3600)
+        assert len(due_notices(listener)) == 1  # a due notice, not a wake-up
         q.enqueue_many([("a", {}, "F"), ("b", {}, "F"), ("c", {})])  # one transaction: one notification
         assert received(listener) == 1
         lease = q.claim()
@@ -39,7 +56,7 @@ def test_work_claimable_now_wakes_listeners_and_waiting_work_does_not(pg_url: st
         assert received(listener) == 1
         lease = q.claim()
         q.retry(lease, "later", delay=3600)
-        assert received(listener) == 0
+        assert len(due_notices(listener)) == 1
         q.release(q.claim())
         assert received(listener) == 1
 
@@ -63,3 +80,25 @@ def test_earliest_ready_ms_is_the_next_waiting_heads_time(pg_url: str) -> None:
         assert store.earliest_ready_ms() == 15_000
     finally:
         store.close()
+
+
+def test_work_left_waiting_notifies_the_earliest_time_it_is_due(pg_url: str, listener) -> None:
+    with fairq.Queue(pg_url, clock="model") as q:
+        q.enqueue_many([("a", {}, "A"), ("b", {}, "B")], now=10)
+        assert received(listener) == 1
+        # A delayed enqueue: one notice per transaction, the earliest of its heads.
+        q.enqueue_many([{"event_id": "late", "body": {}, "flow": "L", "delay": 50},
+                        {"event_id": "soon", "body": {}, "flow": "S", "delay": 5},
+                        {"event_id": "behind", "body": {}, "flow": "A", "delay": 1}], now=10)
+        assert due_notices(listener) == [15_000]
+        # Backoffs: the earliest of a settle's.
+        q.settle_many([(q.claim(now=10), "retry", "later", 7), (q.claim(now=10), "retry", "later", 3)], now=11)
+        assert due_notices(listener) == [14_000]
+        # An ack that uncovers a delayed event behind it.
+        q.enqueue("after", {}, flow="C", now=12)
+        q.enqueue("delayed-behind", {}, flow="C", delay=20, now=12)
+        assert received(listener) == 1 and due_notices(listener) == []
+        lease = q.claim(now=12)
+        assert lease is not None and lease.event_id == "after"
+        q.ack(lease, now=12)
+        assert due_notices(listener) == [32_000]

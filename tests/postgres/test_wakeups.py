@@ -20,10 +20,10 @@ HANG = 60  # seconds; only to stop a hung test
 IDLE_MAX = 30.0
 
 
-def picked_up_after(queue: fairq.Queue, marks: Path, event_id: str) -> float:
-    """Enqueue `event_id` and return the seconds until a handler started on it."""
+def picked_up_after(queue: fairq.Queue, marks: Path, event_id: str, delay: float = 0) -> float:
+    """Enqueue `event_id` (due after `delay`) and return the seconds until a handler started on it."""
     sent = time.time()
-    queue.enqueue(event_id, {})
+    queue.enqueue(event_id, {}, delay=delay)
     deadline = time.monotonic() + HANG
     mark = marks / event_id
     while not mark.exists() or not mark.read_text():
@@ -68,6 +68,28 @@ def test_an_idle_worker_picks_up_an_enqueue_from_another_process_at_once(
     assert listening == 1
     assert max(latencies) < IDLE_MAX / 30, latencies  # polling would have slept up to IDLE_MAX
     print(f"wake-up latency: median {sorted(latencies)[2] * 1000:.1f} ms, max {max(latencies) * 1000:.1f} ms")
+
+
+def test_an_idle_worker_wakes_when_a_delayed_enqueue_from_another_process_becomes_due(
+        pg_db: str, tmp_path: Path) -> None:  # noqa: F811
+    with fairq.Queue(pg_db) as q:
+        q.enqueue("first", {})
+        q.claim()  # the queue exists before the worker opens it
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "FAIRQ_TEST_MARKS": str(tmp_path)}
+    worker = subprocess.Popen([sys.executable, "pg_handlers.py", pg_db, str(IDLE_MAX)], cwd=SUPPORT, env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        with fairq.Queue(pg_db) as q:
+            picked_up_after(q, tmp_path, "warm-up")
+            latencies = []
+            for i in range(4):
+                time.sleep(0.3)  # the worker is idle again, asleep for up to IDLE_MAX: nothing waits
+                latencies.append(picked_up_after(q, tmp_path, f"later-{i}", delay=0.3))
+    finally:
+        stop(worker)
+    # Due 0.3 s after the enqueue; a worker that learnt of it only on waking would sleep IDLE_MAX.
+    assert all(0.29 <= latency < 0.3 + 0.1 for latency in latencies), latencies
+    print(f"delayed pick-up: {', '.join(f'{latency * 1000:.0f}' for latency in latencies)} ms")
 
 
 def test_an_idle_worker_with_a_long_idle_max_still_wakes_on_new_work(pg_db: str) -> None:  # noqa: F811

@@ -3,19 +3,25 @@
 Importing this package does not import psycopg: only opening a store does
 (fairq.postgres.connection), so `import fairq` and the SQLite store work
 without it. What other modules need without a connection lives here: which
-targets are PostgreSQL URLs, the channel the store notifies when work
-becomes claimable, and the opener the store router calls.
+targets are PostgreSQL URLs, the channels the store notifies when work
+becomes claimable or will be, and the opener the store router calls.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["READY_CHANNEL", "is_postgres_url", "open_pg_store"]
+__all__ = ["DUE_CHANNEL", "READY_CHANNEL", "is_postgres_url", "open_pg_store"]
 
 #: The LISTEN/NOTIFY channel a transaction notifies (once, with an empty
 #: payload) when it makes a head claimable now; workers LISTEN on it.
 READY_CHANNEL = "fairq_ready"
+
+#: The channel a transaction notifies (payload: the time in ms of the queue's
+#: clock) when it leaves a head waiting until a later time (a delayed enqueue,
+#: a backoff, a delayed release) and makes nothing claimable now: a worker
+#: asleep past that time wakes at it instead.
+DUE_CHANNEL = "fairq_due"
 
 #: The URL schemes that name a PostgreSQL database.
 SCHEMES = ("postgresql://", "postgres://")

@@ -19,8 +19,9 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from .. import _crash
-from ..errors import InvalidInput, ReadOnly, StoreError, UsageError
-from .failures import from_application, reraise
+from ..errors import InvalidInput, ReadOnly, StoreError, Unavailable, UsageError
+from .failures import from_application, reraise, typed
+from .url import parse
 
 if TYPE_CHECKING:
     import psycopg
@@ -58,30 +59,80 @@ def in_transaction(conn: Any) -> bool:
 
 
 class PgDatabase:
-    """A psycopg connection in autocommit mode, with explicit transactions."""
+    """A psycopg connection in autocommit mode, with explicit transactions.
+
+    A connection found lost (a call raised Unavailable, or the driver closed
+    it) is opened again on the next call, under the lock; the call that met
+    the loss still raises Unavailable, and nothing is ever run twice.
+    """
 
     def __init__(self, url: str, *, readonly: bool = False) -> None:
-        driver = load_psycopg()
-        self.url = redacted(url)
+        self._driver = load_psycopg()
+        self._target = parse(url)
+        self.url = redacted(self._target.conninfo)
         self.readonly = readonly
         self.closed = False
         self.lock = threading.RLock()
         self.busy = False  # a transaction of this connection is open
+        self._lost = False  # the connection met Unavailable: open a new one before the next call
+        self.conn, self.place = self._open()
+
+    def _open(self) -> tuple[psycopg.Connection[Any], tuple[str, str]]:
+        """A new connection, and which database and schema it is in; Unavailable
+        (nothing written) when the server cannot be reached."""
         try:
-            self.conn: psycopg.Connection[Any] = driver.connect(url, autocommit=True)
-            if readonly:
-                # Every transaction of this connection is read-only.
-                self.conn.execute("SET default_transaction_read_only = on")
-            # Which database and schema the queue lives in (an outbox connection must match).
-            row = self.conn.execute("SELECT current_database(), current_schema()").fetchone()
+            conn: psycopg.Connection[Any] = self._driver.connect(
+                self._target.conninfo, autocommit=True, **self._target.connect_args())
         except Exception as exc:
-            reraise(exc, self.url)
+            reraise(exc, self.url, wrote_nothing=True)
+            raise
+        try:
+            if self.readonly:
+                # Every transaction of this connection is read-only.
+                conn.execute("SET default_transaction_read_only = on")
+            # Which database and schema the queue lives in (an outbox connection must match).
+            row = conn.execute("SELECT current_database(), current_schema()").fetchone()
+        except Exception as exc:
+            conn.close()
+            reraise(exc, self.url, wrote_nothing=True)
             raise
         if row is None or row[1] is None:
-            self.conn.close()
+            conn.close()
             raise StoreError(self.url, f"{self.url}: no schema to create the queue in (search_path is empty)")
-        self.place: tuple[str, str] = (row[0], row[1])
-        _OWN.add(self.conn)
+        _OWN.add(conn)
+        return conn, (row[0], row[1])
+
+    def _live(self) -> Any:
+        """The connection, opened again first if the last one was lost (call under the lock)."""
+        if self._lost or self.conn.closed:
+            self._replace()
+        return self.conn
+
+    def reconnect(self) -> None:
+        """Open a new connection in place of this one, now; Unavailable (keeping
+        the old one) while the server cannot be reached."""
+        with self.lock:
+            self.refuse_reentry()
+            self._replace()
+
+    def _replace(self) -> None:
+        conn, place = self._open()
+        if place != self.place:
+            conn.close()
+            raise StoreError(self.url, f"{self.url}: the new connection is in {place!r}, not in the queue's "
+                                       f"database and schema {self.place!r}")
+        old, self.conn, self._lost = self.conn, conn, False
+        with contextlib.suppress(Exception):  # the old connection is gone already
+            old.close()
+
+    def _fail(self, exc: BaseException, *, wrote_nothing: bool = False) -> None:
+        """Raise the fairq error for `exc` (if any); a lost connection is replaced on the next call."""
+        err = typed(exc, self.url, wrote_nothing=wrote_nothing)
+        if err is None:
+            return
+        if isinstance(err, Unavailable):
+            self._lost = True
+        raise err from exc
 
     def close(self) -> None:
         with self.lock:
@@ -112,11 +163,11 @@ class PgDatabase:
         self.refuse_write()
         with self.lock:
             self.refuse_reentry()
-            conn = self.conn
+            conn = self._live()
             try:
                 conn.execute("BEGIN ISOLATION LEVEL READ COMMITTED")
             except Exception as exc:
-                reraise(exc, self.url)
+                self._fail(exc, wrote_nothing=True)
                 raise
             self.busy = True
             try:
@@ -129,7 +180,7 @@ class PgDatabase:
                 conn.execute("COMMIT")
             except BaseException as exc:
                 self._rollback()
-                reraise(exc, self.url)
+                self._fail(exc)
                 raise
             finally:
                 self.busy = False
@@ -188,7 +239,7 @@ class PgDatabase:
         """fn(conn) in one read-only snapshot."""
         with self.lock:
             self.refuse_reentry()
-            conn = self.conn
+            conn = self._live()
             try:
                 conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
                 self.busy = True
@@ -198,7 +249,7 @@ class PgDatabase:
                     self.busy = False
                     self._rollback()
             except Exception as exc:
-                reraise(exc, self.url)
+                self._fail(exc, wrote_nothing=True)
                 raise
 
     def run_callback(self, conn: Any, fn: Callable[[Any], T], what: str) -> T:

@@ -114,6 +114,7 @@ def _insert_events(tx: TxnCore, items: list[NewEvent], now_ms: int) -> dict[str,
     )
     if any(h[3] for h in heads):
         tx.wake()
+    tx.due_later([h[2] for h in heads], now_ms)
     tx.moved(None, "ready", len(items))
     tx.happened("enqueued", len(items))
     return seqs

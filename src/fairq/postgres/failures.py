@@ -35,9 +35,11 @@ def _is_driver_error(exc: BaseException) -> bool:
     return type(exc).__module__.startswith("psycopg")
 
 
-def typed(exc: BaseException, where: str) -> BaseException | None:
+def typed(exc: BaseException, where: str, *, wrote_nothing: bool = False) -> BaseException | None:
     """The fairq error for a driver error of fairq's own statements (raise it
-    `from exc`); None for anything else, which the caller re-raises as it is."""
+    `from exc`); None for anything else, which the caller re-raises as it is.
+    wrote_nothing: the error came where nothing can have been written (connecting,
+    BEGIN, a read-only snapshot)."""
     if isinstance(exc, FairqError) or not _is_driver_error(exc) or getattr(exc, _APPLICATION_MARK, False):
         return None
     state = getattr(exc, "sqlstate", None) or ""
@@ -47,6 +49,8 @@ def typed(exc: BaseException, where: str) -> BaseException | None:
                               "written: make the call again")
     if state in _UNAVAILABLE or state.startswith("08") or (not state and _connection_error(exc)):
         reason = _UNAVAILABLE.get(state, "the connection to the server failed")
+        if wrote_nothing:
+            return Unavailable(where, f"{where}: {reason} ({text}); nothing was written")
         return Unavailable(where, f"{where}: {reason} ({text}); a write in flight may or may not "
                                   "have committed: read before repeating it")
     if state == "55P03" or state == "57014":
@@ -66,8 +70,8 @@ def _connection_error(exc: BaseException) -> bool:
     return name in ("OperationalError", "InterfaceError", "ConnectionTimeout")
 
 
-def reraise(exc: BaseException, where: str) -> None:
+def reraise(exc: BaseException, where: str, *, wrote_nothing: bool = False) -> None:
     """Raise the fairq error for `exc` from it, if there is one; else return."""
-    err = typed(exc, where)
+    err = typed(exc, where, wrote_nothing=wrote_nothing)
     if err is not None:
         raise err from exc

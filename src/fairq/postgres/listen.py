@@ -6,7 +6,10 @@ connection that LISTENs on it, read by one daemon thread; every thread of
 the process that waits for work (Queue.wait_for_work) sleeps on a condition
 that the thread wakes on each notification. Each waiting thread remembers
 the last notification it saw, so one that arrives while the thread is busy
-claiming is not lost: its next wait returns at once.
+claiming is not lost: its next wait returns at once. A transaction that
+only leaves work waiting until a later time notifies the due channel with
+that time: a waiter that would sleep past it (or heard it while busy)
+sleeps until then instead.
 
 When the connection cannot be made or breaks, waits report that they did not
 listen (the caller polls, backing off) and the thread reconnects, backing off
@@ -17,13 +20,14 @@ rows, and nothing here decides what is claimable: the store does.
 
 from __future__ import annotations
 
+import collections
 import logging
 import threading
 import time
 from collections.abc import Callable
 from typing import Any
 
-from . import READY_CHANNEL
+from . import DUE_CHANNEL, READY_CHANNEL
 
 log = logging.getLogger("fairq")
 
@@ -33,6 +37,8 @@ READ_SLICE = 0.2
 RECONNECT_MIN, RECONNECT_MAX = 0.05, 5.0
 #: Seconds a wait blocks at a time while checking its stop event.
 STOP_SLICE = 0.05
+#: Due times kept for waiters that have not looked yet; one that missed more looks again.
+DUE_KEPT = 64
 
 
 class Listener:
@@ -44,11 +50,15 @@ class Listener:
     wait(); close() ends the thread and closes the connection.
     """
 
-    def __init__(self, connect: Callable[[], Any], *, channel: str = READY_CHANNEL) -> None:
+    def __init__(self, connect: Callable[[], Any], *, channel: str = READY_CHANNEL,
+                 due_channel: str = DUE_CHANNEL) -> None:
         self._connect = connect
         self._channel = channel
+        self._due_channel = due_channel
         self._cond = threading.Condition()
         self._count = 0  # notifications (and reconnections) seen so far
+        self._due_count = 0  # due times heard so far
+        self._dues: collections.deque[tuple[int, int]] = collections.deque(maxlen=DUE_KEPT)  # (count, ms)
         self._listening = False
         self._closed = False
         self._thread: threading.Thread | None = None
@@ -60,9 +70,12 @@ class Listener:
         """True while the connection LISTENs (a notification would wake a waiter)."""
         return self._listening
 
-    def wait(self, timeout: float, stop: threading.Event | None = None) -> bool:
+    def wait(self, timeout: float, stop: threading.Event | None = None,
+             until: Callable[[int], float] | None = None) -> bool:
         """Sleep up to `timeout` seconds, returning early on a notification this
-        thread has not seen yet, or once `stop` is set.
+        thread has not seen yet, or once `stop` is set. until(ms): seconds from
+        now until a due time heard (ms of the queue's clock); the wait then
+        ends by that time if it is earlier.
 
         Returns True when the whole wait was spent listening: a longer wait
         would not have missed new work. False when the connection is not up
@@ -74,15 +87,29 @@ class Listener:
             seen = getattr(self._seen, "count", None)
             if seen is None:
                 seen = self._count
+            due_seen = getattr(self._seen, "due", None)
+            if due_seen is None:
+                due_seen = self._due_count
             listened = self._listening
             while self._count == seen and not self._closed and not (stop is not None and stop.is_set()):
+                if until is not None and self._due_count != due_seen:
+                    deadline = min(deadline, time.monotonic() + self._seconds_to_due(due_seen, until))
+                    due_seen = self._due_count
                 left = deadline - time.monotonic()
                 if left <= 0:
                     break
                 self._cond.wait(min(left, STOP_SLICE) if stop is not None else left)
                 listened = listened and self._listening
             self._seen.count = self._count
+            self._seen.due = due_seen if until is not None else self._due_count
             return listened and self._listening
+
+    def _seconds_to_due(self, due_seen: int, until: Callable[[int], float]) -> float:
+        """Seconds until the earliest due time heard after the waiter's `due_seen`th (0 if it missed some)."""
+        fresh = [ms for count, ms in self._dues if count > due_seen]
+        if len(fresh) < self._due_count - due_seen:
+            return 0.0  # some were dropped before this waiter looked: end the wait and look again
+        return max(0.0, min(until(ms) for ms in fresh))
 
     def close(self) -> None:
         """Stop listening: the thread ends within READ_SLICE and closes its connection."""
@@ -126,24 +153,36 @@ class Listener:
         """Connect, LISTEN, then count notifications until closed or the connection fails."""
         conn = self._connect()
         self._conn = conn
-        # The channel is a fixed identifier of fairq's; LISTEN cannot take a parameter.
+        # The channels are fixed identifiers of fairq's; LISTEN cannot take a parameter.
         conn.execute("LISTEN " + self._channel)
+        conn.execute("LISTEN " + self._due_channel)
         with self._cond:
             self._listening = True
             self._count += 1  # work may have come while no one listened: every waiter looks again
             self._cond.notify_all()
         log.debug("listen.ready channel=%s", self._channel)
         while not self._closed:
-            got = 0
-            for _ in conn.notifies(timeout=READ_SLICE):
-                got += 1
+            got = None
+            for got in conn.notifies(timeout=READ_SLICE):
                 break  # wake the waiters now; the next read collects any others
-            if got:
-                with self._cond:
-                    self._count += 1
-                    self._cond.notify_all()
+            if got is not None:
+                self._heard(got.channel, got.payload)
             elif conn.closed:
                 raise ConnectionError("the listening connection closed")
+
+    def _heard(self, channel: str, payload: str) -> None:
+        """Wake the waiters: for new work, or with a due time they may sleep to."""
+        with self._cond:
+            if channel == self._due_channel:
+                try:
+                    due_ms = int(payload)
+                except ValueError:
+                    return  # not fairq's notice
+                self._due_count += 1
+                self._dues.append((self._due_count, due_ms))
+            else:
+                self._count += 1
+            self._cond.notify_all()
 
     def _drop(self) -> None:
         with self._cond:
@@ -157,11 +196,16 @@ class Listener:
                 pass
 
 
-def connector(url: str, *, connect_timeout: int = 5) -> Callable[[], Any]:
-    """A function that opens a new autocommit connection to `url` for listening."""
+def connector(url: str) -> Callable[[], Any]:
+    """A function that opens a new autocommit connection to `url` for listening
+    (its fairq_* parameters taken out, fairq's connect timeout unless it has one)."""
     import psycopg  # the postgres extra; the store that led here imported it already
 
+    from .url import parse
+
+    target = parse(url)
+
     def connect() -> Any:
-        return psycopg.connect(url, autocommit=True, connect_timeout=connect_timeout)
+        return psycopg.connect(target.conninfo, autocommit=True, **target.connect_args())
 
     return connect

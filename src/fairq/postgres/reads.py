@@ -15,6 +15,8 @@ from typing import Any
 
 from .. import policy
 from .._json import body_value
+from ..backend import FlowHead
+from ..errors import InvalidInput
 from ..policy import Policy, from_ms
 from ..types import TOTALS, AuditEntry, EventInfo, State, Stats
 from .policy_store import read_policy
@@ -23,12 +25,15 @@ from .txn import SERVER_NOW
 
 _SELECT_AUDIT = "SELECT event_id, action, reason, actor, generation, at_ms, detail FROM audit "
 
-_SELECT_EVENT = (
-    "SELECT e.event_id, f.name, e.seq, e.body, e.state, e.generation, e.attempts, "
+_EVENT_COLUMNS = (
+    "e.event_id, f.name, e.seq, e.body, e.state, e.generation, e.attempts, "
     "e.lifetime_attempts, e.next_at_ms, e.lease_until_ms, e.owner, e.reason, "
     "e.created_ms, e.due_ms, e.first_claim_ms, e.settled_ms "
-    "FROM event AS e LEFT JOIN flow AS f ON f.flow_id = e.flow_id "
 )
+_SELECT_EVENT = "SELECT " + _EVENT_COLUMNS + "FROM event AS e LEFT JOIN flow AS f ON f.flow_id = e.flow_id "
+# A flow, and its head (the flow's one head row names its lowest unacked event; none when all is acked).
+_SELECT_FLOW = ("SELECT f.name, f.weight, f.next_seq, " + _EVENT_COLUMNS + "FROM flow AS f "
+                "LEFT JOIN head AS h ON h.flow_id = f.flow_id LEFT JOIN event AS e ON e.id = h.event_pk ")
 
 
 class PgReads:
@@ -62,21 +67,49 @@ class PgReads:
                                       {"event_id": event_id}).fetchone()
         return None if row is None else event_info(row)
 
-    def events(self, *, state: str | None, flow: str | None, limit: int) -> list[EventInfo]:
-        params = {"state": state, "flow": flow, "limit": limit}
+    def events(self, *, state: str | None, flow: str | None, limit: int,
+               after: str | None = None) -> list[EventInfo]:
+        # Keyset paging: resume after the listed position of `after` (its seq in
+        # a flow's listing, its row id otherwise), never counting skipped rows.
+        after_id = after_seq = 0
+        if after is not None:
+            # By the event_id key.
+            found = self.connection.execute("SELECT id, seq FROM event WHERE event_id = %(after)s",
+                                            {"after": after}).fetchone()
+            if found is None:
+                raise InvalidInput("after", f"no event {after!r} is stored")
+            after_id, after_seq = int(found[0]), int(found[1])
+        params = {"state": state, "flow": flow, "limit": limit, "after_id": after_id, "after_seq": after_seq}
         if flow is not None:
             # One flow, in seq order, through its (flow_id, seq) key.
             sql = _SELECT_EVENT + ("WHERE e.flow_id = (SELECT flow_id FROM flow WHERE name = %(flow)s) "
+                                   "AND e.seq > %(after_seq)s "
                                    "AND (%(state)s::text IS NULL OR e.state = %(state)s::text) "
                                    "ORDER BY e.seq LIMIT %(limit)s")
         elif state == "quarantined":
-            # The dead-letter list: quarantined events are heads without a dispatch time.
-            sql = _SELECT_EVENT + ("JOIN head AS h ON h.event_pk = e.id WHERE h.dispatch_ms IS NULL "
-                                   "ORDER BY e.id LIMIT %(limit)s")
+            # The dead-letter list: quarantined events are heads without a
+            # dispatch time; the page is cut from head_quarantined (in event
+            # order) before any event is read.
+            sql = ("SELECT " + _EVENT_COLUMNS + "FROM (SELECT event_pk FROM head WHERE dispatch_ms IS NULL "
+                   "AND event_pk > %(after_id)s ORDER BY event_pk LIMIT %(limit)s) AS h "
+                   "JOIN event AS e ON e.id = h.event_pk LEFT JOIN flow AS f ON f.flow_id = e.flow_id "
+                   "ORDER BY h.event_pk")
         else:
-            sql = _SELECT_EVENT + ("WHERE (%(state)s::text IS NULL OR e.state = %(state)s::text) "
+            # Enqueue order, through the primary key from `after` on.
+            sql = _SELECT_EVENT + ("WHERE e.id > %(after_id)s "
+                                   "AND (%(state)s::text IS NULL OR e.state = %(state)s::text) "
                                    "ORDER BY e.id LIMIT %(limit)s")
         return [event_info(r) for r in self.connection.execute(sql, params)]
+
+    def flows(self, *, after: str | None, limit: int) -> list[FlowHead]:
+        # Named flows in name order, resuming after `after` through flow.name's
+        # unique key (keyset paging); each flow's head through head.flow_id's.
+        if after is None:
+            rows = self.connection.execute(_SELECT_FLOW + "ORDER BY f.name LIMIT %(limit)s", {"limit": limit})
+        else:
+            rows = self.connection.execute(_SELECT_FLOW + "WHERE f.name > %(after)s ORDER BY f.name "
+                                           "LIMIT %(limit)s", {"after": after, "limit": limit})
+        return [FlowHead(r[0], int(r[1]), int(r[2]), None if r[3] is None else event_info(r[3:])) for r in rows]
 
     def audit(self, event_id: str | None, *, limit: int | None) -> list[AuditEntry]:
         params = {"event_id": event_id, "limit": limit}

@@ -11,13 +11,14 @@ resumes from the first one's position.
 from __future__ import annotations
 
 import builtins
+import json
 from collections.abc import Sequence
 from typing import Any
 
 from .._json import body_value
 from ..backend import Advance, NewSchedule
 from ..policy import from_ms
-from ..types import Misfire, Schedule
+from ..types import AuditEntry, Misfire, Schedule
 
 _COLUMNS = ("name, every_ms, cron, tz, body, flow, start_ms, misfire, grace_ms, paused, "
             "last_slot_ms, next_slot_ms ")
@@ -34,6 +35,18 @@ class PgSchedules:
         # By the name's unique key.
         row = self.connection.execute(_SELECT + "WHERE name = %(name)s", {"name": name}).fetchone()
         return None if row is None else _schedule(row)
+
+    def misfires(self, name: str, *, limit: int) -> builtins.list[AuditEntry]:
+        # Through audit_misfire: the schedule's misfire rows by instance id
+        # ("{name}@{slot}", time order in byte order), walked backwards from
+        # the newest slot with no sort, stopping at `limit`.
+        rows = self.connection.execute(
+            "SELECT event_id, action, reason, actor, generation, at_ms, detail FROM audit "
+            "WHERE action = 'misfire' AND (detail::jsonb ->> 'schedule') = %(name)s "
+            "ORDER BY (event_id COLLATE \"C\") DESC, id DESC LIMIT %(limit)s",
+            {"name": name, "limit": limit})
+        return [AuditEntry(r[0], r[1], r[2], r[3], None if r[4] is None else int(r[4]), int(r[5]) / 1000,
+                           json.loads(r[6])) for r in rows]
 
     def list(self) -> list[Schedule]:
         # Every schedule, in name order.

@@ -19,8 +19,8 @@ from .connection import PgDatabase
 from .failures import reraise
 
 #: STEPS[v] upgrades a schema from version v - 1 to version v.
-STEPS: dict[int, str] = {1: "migrations/0001_initial.sql"}
-LATEST = 1
+STEPS: dict[int, str] = {1: "migrations/0001_initial.sql", 2: "migrations/0002_console.sql"}
+LATEST = 2
 
 #: Advisory lock space for migrations (the second key is the schema's hash).
 _LOCK_SPACE = 0x6671

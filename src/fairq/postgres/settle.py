@@ -176,12 +176,13 @@ def _ack(tx: TxnCore, rows: list[Held], now_ms: int) -> None:
         "SELECT e.id, e.flow_id, c.pass, c.turn, e.next_at_ms, e.next_at_ms <= %(now_ms)s "
         "FROM unnest(%(flow)s::bigint[], %(seq)s::bigint[], %(pass)s::bigint[], %(turn)s::bigint[]) "
         "AS c(flow, seq, pass, turn) JOIN event AS e ON e.flow_id = c.flow AND e.seq = c.seq "
-        "RETURNING runnable",
+        "RETURNING runnable, dispatch_ms",
         {"flow": [r.flow_id for r in named], "seq": [r.seq + 1 for r in named],
          "pass": [r.pass_ for r in named], "turn": [r.turn for r in named], "now_ms": now_ms},
     ).fetchall()
     if any(r[0] for r in runnable):
         tx.wake()
+    tx.due_later([int(r[1]) for r in runnable], now_ms)
 
 
 def _ready_again(tx: TxnCore, retried: list[tuple[Held, int, str | None]], released: list[Held],
@@ -209,6 +210,7 @@ def _ready_again(tx: TxnCore, retried: list[tuple[Held, int, str | None]], relea
     )
     if any(at <= now_ms for at in next_at):
         tx.wake()
+    tx.due_later(next_at, now_ms)
 
 
 def extend(tx: TxnCore, event_id: str, generation: int, *, lease_ms: int, now_ms: int) -> Lease:

@@ -60,6 +60,11 @@ class PgStore:
     def close(self) -> None:
         self.db.close()
 
+    def reconnect(self) -> None:
+        """A new connection in place of this store's own, now (a lost one is
+        replaced on the next call anyway); Unavailable while out of reach."""
+        self.db.reconnect()
+
     def transaction(self, name: str, conn: Any | None = None) -> PgTxn:
         """``with store.transaction(name) as tx:`` -- a write transaction. With
         `conn` (a psycopg connection in the application's open transaction)

@@ -22,7 +22,7 @@ from .._json import canonical
 from ..errors import InvalidInput
 from ..policy import Policy
 from ..types import TOTALS
-from . import READY_CHANNEL
+from . import DUE_CHANNEL, READY_CHANNEL
 from .connection import PgDatabase
 from .policy_store import POLICY_COLUMNS, policy_from_row, read_policy
 
@@ -62,6 +62,7 @@ class TxnCore:
         self._totals: Counter[str] = Counter()
         self._lags: Counter[int] = Counter()
         self._notify = False
+        self._due_ms: int | None = None  # the earliest time a head this transaction left waiting is due
 
     def __enter__(self) -> Any:
         self.connection = self._cm.__enter__()
@@ -170,6 +171,13 @@ class TxnCore:
         """This transaction makes a head claimable now: notify at commit."""
         self._notify = True
 
+    def due_later(self, times_ms: Sequence[int], now_ms: int) -> None:
+        """This transaction leaves heads waiting until these times: those after
+        now_ms are notified at commit (the earliest), unless wake() was called."""
+        later = [t for t in times_ms if t > now_ms]
+        if later:
+            self._due_ms = min(later + ([self._due_ms] if self._due_ms is not None else []))
+
     def _flush(self) -> None:
         """Write the clock, the rotation shard, the counters and the
         notification, in one statement, just before COMMIT."""
@@ -177,7 +185,9 @@ class TxnCore:
                    **{f"total_{name}": n for name, n in self._totals.items() if n},
                    **{f"lag_{bucket}": n for bucket, n in self._lags.items() if n}}
         store_time = self._time_dirty and not self.server_clock
-        if not (store_time or self._rotation_dirty or changes or self._notify):
+        # A wake-up makes waiters look again at the earliest time: no due notice beside it.
+        due = None if self._notify or self._due_ms is None else str(self._due_ms)
+        if not (store_time or self._rotation_dirty or changes or self._notify or due):
             return
         names = sorted(changes)
         vtime, tail = self._rotation if self._rotation is not None else (0, 0)
@@ -191,13 +201,17 @@ class TxnCore:
             "counters AS (INSERT INTO counter (name, shard, n) SELECT c.name, %(shard)s, c.n "
             "FROM unnest(%(names)s::text[], %(ns)s::bigint[]) AS c(name, n) ORDER BY c.name "
             "ON CONFLICT (name, shard) DO UPDATE SET n = counter.n + excluded.n) "
-            # Sleeping workers wake; delivered at commit, never for a rollback.
-            "SELECT pg_notify(%(channel)s, '') WHERE %(notify)s",
+            # Sleeping workers wake, or learn of an earlier due time; delivered
+            # at commit, never for a rollback.
+            "SELECT (SELECT pg_notify(%(channel)s, '') WHERE %(notify)s), "
+            "(SELECT pg_notify(%(due_channel)s, %(due)s::text) WHERE %(due)s::text IS NOT NULL)",
             {"now_ms": self._clock_ms, "store_time": store_time, "vtime": vtime, "tail": tail,
              "shard": random.randrange(SHARDS), "move": self._rotation_dirty, "names": names,
-             "ns": [changes[k] for k in names], "channel": READY_CHANNEL, "notify": self._notify},
+             "ns": [changes[k] for k in names], "channel": READY_CHANNEL, "notify": self._notify,
+             "due_channel": DUE_CHANNEL, "due": due},
         )
         self._time_dirty = self._rotation_dirty = self._notify = False
+        self._due_ms = None
         self._moved.clear()
         self._totals.clear()
         self._lags.clear()
