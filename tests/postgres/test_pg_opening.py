@@ -40,6 +40,13 @@ def test_opening_again_applies_no_step_twice(pg_url: str) -> None:
         assert q.stats().totals["enqueued"] == 3
 
 
+def test_schema_version_is_the_newest_step_applied_also_when_opened_read_only(pg_url: str) -> None:
+    with fairq.Queue(pg_url) as q:
+        assert q.schema_version == LATEST >= 2
+    with fairq.Queue(pg_url, readonly=True) as q:
+        assert q.schema_version == LATEST
+
+
 CREATOR = textwrap.dedent("""
     import json, sys, time
     import fairq
