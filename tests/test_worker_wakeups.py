@@ -118,3 +118,37 @@ def test_a_reconnected_queue_goes_on_with_the_same_file(q: fairq.Queue) -> None:
     q.reconnect()
     lease = q.claim()
     assert lease is not None and q.ack(lease).state is fairq.State.ACKED
+
+
+def test_an_async_worker_waits_out_a_server_out_of_reach_reconnects_and_goes_on(
+        q: fairq.Queue, caplog: pytest.LogCaptureFixture) -> None:
+    import asyncio
+
+    import fairq.aio
+
+    class FlakyAsync(fairq.aio.AsyncQueue):
+        failures = 3
+
+        async def claim_many(self, *args: Any, **kw: Any) -> list[fairq.Lease]:
+            if self.failures:
+                self.failures -= 1
+                raise fairq.Unavailable("postgresql://db", "the connection to the server failed")
+            return await super().claim_many(*args, **kw)
+
+    reconnects: list[int] = []
+    q.reconnect = lambda: reconnects.append(1)  # type: ignore[method-assign]
+    q.enqueue_many([(f"e{i}", {}, f"F{i % 3}") for i in range(6)])
+    done: list[str] = []
+
+    async def handle(job: fairq.Job) -> None:
+        done.append(job.event_id)
+
+    async def drain() -> dict[str, int]:
+        async with FlakyAsync(q) as flaky:
+            worker = fairq.aio.AsyncWorker(flaky, handle, idle_min=0.001, idle_max=0.01)
+            return await worker.run(until_idle=True, signals=False)
+
+    counts = asyncio.run(drain())
+    assert sorted(done) == [f"e{i}" for i in range(6)] and counts["acked"] == 6
+    assert len(reconnects) == 3
+    assert sum("queue.unavailable" in r.getMessage() for r in caplog.records) == 3

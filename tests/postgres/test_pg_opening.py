@@ -40,6 +40,31 @@ def test_opening_again_applies_no_step_twice(pg_url: str) -> None:
         assert q.stats().totals["enqueued"] == 3
 
 
+def test_a_version_1_queue_is_upgraded_on_open_with_its_misfire_records_listed(
+        pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    from fairq.postgres import schema
+
+    monkeypatch.setattr(schema, "LATEST", 1)  # a fairq from before step 2
+    with fairq.Queue(pg_url, clock="model") as q:
+        assert q.schema_version == 1
+        q.schedules.add("beat", every=60, start=0, misfire="skip", grace=0)
+        q.tick(now=600)
+    monkeypatch.undo()
+    with fairq.Queue(pg_url, clock="model") as q:
+        assert q.schema_version == LATEST == 2
+        misfired = [a for a in q.audit() if a.action == "misfire"]
+        assert misfired and q.schedules.misfires("beat", limit=100) == misfired[::-1]
+    with psycopg.connect(pg_url) as conn:
+        assert conn.execute("SELECT to_regclass('audit_misfire') IS NOT NULL").fetchone()[0]
+
+
+def test_schema_version_is_the_newest_step_applied_also_when_opened_read_only(pg_url: str) -> None:
+    with fairq.Queue(pg_url) as q:
+        assert q.schema_version == LATEST >= 2
+    with fairq.Queue(pg_url, readonly=True) as q:
+        assert q.schema_version == LATEST
+
+
 CREATOR = textwrap.dedent("""
     import json, sys, time
     import fairq

@@ -1,5 +1,6 @@
 """The server stops hard (`pg_ctl -m immediate stop`) and comes back while a worker
-drains: the worker waits it out, and after recovery nothing is lost or done twice."""
+(fairq.Worker, or fairq.aio.AsyncWorker for an async handler) drains: the worker waits
+it out, and after recovery nothing is lost or done twice."""
 
 from __future__ import annotations
 
@@ -21,7 +22,10 @@ pytestmark = pytest.mark.skipif(not pgops.available() and not os.environ.get("CI
 # In CI a missing server fails the test (initdb is not found) rather than skipping it.
 
 
-def test_a_worker_survives_immediate_server_restarts_with_nothing_lost_or_doubled(tmp_path: Path) -> None:
+@pytest.mark.parametrize("handler", ["pg_handlers:history_relay", "pg_handlers:history_relay_async"],
+                         ids=["Worker", "AsyncWorker"])
+def test_a_worker_survives_immediate_server_restarts_with_nothing_lost_or_doubled(
+        tmp_path: Path, handler: str) -> None:
     receiver_db = tmp_path / "receiver.db"
     Receiver(receiver_db).close()
     flows, per_flow = 8, 40
@@ -36,7 +40,7 @@ def test_a_worker_survives_immediate_server_restarts_with_nothing_lost_or_double
         os.environ.update(FAIRQ_TEST_INBOX=str(receiver_db), FAIRQ_TEST_LOG=str(logs),
                           FAIRQ_TEST_HISTORY=str(hist))
         try:
-            worker = start(cluster.url, "pg_handlers:history_relay", "--no-tick", "--concurrency", "2",
+            worker = start(cluster.url, handler, "--no-tick", "--concurrency", "2",
                            marks=tmp_path)
         finally:
             for key in ("FAIRQ_TEST_INBOX", "FAIRQ_TEST_LOG", "FAIRQ_TEST_HISTORY"):

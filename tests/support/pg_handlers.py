@@ -5,7 +5,8 @@ writes the time a handler started, one file per event), FAIRQ_TEST_HISTORY
 (a folder: `history` appends one line per handler start to a file per process:
 monotonic nanoseconds, which the processes of one machine share, then flow,
 seq, event_id and attempts), FAIRQ_TEST_INBOX (with `history_relay`: the
-receiver database, an Inbox that applies each delivery's effect once).
+receiver database, an Inbox that applies each delivery's effect once;
+`history_relay_async` is the same as an async handler).
 """
 
 from __future__ import annotations
@@ -39,6 +40,11 @@ def history_relay(job: fairq.Job) -> None:
 
     history(job)
     work_handlers.relay(job)
+
+
+async def history_relay_async(job: fairq.Job) -> None:
+    """history_relay as an async handler (`fairq work` runs it on fairq.aio.AsyncWorker)."""
+    history_relay(job)
 
 
 if __name__ == "__main__":  # python pg_handlers.py URL IDLE_MAX: a Worker running mark_time until SIGTERM

@@ -6,7 +6,8 @@ and settles them in one settle_many; `concurrency` rounds run at once.
 Whatever the queue raises propagates and is never a retry; a heartbeat's
 queue error is raised after its batch is settled. run() stops on SIGINT /
 SIGTERM (loop.add_signal_handler), on stop(), or in a stop mode (until_idle,
-until_empty), as Worker.run does. No SQL, no policy here.
+until_empty), as Worker.run does, and waits out Unavailable as it does
+(fairq.worker.outage). No SQL, no policy here.
 """
 
 from __future__ import annotations
@@ -18,12 +19,13 @@ import threading
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-from ..errors import FairqError, InvalidInput, LeaseLost
+from ..errors import FairqError, InvalidInput, LeaseLost, Unavailable
 from ..types import Outcome
 from ..worker import Handled, Job
 from ..worker.counts import Tally
 from ..worker.job import RELEASE, Decision
 from ..worker.loop import count
+from ..worker.outage import Outage
 from ..worker.settings import check_settings
 from ..worker.signals import exit_now
 from ..worker.stops import fair_share, log_tick, log_tick_failed, only_quarantined_left, stop_mode
@@ -74,6 +76,7 @@ class AsyncWorker:
         self.tick = tick
         self.listen = listen
         self._waiter = waiter(getattr(queue, "sync", None)) if listen else None
+        self._outage = Outage(getattr(queue, "sync", queue))  # reconnects the Queue an AsyncQueue runs
         self._next_tick = 0.0  # loop time of the next tick
         self.tally = Tally()
         self._stop = threading.Event()  # what Job.stopping reads
@@ -161,7 +164,7 @@ class AsyncWorker:
         claiming; running handlers get `stop_timeout` seconds to finish and
         be settled, then are cancelled (abandoned: retried "stop_timeout").
         A second signal exits the process at once (status 128 + signal).
-        Raises the first error the queue raised.
+        Raises the first error the queue raised (Unavailable is waited out, reconnecting).
         """
         mode = stop_mode(until_idle, until_empty)
         loop = asyncio.get_running_loop()
@@ -216,20 +219,19 @@ class AsyncWorker:
             stopping.cancel()
 
     async def _loop(self, mode: str | None) -> None:
-        """One round after another until stopping; idle rounds back off from idle_min to idle_max."""
+        """One round after another until stopping; idle rounds (and Unavailable, waited out
+        and reconnected as fairq.Worker does) back off from idle_min to idle_max."""
         pause = self.idle_min
         while not self._stop.is_set():
             await self._tick_if_due()
-            seen = self._busy_rounds
-            self._active += 1
-            handled: list[Handled] = []
+            reconnects = self._outage.reconnects
             try:
-                handled = await self.step()
-            finally:
-                self._active -= 1
-                if handled:
-                    self._busy_rounds += 1
-            if await self._stop_mode_reached(handled, seen, mode):
+                handled, done = await self._round(mode)
+            except Unavailable as exc:
+                await asyncio.to_thread(self._outage.recover, exc, reconnects, self._stop, pause)
+                pause = min(pause * 2, self.idle_max)
+                continue
+            if done:
                 self.stop()
             elif handled:
                 pause = self.idle_min
@@ -237,6 +239,18 @@ class AsyncWorker:
                 pause = self.idle_max  # a notification ends the wait: no need to poll sooner
             else:
                 pause = min(pause * 2, self.idle_max)
+
+    async def _round(self, mode: str | None) -> tuple[list[Handled], bool]:  # (handled, stop now?)
+        seen = self._busy_rounds
+        self._active += 1
+        handled: list[Handled] = []
+        try:
+            handled = await self.step()
+        finally:
+            self._active -= 1
+            if handled:
+                self._busy_rounds += 1
+        return handled, await self._stop_mode_reached(handled, seen, mode)
 
     async def _pause(self, seconds: float) -> bool:
         """An idle round's wait (a stop ends it); through the queue's wait_for_work, on a

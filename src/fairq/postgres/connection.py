@@ -267,6 +267,10 @@ class PgDatabase:
             # Still inside: the callback's writes join this call's transaction.
             conn.execute("RELEASE SAVEPOINT fairq_callback")
         except Exception as exc:
+            lost = typed(exc, self.url)
+            if isinstance(lost, Unavailable):  # the connection broke, not the callback
+                self._lost = True
+                raise lost from exc
             raise UsageError(f"{what} ended or broke the transaction it runs in (COMMIT, ROLLBACK or a "
                              "failed statement); fairq wrote nothing more") from exc
         return result
