@@ -6,7 +6,7 @@
 
 Two measurements, each on a fresh queue:
 
-1. claim+ack per second through fairq.Worker (a handler that does nothing)
+1. claim+ack per second (the median of --repeat runs, 3 by default) through fairq.Worker (a handler that does nothing)
    with 1, 4, 8 and 16 worker processes, each process one Worker thread,
    over 100 flows; the clock starts when every process has opened its queue.
    (--quick runs 1 and 2 processes only.)
@@ -178,6 +178,7 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="tiny sizes: check that it runs")
     parser.add_argument("--url", help="a PostgreSQL server to create databases on (default: start one, fsync on)")
     parser.add_argument("--output", help="also write the results here as JSON")
+    parser.add_argument("--repeat", type=int, default=3, help="throughput runs per cell; the median is reported")
     args = parser.parse_args()
     sizes = QUICK if args.quick else FULL
     results: dict[str, Any] = {"sizes": sizes, "python": sys.version.split()[0], "machine": platform.platform(),
@@ -190,8 +191,11 @@ def main() -> None:
         for n in sizes["workers"]:
             row = {}
             for store in ("sqlite", "postgres"):
-                with targets.fresh(store) as target:
-                    row[store] = throughput(target, sizes["events"], n)
+                runs = []
+                for _ in range(args.repeat):
+                    with targets.fresh(store) as target:
+                        runs.append(throughput(target, sizes["events"], n))
+                row[store] = statistics.median(runs)
             results["throughput"][n] = row
             print(f"{n:>8} {row['sqlite']:>10.0f} {row['postgres']:>11.0f}")
         print(f"\nclaim cost, ms (median / p99 of {sizes['claims']} claim+ack rounds)")
