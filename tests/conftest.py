@@ -1,5 +1,6 @@
 """Shared fixtures: queues on real SQLite files in tmp_path (the invariant recount runs after each
-test that opened one), and a fairq HTTP server on a loopback port with a hand-moved clock.
+test that opened one), and a fairq HTTP server on a loopback port with a hand-moved clock; test
+folders on a memory filesystem when the machine has one with room.
 
 Shared helper functions live in tests/helpers.py; the promise suite's store-parametrised
 fixtures live in tests/contract/conftest.py."""
@@ -7,6 +8,8 @@ fixtures live in tests/contract/conftest.py."""
 from __future__ import annotations
 
 import logging
+import os
+import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -15,6 +18,21 @@ import pytest
 import fairq
 from fairq.http.server import Server
 from helpers import SHORT_SETTINGS, TOKEN, Clock, check_invariants, running
+
+
+# Where the test folders (tmp_path) go when nobody chose: a memory filesystem with room, if there is
+# one. Every commit syncs the file (synchronous=FULL), and the suite commits tens of thousands of
+# times: about 0.5 ms each on a virtual disk, nothing on tmpfs. What a test proves does not depend
+# on the disk (crash tests kill processes; the small-filesystem tests mount their own tmpfs).
+MEMORY_FS, MEMORY_FS_ROOM = Path("/dev/shm"), 2 << 30
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    chosen = config.option.basetemp or any(v in os.environ for v in ("PYTEST_DEBUG_TEMPROOT", "TMPDIR"))
+    if chosen or not (MEMORY_FS.is_dir() and os.access(MEMORY_FS, os.W_OK)):
+        return
+    if shutil.disk_usage(MEMORY_FS).free >= MEMORY_FS_ROOM:
+        os.environ["PYTEST_DEBUG_TEMPROOT"] = str(MEMORY_FS)  # read by pytest's tmp_path_factory
 
 
 @pytest.fixture(autouse=True)
