@@ -1,6 +1,7 @@
 """Shared fixtures: queues on real SQLite files in tmp_path (the invariant recount runs after each
 test that opened one), and a fairq HTTP server on a loopback port with a hand-moved clock; test
-folders on a memory filesystem when the machine has one with room.
+folders on a memory filesystem when the machine has one with room, and one bytecode cache for the
+child processes.
 
 Shared helper functions live in tests/helpers.py; the promise suite's store-parametrised
 fixtures live in tests/contract/conftest.py."""
@@ -10,6 +11,7 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -27,12 +29,39 @@ from helpers import SHORT_SETTINGS, TOKEN, Clock, check_invariants, running
 MEMORY_FS, MEMORY_FS_ROOM = Path("/dev/shm"), 2 << 30
 
 
+# The bytecode cache this session made for its child processes (removed when it ends), if any.
+_bytecode_cache: list[str] = []
+
+
 def pytest_configure(config: pytest.Config) -> None:
+    _test_folders_in_memory(config)
+    _child_processes_share_bytecode()
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    for folder in _bytecode_cache:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _test_folders_in_memory(config: pytest.Config) -> None:
     chosen = config.option.basetemp or any(v in os.environ for v in ("PYTEST_DEBUG_TEMPROOT", "TMPDIR"))
     if chosen or not (MEMORY_FS.is_dir() and os.access(MEMORY_FS, os.W_OK)):
         return
     if shutil.disk_usage(MEMORY_FS).free >= MEMORY_FS_ROOM:
         os.environ["PYTEST_DEBUG_TEMPROOT"] = str(MEMORY_FS)  # read by pytest's tmp_path_factory
+
+
+def _child_processes_share_bytecode() -> None:
+    """With PYTHONDONTWRITEBYTECODE set, each of the suite's few hundred child processes (`fairq`,
+    workers, examples) would compile fairq from source again (about 0.1 s of CPU each). They share
+    one bytecode cache in a temporary folder instead; nothing is written into the source tree.
+    xdist workers inherit it from the process that made it."""
+    if not os.environ.get("PYTHONDONTWRITEBYTECODE") or "PYTHONPYCACHEPREFIX" in os.environ:
+        return
+    folder = tempfile.mkdtemp(prefix="fairq-tests-bytecode-")
+    _bytecode_cache.append(folder)
+    os.environ["PYTHONPYCACHEPREFIX"] = folder
+    del os.environ["PYTHONDONTWRITEBYTECODE"]
 
 
 @pytest.fixture(autouse=True)
