@@ -64,6 +64,16 @@ def _child_processes_share_bytecode() -> None:
     del os.environ["PYTHONDONTWRITEBYTECODE"]
 
 
+# Modules whose tests run longest (the crash soak, the package build, the docs' examples) run
+# first: with `-n 2`, a long test started last keeps one worker busy after the other has finished.
+FIRST = ("test_soak.py", "test_package.py", "test_docs.py")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    rank = {name: i for i, name in enumerate(FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(FIRST)))  # stable: otherwise in file order
+
+
 @pytest.fixture(autouse=True)
 def root_logging_restored() -> Iterator[None]:
     """A command run in this process (`fairq work` configures the root logger for its stderr)
