@@ -11,7 +11,6 @@ from __future__ import annotations
 import logging
 import os
 import shutil
-import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -29,21 +28,7 @@ from helpers import SHORT_SETTINGS, TOKEN, Clock, check_invariants, running
 MEMORY_FS, MEMORY_FS_ROOM = Path("/dev/shm"), 2 << 30
 
 
-# The bytecode cache this session made for its child processes (removed when it ends), if any.
-_bytecode_cache: list[str] = []
-
-
 def pytest_configure(config: pytest.Config) -> None:
-    _test_folders_in_memory(config)
-    _child_processes_share_bytecode()
-
-
-def pytest_unconfigure(config: pytest.Config) -> None:
-    for folder in _bytecode_cache:
-        shutil.rmtree(folder, ignore_errors=True)
-
-
-def _test_folders_in_memory(config: pytest.Config) -> None:
     chosen = config.option.basetemp or any(v in os.environ for v in ("PYTEST_DEBUG_TEMPROOT", "TMPDIR"))
     if chosen or not (MEMORY_FS.is_dir() and os.access(MEMORY_FS, os.W_OK)):
         return
@@ -51,17 +36,26 @@ def _test_folders_in_memory(config: pytest.Config) -> None:
         os.environ["PYTEST_DEBUG_TEMPROOT"] = str(MEMORY_FS)  # read by pytest's tmp_path_factory
 
 
-def _child_processes_share_bytecode() -> None:
+@pytest.fixture(scope="session", autouse=True)
+def child_processes_share_bytecode(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     """With PYTHONDONTWRITEBYTECODE set, each of the suite's few hundred child processes (`fairq`,
     workers, examples) would compile fairq from source again (about 0.1 s of CPU each). They share
-    one bytecode cache in a temporary folder instead; nothing is written into the source tree.
-    xdist workers inherit it from the process that made it."""
+    one bytecode cache in this session's temporary folder instead (the xdist workers one between
+    them); nothing is written into the source tree. Set per test session, not before the xdist
+    workers start: they would compile pytest and its plugins into it."""
     if not os.environ.get("PYTHONDONTWRITEBYTECODE") or "PYTHONPYCACHEPREFIX" in os.environ:
+        yield
         return
-    folder = tempfile.mkdtemp(prefix="fairq-tests-bytecode-")
-    _bytecode_cache.append(folder)
-    os.environ["PYTHONPYCACHEPREFIX"] = folder
-    del os.environ["PYTHONDONTWRITEBYTECODE"]
+    session = tmp_path_factory.getbasetemp()
+    if "PYTEST_XDIST_WORKER" in os.environ:
+        session = session.parent  # the workers' folders are popen-gw0, popen-gw1, ... in it
+    saved = os.environ.pop("PYTHONDONTWRITEBYTECODE")
+    os.environ["PYTHONPYCACHEPREFIX"] = str(session / "bytecode")
+    try:
+        yield
+    finally:
+        del os.environ["PYTHONPYCACHEPREFIX"]
+        os.environ["PYTHONDONTWRITEBYTECODE"] = saved
 
 
 # Modules whose tests run longest (the crash soak, the package build, the docs' examples) run
