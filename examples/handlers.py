@@ -30,7 +30,7 @@ def handle(job: fairq.Job) -> None:
     if order.get("sku") not in SKUS:
         raise fairq.Fail(f"unknown sku {order.get('sku')!r}")
     if order.get("flaky") and job.attempts < 2:
-        raise fairq.Retry("payment service busy", delay=0.5)
+        raise fairq.Retry("payment service busy", delay=0.1)
     for _ in range(5):
         if job.lost:  # the lease is gone: another worker owns the order now
             return

@@ -1,5 +1,7 @@
 """Shared fixtures: queues on real SQLite files in tmp_path (the invariant recount runs after each
-test that opened one), and a fairq HTTP server on a loopback port with a hand-moved clock.
+test that opened one), and a fairq HTTP server on a loopback port with a hand-moved clock; test
+folders on a memory filesystem when the machine has one with room, and one bytecode cache for the
+child processes.
 
 Shared helper functions live in tests/helpers.py; the promise suite's store-parametrised
 fixtures live in tests/contract/conftest.py."""
@@ -8,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -17,6 +20,53 @@ import fairq
 from fairq.http.server import Server
 from helpers import SHORT_SETTINGS, TOKEN, Clock, check_invariants, running
 import pgcluster
+
+
+# Where the test folders (tmp_path) go when nobody chose: a memory filesystem with room, if there is
+# one. Every commit syncs the file (synchronous=FULL), and the suite commits tens of thousands of
+# times: about 0.5 ms each on a virtual disk, nothing on tmpfs. What a test proves does not depend
+# on the disk (crash tests kill processes; the small-filesystem tests mount their own tmpfs).
+MEMORY_FS, MEMORY_FS_ROOM = Path("/dev/shm"), 2 << 30
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    chosen = config.option.basetemp or any(v in os.environ for v in ("PYTEST_DEBUG_TEMPROOT", "TMPDIR"))
+    if chosen or not (MEMORY_FS.is_dir() and os.access(MEMORY_FS, os.W_OK)):
+        return
+    if shutil.disk_usage(MEMORY_FS).free >= MEMORY_FS_ROOM:
+        os.environ["PYTEST_DEBUG_TEMPROOT"] = str(MEMORY_FS)  # read by pytest's tmp_path_factory
+
+
+@pytest.fixture(scope="session", autouse=True)
+def child_processes_share_bytecode(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """With PYTHONDONTWRITEBYTECODE set, each of the suite's few hundred child processes (`fairq`,
+    workers, examples) would compile fairq from source again (about 0.1 s of CPU each). They share
+    one bytecode cache in this session's temporary folder instead (the xdist workers one between
+    them); nothing is written into the source tree. Set per test session, not before the xdist
+    workers start: they would compile pytest and its plugins into it."""
+    if not os.environ.get("PYTHONDONTWRITEBYTECODE") or "PYTHONPYCACHEPREFIX" in os.environ:
+        yield
+        return
+    session = tmp_path_factory.getbasetemp()
+    if "PYTEST_XDIST_WORKER" in os.environ:
+        session = session.parent  # the workers' folders are popen-gw0, popen-gw1, ... in it
+    saved = os.environ.pop("PYTHONDONTWRITEBYTECODE")
+    os.environ["PYTHONPYCACHEPREFIX"] = str(session / "bytecode")
+    try:
+        yield
+    finally:
+        del os.environ["PYTHONPYCACHEPREFIX"]
+        os.environ["PYTHONDONTWRITEBYTECODE"] = saved
+
+
+# Modules whose tests run longest (the crash soak, the package build, the docs' examples) run
+# first: with `-n 2`, a long test started last keeps one worker busy after the other has finished.
+FIRST = ("test_soak.py", "test_package.py", "test_docs.py")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    rank = {name: i for i, name in enumerate(FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(FIRST)))  # stable: otherwise in file order
 
 
 @pytest.fixture(autouse=True)

@@ -188,7 +188,8 @@ TOKEN = "t0ken-for-tests"
 def running(queue: fairq.Queue, *, token: str | None = TOKEN, **kw: Any) -> Iterator[Server]:
     """A Server for `queue` on a free loopback port, serving on a thread."""
     server = Server(queue, token=token, port=0, **kw)
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    # Polling for shutdown every 10 ms: a test waits at most that long for its server to stop.
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True)
     thread.start()
     try:
         yield server

@@ -250,6 +250,20 @@ os._exit(0)  # threads a block left behind (a worker) do not keep this process a
 """
 
 
+# What the prose around a block says its output holds, checked on the same run: (document, a line
+# of the block) -> the texts its output holds; the last one ends it.
+SAID = {
+    ("README.md", "fairq init"): [
+        '{"created": 4, "duplicates": 1, "lines": 5}',  # E0001 is there twice
+        '"book": 15000, "pen": 2000, "total": 17000',  # the first `work`
+        "E0004     -     1    quarantined  1",  # `events` lists it with its generation
+        '{"event_id": "E0004", "generation": 2}',  # the redrive
+        '"toy": 3000, "total": 20000, "effects": 4}, "states": {"acked": 4}',  # `work --accept toy`
+        '{"created": 0, "duplicates": 5, "lines": 5}',  # loading the file again creates nothing
+    ],
+}
+
+
 @pytest.mark.parametrize("doc", DOCS_WITH_EXAMPLES, ids=lambda p: str(p.relative_to(ROOT)))
 def test_every_example_in_the_docs_runs_and_shows_its_real_output(doc: Path, tmp_path: Path) -> None:
     blocks = doc_blocks(doc.read_text(encoding="utf-8"))
@@ -278,7 +292,14 @@ def test_every_example_in_the_docs_runs_and_shows_its_real_output(doc: Path, tmp
         shown = block.get("console_shown") or (block["shown"] or "").splitlines()
         missing = shows(result["output"], shown)
         assert missing is None, f"{where}: shows {missing!r}, which its output lacks:\n{result['output']}"
+        for (name, line), said in SAID.items():
+            if name == doc.name and line in block["code"].splitlines():
+                for text in said:
+                    assert text in result["output"], f"{where}: the text says {text!r}:\n{result['output']}"
+                assert result["output"].rstrip().endswith(said[-1]), f"{where}:\n{result['output']}"
     assert len(results) == len(blocks)
+    said_here = [line for name, line in SAID if name == doc.name]
+    assert all(any(line in b["code"].splitlines() for b in blocks) for line in said_here), said_here
 
 
 def test_shown_output_must_match_in_order() -> None:

@@ -64,7 +64,7 @@ def test_clients_trickling_their_heads_cannot_lock_out_a_client_with_a_token(mak
 
 
 def test_a_head_that_does_not_arrive_within_the_head_timeout_is_answered_408_and_closed(make_queue) -> None:
-    with running(make_queue(), head_timeout=0.5) as server:
+    with running(make_queue(), head_timeout=0.25) as server:
         with socket.create_connection(server.server_address[:2], timeout=HANG) as sock:
             sock.sendall(b"POST /v1/enqueue HTTP/1.1\r\nHost: x\r\n")
             started = time.monotonic()
@@ -78,7 +78,7 @@ def test_a_head_that_does_not_arrive_within_the_head_timeout_is_answered_408_and
 
 
 def test_a_head_trickled_within_each_read_timeout_still_meets_the_deadline(make_queue) -> None:
-    with running(make_queue(), head_timeout=1.0) as server:
+    with running(make_queue(), head_timeout=0.5) as server:
         with socket.create_connection(server.server_address[:2], timeout=HANG) as sock:
             started = time.monotonic()
             try:

@@ -114,16 +114,21 @@ def test_a_ticking_server_turns_a_slot_into_its_instance_once_the_slot_is_due(ma
 
 
 def test_fairq_serve_ticks_schedules_unless_told_not_to(tmp_path) -> None:
-    ticking, url = start_serve(tmp_path / "a.db", "--port", "0", env={"FAIRQ_TOKEN": TOKEN})
+    # A ticking server ticks as it starts and then every second. The quiet server's schedule is
+    # due before it starts, and it starts first: had it ticked, its instance would be there by the
+    # time the ticking server has turned a schedule added while it runs into its instance.
+    due_now = time.time() - 1
+    with fairq.Queue(tmp_path / "b.db") as q:
+        q.schedules.add("report", every=3600, start=due_now)
     quiet, quiet_url = start_serve(tmp_path / "b.db", "--port", "0", "--no-tick", env={"FAIRQ_TOKEN": TOKEN})
+    quiet_started = time.monotonic()
+    ticking, url = start_serve(tmp_path / "a.db", "--port", "0", env={"FAIRQ_TOKEN": TOKEN})
     try:
-        due_now = time.time() - 1
-        for address in (url, quiet_url):
-            fairq.Client(address, token=TOKEN).schedules.add("report", every=3600, start=due_now)
         client = fairq.Client(url, token=TOKEN)
+        client.schedules.add("report", every=3600, start=due_now)
         found = eventually(lambda: client.events(), seconds=30)  # within about a second
         assert [e.flow for e in found] == ["report"]
-        time.sleep(2.5)  # two beats of a ticking server
+        time.sleep(max(0.0, quiet_started + 1.5 - time.monotonic()))  # and a beat of the quiet one
         assert fairq.Client(quiet_url, token=TOKEN).events() == []
     finally:
         said = {}

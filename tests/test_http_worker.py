@@ -44,9 +44,9 @@ def events_of(db) -> list[fairq.EventInfo]:
 def test_two_remote_workers_drain_a_backlog_each_event_claimed_and_acked_once(served, batch) -> None:
     url, db, marks = served
     ids = [f"e{i}" for i in range(40)]
-    long = {"e3", "e17"}  # handlers that outlive their first lease
+    long = {"e3", "e5"}  # outlive their first lease; heads, so the two workers likely run them side by side
     fairq.Client(url, token=TOKEN).enqueue_many(
-        [(x, {"sleep": 2.0 if x in long else 0.0}, f"flow-{i % 8}") for i, x in enumerate(ids)])
+        [(x, {"sleep": LEASE + 0.3 if x in long else 0.0}, f"flow-{i % 8}") for i, x in enumerate(ids)])
     results = SPAWN.Queue()
     options = {"batch": batch, "lease_seconds": LEASE}
     workers = [SPAWN.Process(target=remote_worker, args=(url, str(marks), options, True, results))

@@ -30,24 +30,24 @@ def jsonl(n: int, **overrides: dict) -> bytes:
 
 
 def test_ingesting_sixty_chunks_holds_a_chunk_in_memory_not_the_file(q, tmp_path, monkeypatch) -> None:
-    # Chunks of 100 lines (not 1000) keep the file small and the test quick; the
+    # Chunks of 50 lines (not 1000) keep the file small and the test quick; the
     # ratio of file to chunk, and so what the bound tells apart, stays the same.
-    monkeypatch.setattr(fairq.ingest, "CHUNK_LINES", 100)
+    monkeypatch.setattr(fairq.ingest, "CHUNK_LINES", 50)
     path = tmp_path / "orders.jsonl"
-    path.write_bytes(jsonl(6_000))
+    path.write_bytes(jsonl(3_000))
     size = path.stat().st_size
-    assert size > 1_000_000
+    assert size > 500_000
     tracemalloc.start()
     try:
         done = q.ingest(path, now=0, summary=True, **BIG)
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
-    assert done == fairq.ingest.Ingested(6_000, 6_000)
-    assert q.stats(now=0).counts["ready"] == 6_000
-    # A chunk of 100 parsed lines is a few tens of kB (the peak is about 160 kB);
-    # the file is 1 MB, and holding it parsed takes about 6 MB.
-    assert peak < 400_000, peak
+    assert done == fairq.ingest.Ingested(3_000, 3_000)
+    assert q.stats(now=0).counts["ready"] == 3_000
+    # A chunk of 50 parsed lines is a few tens of kB (the peak is about 100 kB);
+    # the file is 0.5 MB, and holding it parsed takes about 3.5 MB.
+    assert peak < 300_000, peak
 
 
 def test_a_bad_last_line_of_a_many_chunk_file_refuses_all_of_it(q) -> None:

@@ -33,8 +33,11 @@ def _setuptools_is_new_enough() -> bool:
 
 
 def _clean_env() -> dict[str, str]:
-    """The environment without anything pointing at the source tree."""
-    return {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "FAIRQ_DB", "FAIRQ_DEBUG")}
+    """The environment without anything pointing at the source tree or the test session's bytecode
+    cache; pip and the installed copy write no bytecode (none into the interpreter's packages)."""
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("PYTHONPATH", "FAIRQ_DB", "FAIRQ_DEBUG", "PYTHONPYCACHEPREFIX")}
+    return {**env, "PYTHONDONTWRITEBYTECODE": "1"}
 
 
 @pytest.fixture(scope="module")

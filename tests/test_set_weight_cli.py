@@ -1,12 +1,10 @@
-"""`fairq set-weight FLOW WEIGHT` on a local file and against a real `fairq serve`:
+"""`fairq set-weight FLOW WEIGHT` on a local file and against a fairq server:
 the weight it sets changes who gets claims, bad input is refused and nothing is written."""
 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,7 +13,8 @@ import pytest
 import fairq
 from fairq.cli import main
 
-from helpers import HANG, ROOT, TOKEN, start_serve
+from helpers import HANG, TOKEN, running
+from helpers import cli as run_cli
 
 
 def heavy_claims(q: fairq.Queue | fairq.Client, claims: int = 8) -> int:
@@ -88,34 +87,21 @@ def test_set_weight_refuses_a_missing_database_and_does_not_create_it(tmp_path, 
 
 
 # -- against a server ------------------------------------------------------------------------------
-
-def fairq_command(*args: str) -> list[str]:
-    return [sys.executable, "-m", "fairq", *args]
-
-
-def environment(**extra: str) -> dict[str, str]:
-    """This checkout's fairq, the test token, and no FAIRQ_DB / FAIRQ_URL unless given."""
-    env = {k: v for k, v in os.environ.items() if k not in ("FAIRQ_DB", "FAIRQ_URL", "FAIRQ_TOKEN")}
-    env.update({"PYTHONPATH": str(ROOT / "src"), "FAIRQ_TOKEN": TOKEN, **extra})
-    return env
+# The server is fairq serve's Server on a thread and each command runs in this process (fairq.cli.main):
+# test_http_serve.py starts `fairq serve` as a real process.
 
 
 @pytest.fixture
 def served(tmp_path: Path) -> Iterator[str]:
-    """A `fairq serve` subprocess on a fresh file in its own folder; yields its URL."""
+    """A server on a fresh file in its own folder; yields its URL."""
     (tmp_path / "server").mkdir()
-    proc, url = start_serve(tmp_path / "server" / "served.db", "--port", "0", "--no-tick",
-                            env={"FAIRQ_TOKEN": TOKEN})
-    try:
-        yield url
-    finally:
-        proc.terminate()
-        proc.communicate(timeout=HANG)
+    with fairq.Queue(tmp_path / "server" / "served.db") as queue, running(queue, token=TOKEN) as server:
+        yield server.url
 
 
 def cli(*args: str, cwd: Path, **env: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(fairq_command(*args), cwd=cwd, env=environment(**env), capture_output=True,
-                          text=True, timeout=HANG)
+    """`fairq ARGS` in `cwd` with the test token and no FAIRQ_DB / FAIRQ_URL unless given."""
+    return run_cli(*args, cwd=cwd, env={"FAIRQ_TOKEN": TOKEN, **env}, unset=("FAIRQ_DB", "FAIRQ_URL", "FAIRQ_TOKEN"))
 
 
 def test_set_weight_against_a_server_sets_the_servers_flow_and_creates_no_local_file(served, tmp_path) -> None:

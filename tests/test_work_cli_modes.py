@@ -1,6 +1,6 @@
-"""`fairq work` in real subprocesses: processes share a backlog, --until-empty,
---timeout, ticking schedules, refused handlers, and its logs (its help and most refusals are
-checked in this process). Timeouts only stop hangs."""
+"""`fairq work`: worker processes share a backlog and a hung one is replaced, a refused handler
+(real processes); --until-empty and --until-idle, ticking schedules, its log lines, its help (in
+this process: fairq.cli.main). Timeouts only stop hangs."""
 
 from __future__ import annotations
 
@@ -14,9 +14,17 @@ from helpers import HANG, SUPPORT, cli, counts, start
 
 
 def run(db: Path, *args: str, **kw) -> tuple[int, str]:
+    """`fairq --db DB work ARGS` as a real process; (exit status, stderr)."""
     proc = start(db, *args, **kw)
     out, err = proc.communicate(timeout=HANG)
     return proc.returncode, err
+
+
+def run_here(db: Path, *args: str) -> tuple[int, str]:
+    """`fairq --db DB work ARGS` in this process (fairq.cli.main) from tests/support/, as `run` runs
+    it: for what does not need a process of its own (stop modes, ticking, log lines)."""
+    done = cli("--db", str(db), "work", *args, cwd=SUPPORT)
+    return done.returncode, done.stderr
 
 
 def test_worker_processes_each_claim_part_of_a_backlog_across_eight_flows(tmp_path) -> None:
@@ -37,7 +45,7 @@ def test_until_empty_waits_for_retries_in_backoff_and_until_idle_does_not(tmp_pa
         db = tmp_path / f"q{mode}.db"
         with fairq.Queue(db) as q:
             q.enqueue_many([(f"e{i}", {"delay": 0.3}, f"F{i}") for i in range(4)] + [("bad", {"fail": True})])
-        code, err = run(db, "work_handlers:retry_once", mode)
+        code, err = run_here(db, "work_handlers:retry_once", mode)
         assert code == 0, err
         after = counts(db)
         assert after["ready"] == left and after["quarantined"] == 1, (mode, after)
@@ -70,7 +78,7 @@ def test_work_ticks_schedules_unless_told_not_to(tmp_path) -> None:
         db = tmp_path / f"q{len(flag)}.db"
         with fairq.Queue(db) as q:
             q.schedules.add("report", every=3600, start=time.time() - 10)
-        code, err = run(db, "work_handlers:steady", "--until-idle", *flag)
+        code, err = run_here(db, "work_handlers:steady", "--until-idle", *flag)
         assert code == 0, err
         assert counts(db)["acked"] == expected
 
@@ -90,7 +98,7 @@ def test_work_logs_the_handlers_own_lines_and_which_database_it_drains(tmp_path)
     db = tmp_path / "q.db"
     with fairq.Queue(db) as q:
         q.enqueue("a", {})
-    code, err = run(db, "work_handlers:steady", "--until-idle")
+    code, err = run_here(db, "work_handlers:steady", "--until-idle")
     assert code == 0, err
     assert "handling a in" in err
     assert f"db={db}" in err
@@ -102,7 +110,7 @@ def test_work_logs_json_one_object_per_line(tmp_path) -> None:
     db = tmp_path / "q.db"
     with fairq.Queue(db) as q:
         q.enqueue("a", {"fail": True})
-    code, err = run(db, "work_handlers:retry_once", "--until-idle", "--log-format", "json")
+    code, err = run_here(db, "work_handlers:retry_once", "--until-idle", "--log-format", "json")
     assert code == 0, err
     records = [json.loads(line) for line in err.splitlines() if not line.startswith("fairq work: ")]
     assert {"time", "level", "logger", "pid", "message"} <= set(records[0])

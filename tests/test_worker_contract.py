@@ -275,11 +275,11 @@ def test_a_quarantine_is_logged_at_error_with_its_reason(q: fairq.Queue, caplog)
 
 
 def test_a_worker_over_a_client_shares_batches_and_runs_until_empty(tmp_path) -> None:
-    from helpers import TOKEN, start_serve
+    from helpers import TOKEN, running
 
-    proc, url = start_serve(tmp_path / "q.db", "--port", "0", env={"FAIRQ_TOKEN": TOKEN})
-    try:
-        with fairq.Client(url, token=TOKEN) as client:
+    # fairq serve's Server on a thread (`fairq serve` as a real process: test_http_serve.py).
+    with fairq.Queue(tmp_path / "q.db") as queue, running(queue) as server:
+        with fairq.Client(server.url, token=TOKEN) as client:
             client.enqueue_many([(f"e{i}", {}, f"F{i % 4}") for i in range(12)])
             attempts: dict[str, int] = {}
 
@@ -288,10 +288,7 @@ def test_a_worker_over_a_client_shares_batches_and_runs_until_empty(tmp_path) ->
                 if job.attempts == 1:
                     raise fairq.Retry("first try", delay=0.2)
 
-            counts = fairq.Worker(client, handler, concurrency=2, batch=10, tick=True).run(
+            counts = fairq.Worker(client, handler, concurrency=2, batch=10, tick=True, idle_max=0.05).run(
                 until_empty=True, signals=False)
             assert counts["acked"] == 12 and counts["retried"] == 12
             assert client.stats().counts["ready"] == 0
-    finally:
-        proc.terminate()
-        proc.communicate(timeout=HANG)
