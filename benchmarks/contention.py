@@ -154,6 +154,14 @@ def drain_threads(path: str, events: int, procs: int = 4, threads: int = 4) -> d
             "losses": events - len(seen), "errors": sum(errors.values()), "error_kinds": dict(errors)}
 
 
+def drains(path: Any, events: int, repeat: int) -> dict[str, Any]:
+    """drain_threads `repeat` times on fresh files path(): the median rate, the summed faults."""
+    runs = [drain_threads(path(), events) for _ in range(repeat)]
+    return {"items_per_s": statistics.median(r["items_per_s"] for r in runs),
+            **{k: sum(r[k] for r in runs) for k in ("duplicates", "losses", "errors")},
+            "error_kinds": [r["error_kinds"] for r in runs if r["error_kinds"]]}
+
+
 # -- fairness under a saturated write lock --------------------------------------------
 
 

@@ -64,6 +64,11 @@ class Writers:
         self.groups = 0
         self.calls = 0
 
+    @property
+    def waiting(self) -> int:
+        """Write calls waiting for the connection now (they will join the open group)."""
+        return self._waiting
+
     # -- taking the connection --------------------------------------------------
 
     def refuse_reentry(self) -> None:
