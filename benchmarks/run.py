@@ -30,6 +30,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 
+import contention  # noqa: E402
 import fairq  # noqa: E402
 from reference import ReferenceQueue  # noqa: E402
 
@@ -321,6 +322,13 @@ def run(quick: bool, repeat: int, progress: Callable[[str], None]) -> dict[str, 
             results[f"batch_{sync}"] = compare_cycles(scratch, sync, sizes["batch_items"], 100, repeat)
             progress(f"4-process drain, synchronous={sync}")
             results[f"drain_{sync}"] = compare_drains(scratch, sync, sizes["drain_events"], 4, repeat)
+        progress("4 processes x 4 threads drain, synchronous=full")
+        results["drain_threads"] = contention.drains(lambda: scratch.path("drain-threads"),
+                                                     sizes["drain_events"], repeat)
+        results["drain_threads"]["ratio"] = (results["drain_threads"]["items_per_s"]
+                                             / results["drain_full"]["reference"]["items_per_s"])
+        progress("concurrent callers: fairq serve, threaded Worker, fairness")
+        results["contention"] = contention.run(quick, repeat, os.path.dirname(scratch.path("x")))
         progress("claim+settle latency by backlog")
         results["latency"] = latency_by_backlog(scratch, sizes["backlog"], sizes["spreads"],
                                                 sizes["probes"], repeat)
@@ -340,6 +348,12 @@ TARGETS = [
                    if v["events"] == max(x["events"] for x in r["latency"].values())), "<=", 1.3),
     ("claim+settle with blocked flows vs 1k", lambda r: r["latency_blocked"]["ratio_to_1k"], "<=", 1.3),
     ("4-process drain at FULL vs reference", lambda r: r["drain_full"]["ratio"], ">=", 1.0),
+    ("4 processes x 4 threads drain at FULL vs reference", lambda r: r["drain_threads"]["ratio"], ">=", 1.0),
+    ("fairq serve claim+ack req/s, 8 clients / 1", lambda r: r["contention"]["serve"]["ratio"], ">=", 3.0),
+    ("threaded Worker events/s, concurrency 8 / 1 (batch 1)", lambda r: r["contention"]["worker"]["ratio"],
+     ">=", 4.0),
+    ("worst flow's share / mean, 4 processes, 4 equal flows",
+     lambda r: r["contention"]["fairness"]["worst_share_over_mean"], ">=", 0.8),
     ("4-process drain duplicates+losses+errors", lambda r: sum(
         r[f"drain_{s}"]["fairq"][k] for s in SYNCS for k in ("duplicates", "losses", "errors")), "<=", 0),
 ]
@@ -362,6 +376,12 @@ def table(results: dict[str, Any]) -> str:
         lines.append(f"| 4-process drain duplicates/losses/errors ({sync}) | "
                      f"{d['fairq']['duplicates']}/{d['fairq']['losses']}/{d['fairq']['errors']} | "
                      f"{d['reference']['duplicates']}/{d['reference']['losses']}/{d['reference']['errors']} | |")
+    t = results["drain_threads"]
+    lines.append(f"| 4 processes x 4 threads drain items/s (full) | {t['items_per_s']:,.0f} | "
+                 f"{results['drain_full']['reference']['items_per_s']:,.0f} | {t['ratio']:.2f} |")
+    lines.append(f"| 4 x 4 drain duplicates/losses/errors (full) | "
+                 f"{t['duplicates']}/{t['losses']}/{t['errors']} | | |")
+    lines += contention.table(results["contention"])
     lines += ["", "| waiting events | flows | claim+settle median µs (normal) | ratio to 1k |", "|---:|---:|---:|---:|"]
     for v in results["latency"].values():
         lines.append(f"| {v['events']:,} | {v['flows']:,} | {v['median_us']:.0f} | {v['ratio_to_1k']:.2f} |")

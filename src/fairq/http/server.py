@@ -11,7 +11,8 @@ answers with its JSON form (fairq.http.wire), or with the Text the endpoint
 gives (GET /metrics). Every refusal is a JSON body with a machine code; an
 unexpected error answers only "internal error" and logs the traceback to
 the "fairq" logger. Threads share one Queue, whose calls take turns on one
-connection, so each request is one transaction.
+connection, so each request is one call; calls of requests that arrive
+together share one COMMIT (fairq.store.group), and each is answered after it.
 
 Each connection has its own thread, at most `max_connections` at once. A
 connection waiting for a request head (new, or idle between requests) has

@@ -2,9 +2,11 @@
 
 Database opens the file (WAL, synchronous, foreign keys, the SQLite features
 fairq needs), runs reads in one snapshot each and hands out write
-transactions, which fairq.store.transactions keeps: that module and this one
-hold every BEGIN, COMMIT and ROLLBACK in fairq. Lock waits are absorbed by
-SQLite's busy timeout; a timeout that is really exceeded becomes fairq.Busy.
+transactions, which fairq.store.transactions keeps, grouped with the write
+calls made at the same time (fairq.store.group): those modules and this one
+hold every BEGIN, COMMIT and ROLLBACK in fairq. Writers of every process
+queue in turn for the file (fairq.store.turns), then SQLite's busy timeout
+absorbs what wait is left; a timeout that is really exceeded becomes fairq.Busy.
 Failures are read by fairq.store.failures. It knows nothing about queues.
 """
 
@@ -21,7 +23,9 @@ from typing import Any, TypeVar
 
 from ..errors import InvalidInput, ReadOnly, SchemaError, UsageError
 from .failures import from_application, is_busy, translate
+from .group import Writers
 from .transactions import JoinedTransaction, Transaction, default_factories
+from .turns import open_turns
 
 T = TypeVar("T")
 
@@ -157,8 +161,9 @@ class OwnConnection(sqlite3.Connection):
 class Database:
     """A connection opened with fairq's pragmas; safe to share between threads.
 
-    Threads take turns through one lock, so each transaction has the
-    connection to itself. Many processes may open the same file.
+    Threads take turns on the connection; write calls made at once share one
+    transaction, each in its own savepoint (store.group), and reads wait
+    for it to commit. Many processes may open the same file.
     """
 
     def __init__(
@@ -174,7 +179,7 @@ class Database:
         self.path = path
         self.readonly = readonly
         self.closed = False
-        self.lock = threading.RLock()
+        self.lock = threading.Lock()
         try:
             # SQLite's busy handler absorbs lock waits up to busy_timeout. (Shorter
             # pauses than its 1, 2, 5 ... ms were measured: under contention they
@@ -208,11 +213,19 @@ class Database:
         except BaseException:
             self.conn.close()
             raise
+        # Write calls made at once share one COMMIT (store.group); writers of
+        # every process queue for the file in turn (store.turns).
+        self.writers = Writers(self.lock, None if readonly else open_turns(self.file, busy_timeout))
 
     def close(self) -> None:
-        with self.lock:
+        self.writers.take_idle()
+        try:
             self.closed = True
             self.conn.close()
+            if self.writers.turns is not None:
+                self.writers.turns.close()
+        finally:
+            self.writers.let_go(reading=True)
 
     def refuse_write(self) -> None:
         """Refuse (UsageError, ReadOnly) a write on a closed or read-only connection."""
@@ -260,25 +273,18 @@ class Database:
     def read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         """fn(conn) in a read transaction: every statement inside sees one snapshot."""
         conn = self.conn
-        with self.lock, translate(self.path):
-            self.refuse_reentry()
-            conn.execute("BEGIN")
-            try:
-                return fn(conn)
-            finally:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-
-    def refuse_reentry(self) -> None:
-        """Refuse a call made from inside this connection's own open transaction
-        (an effect or apply calling the Queue or Inbox it runs under): the lock
-        lets the same thread in, and SQLite would answer with a raw error."""
-        self.refuse_closed()
-        if self.conn.in_transaction:
-            raise UsageError(
-                "a fairq call from inside its own effect or apply: the transaction is still "
-                "open; use the connection the callback was given"
-            )
+        self.writers.take_idle()  # after the open group's COMMIT: a read sees only what committed
+        try:
+            with translate(self.path):
+                self.refuse_closed()
+                conn.execute("BEGIN")
+                try:
+                    return fn(conn)
+                finally:
+                    if conn.in_transaction:
+                        conn.execute("ROLLBACK")
+        finally:
+            self.writers.let_go(reading=True)
 
     def run_callback(self, conn: sqlite3.Connection, fn: Callable[[sqlite3.Connection], T], what: str) -> T:
         """fn(conn) inside the open transaction, which it must leave open.

@@ -1,11 +1,13 @@
-"""fairq's write transactions on its own connection or joined to an application's.
+"""fairq's write calls on its own connection or joined to an application's.
 
-A write is one ``BEGIN IMMEDIATE`` transaction that commits when its block
-ends and rolls back on any exception, a failing COMMIT included; a joined
-write is a SAVEPOINT inside the application's open transaction. Either way a
-failure of fairq's own statements leaves as a typed error (store.failures).
-fairq.store.sqlite's Database hands these out; it and this module hold every
-BEGIN, COMMIT and ROLLBACK in fairq.
+A write call is a SAVEPOINT inside a ``BEGIN IMMEDIATE`` transaction that
+calls made at once share (fairq.store.group): the call's statements are
+undone alone on any exception, and it returns only after the transaction's
+COMMIT; a failing COMMIT makes every call of it raise. A joined write is a
+SAVEPOINT inside the application's open transaction. Either way a failure of
+fairq's own statements leaves as a typed error (store.failures).
+fairq.store.sqlite's Database hands these out; it, fairq.store.group and
+this module hold every BEGIN, COMMIT and ROLLBACK in fairq.
 """
 
 from __future__ import annotations
@@ -15,67 +17,103 @@ import sqlite3
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from .. import _crash
-from ..errors import UsageError
+from ..errors import StoreError, UsageError
 from .failures import raise_typed
+from .group import Group
 
 if TYPE_CHECKING:  # Database hands out these transactions: a type, never an import at run time
     from .sqlite import Database
 
 
 class Transaction:
-    """``with db.write(name) as conn:`` -- one BEGIN IMMEDIATE transaction.
+    """``with db.write(name) as conn:`` -- one write call, committed with its group.
 
-    Commits when the block ends (after `before_commit`, if given); rolls back
-    on any exception, including a failing COMMIT, and re-raises it. Holds the
-    database's thread lock for its whole life.
+    The call runs inside its own SAVEPOINT of the group's BEGIN IMMEDIATE
+    transaction (fairq.store.group): when its block ends, `before_commit`
+    runs (if given) and the savepoint is released; on any exception the
+    savepoint is rolled back, undoing this call's statements only, and the
+    exception re-raised. Either way the block returns only after the group
+    has ended: a call that returns has committed. If the group's COMMIT
+    fails, every call of the group raises (the COMMIT's error, typed), and
+    none of them committed. Holds the database's connection while its block
+    runs.
     """
 
-    __slots__ = ("_db", "_name", "before_commit")
+    __slots__ = ("_db", "_name", "before_commit", "_group")
 
     def __init__(self, db: Database, name: str, before_commit: Callable[[], None] | None) -> None:
         self._db = db
         self._name = name
         self.before_commit = before_commit
+        self._group: Group | None = None
 
     def __enter__(self) -> sqlite3.Connection:
         db = self._db
-        db.lock.acquire()
+        writers = db.writers
+        writers.take_for_write()
+        conn = db.conn
         try:
-            db.refuse_reentry()
-            db.conn.execute("BEGIN IMMEDIATE")
+            db.refuse_closed()
+            self._group = writers.begin(conn)
         except BaseException as exc:
-            db.lock.release()
-            raise_typed(exc, self._db.path)
+            writers.let_go()
+            raise_typed(exc, db.path)
             raise
-        return db.conn
+        try:
+            # This call's own statements: undone alone if it fails.
+            conn.execute("SAVEPOINT fairq_call")
+        except BaseException as exc:
+            self._end_call(exc)
+        return conn
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: Any) -> None:
-        conn = self._db.conn
-        try:
-            if exc is None:
-                try:
-                    if self.before_commit is not None:
-                        self.before_commit()
-                    if not conn.in_transaction:
-                        raise UsageError(
-                            f"{self._name}: the transaction was ended inside the call; nothing is certain"
-                        )
-                    _crash.point(self._name, "before_commit")
-                    conn.execute("COMMIT")
-                except BaseException as failure:
-                    if conn.in_transaction:
-                        conn.execute("ROLLBACK")
-                    raise_typed(failure, self._db.path)
-                    raise
-            elif conn.in_transaction:
-                conn.execute("ROLLBACK")
-        finally:
-            self._db.lock.release()
+        failure = exc
         if exc is None:
-            _crash.point(self._name, "after_commit")
+            conn = self._db.conn
+            try:
+                if self.before_commit is not None:
+                    self.before_commit()
+                if not conn.in_transaction:
+                    raise UsageError(
+                        f"{self._name}: the transaction was ended inside the call; nothing is certain"
+                    )
+                conn.execute("RELEASE fairq_call")
+            except BaseException as err:
+                failure = err
+        self._end_call(failure)
+
+    def _end_call(self, failure: BaseException | None) -> None:
+        """Undo this call's statements if it failed, wait for its group to
+        end, and raise what the caller is owed."""
+        db = self._db
+        conn = db.conn
+        group = self._group
+        assert group is not None
+        if failure is not None:
+            try:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK TO fairq_call")
+                    conn.execute("RELEASE fairq_call")
+            except BaseException as err:  # the savepoint cannot be undone: nor can the group
+                group.error = err
+            if not conn.in_transaction and group.error is None:
+                group.error = failure  # SQLite rolled the whole transaction back under it
         else:
-            raise_typed(exc, self._db.path)
+            group.names.append(self._name)
+        try:
+            db.writers.finish(conn, group)
+        except BaseException as err:
+            if group.error is None:
+                group.error = err
+        if group.error is not None and group.error is not failure:
+            # Nothing of the group committed: each of its calls says why.
+            raise_typed(group.error, db.path)
+            raise StoreError(db.path, f"{db.path!s}: the transaction this call was part of did not "
+                                      f"commit ({type(group.error).__name__}: {group.error}); "
+                                      "nothing of this call was written") from group.error
+        if failure is not None:
+            raise_typed(failure, db.path)
+            raise failure
 
 
 @contextlib.contextmanager
