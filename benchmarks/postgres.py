@@ -178,9 +178,12 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="tiny sizes: check that it runs")
     parser.add_argument("--url", help="a PostgreSQL server to create databases on (default: start one, fsync on)")
     parser.add_argument("--output", help="also write the results here as JSON")
+    parser.add_argument("--events", type=int, help="events drained per throughput run (default: 20,000; --quick 300)")
     parser.add_argument("--repeat", type=int, default=3, help="throughput runs per cell; the median is reported")
     args = parser.parse_args()
-    sizes = QUICK if args.quick else FULL
+    sizes = dict(QUICK if args.quick else FULL)
+    if args.events is not None:
+        sizes["events"] = args.events
     results: dict[str, Any] = {"sizes": sizes, "python": sys.version.split()[0], "machine": platform.platform(),
                                "cpus": os.cpu_count(), "throughput": {}, "claim_ms": {}}
     with postgres(args.url) as (server, fsync), tempfile.TemporaryDirectory(prefix="fairq-bench-") as folder:
