@@ -1,10 +1,11 @@
 """The SQL of claim: lease the next heads in rotation order.
 
 Runs inside a queue write transaction (store.txn.TxnCore); never commits.
-Per page of heads: one statement promotes the heads whose time has come,
-one reads a page of the rotation index, one writes the claims. The rotation
-step (fairq.rules.rotate) and what an expired lease becomes
-(fairq.rules.expired_lease_fate) are the rules' to say.
+One statement promotes the heads whose time has come (only when the
+waiting index's earliest entry, read with the state row, says one has);
+per page of heads, one reads a page of the rotation index and one writes
+the claims. The rotation step (fairq.rules.rotate) and what an expired
+lease becomes (fairq.rules.expired_lease_fate) are the rules' to say.
 """
 
 from __future__ import annotations
@@ -20,12 +21,14 @@ def claim_many(tx: TxnCore, n: int, *, owner: str | None, now_ms: int, lease_ms:
                max_attempts: int) -> list[Lease]:
     """Claim up to n heads, one per flow, lowest rotation position first."""
     conn = tx.connection
-    # Heads whose time has come (delay or backoff over, lease expired)
-    # enter the rotation index; heads still waiting cost nothing here.
-    promoted = conn.execute(
-        "UPDATE event SET runnable = 1 WHERE runnable = 0 AND dispatch_ms <= :now_ms",
-        {"now_ms": now_ms},
-    ).rowcount
+    promoted = 0
+    if tx.heads_may_be_due(now_ms):
+        # Heads whose time has come (delay or backoff over, lease expired)
+        # enter the rotation index; heads still waiting cost nothing here.
+        promoted = conn.execute(
+            "UPDATE event SET runnable = 1 WHERE runnable = 0 AND dispatch_ms <= :now_ms",
+            {"now_ms": now_ms},
+        ).rowcount
     row = tx.state_row()
     leases: list[Lease] = []
     lease_until = now_ms + lease_ms

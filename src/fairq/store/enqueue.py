@@ -20,27 +20,37 @@ from ..types import Enqueued
 from .txn import TxnCore
 
 
+# An event id names one (flow, body) forever: a repeat must match it, and
+# so must a repeat of a purged id, while its tombstone is kept (an id is
+# never in both tables). Both read by the event_id indexes.
+_KNOWN = (
+    "SELECT e.event_id, f.name, e.seq, e.body FROM event AS e "
+    "LEFT JOIN flow AS f ON f.flow_id = e.flow_id "
+    "WHERE e.event_id IN (SELECT value FROM json_each(:ids)) "
+    "UNION ALL "
+    "SELECT t.event_id, f.name, t.seq, t.body_hash FROM tombstone AS t "
+    "LEFT JOIN flow AS f ON f.flow_id = t.flow_id "
+    "WHERE t.event_id IN (SELECT value FROM json_each(:ids))"
+)
+_KNOWN_ONE = (
+    "SELECT e.event_id, f.name, e.seq, e.body FROM event AS e "
+    "LEFT JOIN flow AS f ON f.flow_id = e.flow_id WHERE e.event_id = :id "
+    "UNION ALL "
+    "SELECT t.event_id, f.name, t.seq, t.body_hash FROM tombstone AS t "
+    "LEFT JOIN flow AS f ON f.flow_id = t.flow_id WHERE t.event_id = :id"
+)
+
+
 def enqueue_many(tx: TxnCore, items: Sequence[NewEvent], now_ms: int) -> list[Enqueued]:
     """Store each new event at the end of its flow; identical repeats collapse.
 
     Any conflict raises before anything is written.
     """
-    # An event id names one (flow, body) forever: a repeat must match it,
-    # and so must a repeat of a purged id, while its tombstone is kept
-    # (an id is never in both tables).
-    stored = {
-        row[0]: row
-        for row in tx.connection.execute(
-            "SELECT e.event_id, f.name, e.seq, e.body FROM event AS e "
-            "LEFT JOIN flow AS f ON f.flow_id = e.flow_id "
-            "WHERE e.event_id IN (SELECT value FROM json_each(:ids)) "
-            "UNION ALL "
-            "SELECT t.event_id, f.name, t.seq, t.body_hash FROM tombstone AS t "
-            "LEFT JOIN flow AS f ON f.flow_id = t.flow_id "
-            "WHERE t.event_id IN (SELECT value FROM json_each(:ids))",
-            {"ids": json.dumps([item.event_id for item in items])},
-        )
-    }
+    if len(items) == 1:  # one id: looked up by value, without a JSON list
+        found = tx.connection.execute(_KNOWN_ONE, {"id": items[0].event_id})
+    else:
+        found = tx.connection.execute(_KNOWN, {"ids": json.dumps([item.event_id for item in items])})
+    stored = {row[0]: row for row in found}
     fresh: dict[str, NewEvent] = {}
     for item in items:
         if item.event_id in stored:

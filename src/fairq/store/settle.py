@@ -26,6 +26,8 @@ _FENCE_COLUMNS = (
     "SELECT event_id, id, flow_id, seq, state, generation, attempts, lifetime_attempts, "
     "lease_until_ms, owner, pass, turn, reason FROM event "
 )
+_FENCE_ONE = _FENCE_COLUMNS + "WHERE event_id = :id"
+_FENCE_MANY = _FENCE_COLUMNS + "WHERE event_id IN (SELECT value FROM json_each(:ids))"
 
 _TOTAL_FOR = {State.ACKED: "acked", State.READY: "retried", State.QUARANTINED: "quarantined"}
 
@@ -49,11 +51,12 @@ class _Held(NamedTuple):
 
 
 def _held(tx: TxnCore, event_ids: list[str]) -> dict[str, _Held]:
-    # The rows the fence judges, by the event_id index, read under the write lock.
-    rows = tx.connection.execute(
-        _FENCE_COLUMNS + "WHERE event_id IN (SELECT value FROM json_each(:ids))",
-        {"ids": json.dumps(event_ids)},
-    )
+    # The rows the fence judges, by the event_id index, read under the write
+    # lock; one id by value, without a JSON list.
+    if len(event_ids) == 1:
+        rows = tx.connection.execute(_FENCE_ONE, {"id": event_ids[0]})
+    else:
+        rows = tx.connection.execute(_FENCE_MANY, {"ids": json.dumps(event_ids)})
     return {row[0]: _Held._make(row) for row in rows}
 
 
