@@ -192,23 +192,21 @@ class TxnCore:
         moved, totals = self._moved, self._totals
         # The clock, rotation counters and totals only move forward (CHECK
         # keeps tail >= vtime); the state counts follow the transitions made.
+        # Positional parameters (in the order of the SET list): binding 16
+        # named ones cost ~6 us a call, three times per enqueue-claim-ack cycle.
         self.connection.execute(
-            "UPDATE queue_state SET now_ms = :now_ms, vtime = :vtime, tail = :tail, turn = :turn, "
-            "ready_n = ready_n + :ready, inflight_n = inflight_n + :inflight, "
-            "acked_n = acked_n + :acked, quarantined_n = quarantined_n + :quarantined, "
-            "enqueued_total = enqueued_total + :t_enqueued, claimed_total = claimed_total + :t_claimed, "
-            "expired_total = expired_total + :t_expired, acked_total = acked_total + :t_acked, "
-            "retried_total = retried_total + :t_retried, "
-            "quarantined_total = quarantined_total + :t_quarantined, "
-            "redriven_total = redriven_total + :t_redriven, "
-            "claim_lag = coalesce(:claim_lag, claim_lag) WHERE id = 1",
-            {"now_ms": clock.now_ms, "vtime": clock.vtime, "tail": clock.tail, "turn": clock.turn,
-             "ready": moved["ready"], "inflight": moved["inflight"], "acked": moved["acked"],
-             "quarantined": moved["quarantined"], "t_enqueued": totals["enqueued"],
-             "t_claimed": totals["claimed"], "t_expired": totals["expired"], "t_acked": totals["acked"],
-             "t_retried": totals["retried"], "t_quarantined": totals["quarantined"],
-             "t_redriven": totals["redriven"],
-             "claim_lag": None if self._lags is None else json.dumps(self._lags)},
+            "UPDATE queue_state SET now_ms = ?, vtime = ?, tail = ?, turn = ?, "
+            "ready_n = ready_n + ?, inflight_n = inflight_n + ?, "
+            "acked_n = acked_n + ?, quarantined_n = quarantined_n + ?, "
+            "enqueued_total = enqueued_total + ?, claimed_total = claimed_total + ?, "
+            "expired_total = expired_total + ?, acked_total = acked_total + ?, "
+            "retried_total = retried_total + ?, quarantined_total = quarantined_total + ?, "
+            "redriven_total = redriven_total + ?, claim_lag = coalesce(?, claim_lag) WHERE id = 1",
+            (clock.now_ms, clock.vtime, clock.tail, clock.turn,
+             moved["ready"], moved["inflight"], moved["acked"], moved["quarantined"],
+             totals["enqueued"], totals["claimed"], totals["expired"], totals["acked"],
+             totals["retried"], totals["quarantined"], totals["redriven"],
+             None if self._lags is None else json.dumps(self._lags)),
         )
         self._dirty = False
 
