@@ -12,7 +12,6 @@ Never commits by itself, never reads a wall clock.
 
 from __future__ import annotations
 
-import json
 import logging
 import sqlite3
 from collections.abc import Callable, Sequence
@@ -174,7 +173,7 @@ class TxnCore:
     def claim_lag(self, lag_ms: int) -> None:
         """Add an event's first-claim lag to the histogram."""
         if self._lags is None:
-            self._lags = policy.lag_counts(self.state_row().claim_lag)
+            self._lags = _lag_counts(self.state_row().claim_lag)
         self._lags[policy.lag_bucket(lag_ms)] += 1
         self._dirty = True
 
@@ -206,7 +205,7 @@ class TxnCore:
              moved["ready"], moved["inflight"], moved["acked"], moved["quarantined"],
              totals["enqueued"], totals["claimed"], totals["expired"], totals["acked"],
              totals["retried"], totals["quarantined"], totals["redriven"],
-             None if self._lags is None else json.dumps(self._lags)),
+             None if self._lags is None else _lag_text(self._lags)),
         )
         self._dirty = False
 
@@ -240,6 +239,28 @@ class TxnCore:
             "VALUES (:event_id, :action, :reason, :actor, :generation, :at_ms, :detail)",
             rows,
         )
+
+
+# The claim-lag histogram this process last read or wrote, as stored text and
+# parsed: a process that claims over and over parses the text it wrote itself
+# no more (the counts are a function of the text, whichever file it is from).
+_last_lags: list[tuple[str, list[int]]] = [("", [])]
+
+
+def _lag_counts(text: str) -> list[int]:
+    """The stored histogram's bucket counts (a copy the caller may change)."""
+    last_text, counts = _last_lags[0]
+    if text != last_text:
+        counts = policy.lag_counts(text)
+        _last_lags[0] = (text, counts)
+    return counts.copy()
+
+
+def _lag_text(counts: list[int]) -> str:
+    """The histogram as stored: a JSON array of ints."""
+    text = "[" + ",".join(map(str, counts)) + "]"
+    _last_lags[0] = (text, counts.copy())
+    return text
 
 
 def audit_row(event_id: str, action: str, reason: str | None, actor: str | None,
