@@ -10,7 +10,6 @@ joins the rotation (fairq.rules.join_pass) are the rules' to say.
 from __future__ import annotations
 
 import json
-from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
@@ -79,7 +78,11 @@ def _insert_events(tx: TxnCore, items: list[NewEvent], now_ms: int) -> dict[str,
     """Insert new events; returns their seqs. An event that finds its flow
     idle becomes its head and joins the rotation behind every flow in it."""
     row = tx.state_row()
-    flows = _allocate_seqs(tx, Counter(item.flow for item in items if item.flow is not None))
+    counts: dict[str, int] = {}  # events per named flow in this batch
+    for item in items:
+        if item.flow is not None:
+            counts[item.flow] = counts.get(item.flow, 0) + 1
+    flows = _allocate_seqs(tx, counts) if counts else {}
     rows: list[tuple[Any, ...]] = []
     seqs = {}
     for item in items:
@@ -111,7 +114,7 @@ def _insert_events(tx: TxnCore, items: list[NewEvent], now_ms: int) -> dict[str,
     return seqs
 
 
-def _allocate_seqs(tx: TxnCore, counts: Counter[str]) -> dict[str, list[Any]]:
+def _allocate_seqs(tx: TxnCore, counts: dict[str, int]) -> dict[str, list[Any]]:
     """For each named flow: [flow_id, first new seq, whether it already has a head]."""
     if not counts:
         return {}
