@@ -32,6 +32,10 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 def identifier(value: Any, field: str) -> str:
     """An event id, flow name, owner or actor: 1..255 chars, no control characters."""
+    # The common case in one step: printable ASCII has no control character
+    # and always encodes.
+    if type(value) is str and 0 < len(value) <= MAX_ID_CHARS and value.isascii() and value.isprintable():
+        return value
     if not isinstance(value, str):
         raise InvalidInput(field, f"must be a str, not {type(value).__name__}")
     if not value:
@@ -75,6 +79,9 @@ MAX_SECONDS = 1e11
 def seconds(value: Any, field: str, *, positive: bool = False) -> float:
     """A finite number of seconds in [0, MAX_SECONDS]; with positive=True at
     least 1 ms (times are stored in whole milliseconds, so less would be 0)."""
+    # The common case in one step (a NaN fails both comparisons).
+    if type(value) is float and (0.001 if positive else 0.0) <= value <= MAX_SECONDS:
+        return value
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise InvalidInput(field, f"must be a number of seconds, not {type(value).__name__}")
     try:
@@ -96,6 +103,8 @@ def optional_seconds(value: Any, field: str, *, positive: bool = False) -> float
 
 def count(value: Any, field: str, *, low: int, high: int) -> int:
     """An int in [low, high] (bool refused)."""
+    if type(value) is int and low <= value <= high:
+        return value
     if isinstance(value, bool) or not isinstance(value, int):
         raise InvalidInput(field, f"must be an int, not {type(value).__name__}")
     if not low <= value <= high:
@@ -145,7 +154,7 @@ def body(value: Any, field: str = "body", *, max_bytes: int = DEFAULT_MAX_BODY_B
     if not _plain_json(value, 0):
         _check_json(value, field)  # raises naming the exact place, or accepts (e.g. a str subclass)
     text = canonical(value)
-    size = len(_encodable(text, field))
+    size = len(text) if text.isascii() else len(_encodable(text, field))
     if size > max_bytes:
         raise InvalidInput(field, f"is {size} bytes of canonical JSON, over the limit of {max_bytes}")
     return text

@@ -29,6 +29,7 @@ ENQUEUE_CASES = [
     ({"event_id": "nul\x00"}, "event_id"),
     ({"event_id": "del\x7f"}, "event_id"),
     ({"event_id": "lone\ud800"}, "event_id"),
+    ({"event_id": "c1\x85control"}, "event_id"),
     ({"flow": ""}, "flow"),
     ({"flow": 3}, "flow"),
     ({"flow": "new\nline"}, "flow"),
@@ -44,8 +45,10 @@ ENQUEUE_CASES = [
     ({"body": object()}, "body"),
     ({"body": {"s": "lone \udc00"}}, "body"),
     ({"body": "x" * 300}, "body"),  # over the 256-byte limit set below
+    ({"body": "é" * 200}, "body"),  # 200 characters, 400 bytes: over the limit
     ({"body": DEEP}, "body" + "[0]" * 100),
     ({"delay": -1}, "delay"),
+    ({"delay": -0.5}, "delay"),
     ({"delay": NAN}, "delay"),
     ({"delay": "5"}, "delay"),
     ({"delay": True}, "delay"),

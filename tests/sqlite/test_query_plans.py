@@ -123,12 +123,23 @@ def test_reads_never_scan_a_table(busy_queue: fairq.Queue, monkeypatch) -> None:
 
 def test_a_claim_reads_the_rotation_index_and_promotes_by_time(busy_queue: fairq.Queue, monkeypatch) -> None:
     conn = busy_queue._store.db.conn
-    seen = recorded(busy_queue, lambda q: q.claim(now=1), monkeypatch)
+    # At 31 s the 30 s leases taken at 0 have run out: there is something to promote.
+    seen = recorded(busy_queue, lambda q: q.claim(now=31), monkeypatch)
     pick = next((sql, p) for sql, p in seen if "ORDER BY e.pass, e.turn" in sql)
     lines = plan(conn, *pick)
     assert any(ROTATION_SCAN.fullmatch(line) for line in lines), lines
     promote = next((sql, p) for sql, p in seen if sql.startswith("UPDATE event SET runnable = 1"))
     assert plan(conn, *promote) == ["SEARCH event USING INDEX event_waiting (dispatch_ms<?)"]
+
+
+def test_the_earliest_waiting_head_is_read_with_the_state_row_by_one_index_seek(
+        busy_queue: fairq.Queue, monkeypatch) -> None:
+    conn = busy_queue._store.db.conn
+    seen = recorded(busy_queue, lambda q: q.claim(now=1), monkeypatch)
+    state = next((sql, p) for sql, p in seen if "FROM queue_state AS s" in sql)
+    assert "SEARCH event USING INDEX event_waiting (dispatch_ms>?)" in plan(conn, *state)
+    # Nothing came due at 1 s (the leases end at 30 s): no promotion ran.
+    assert not [sql for sql, _ in seen if sql.startswith("UPDATE event SET runnable = 1")]
 
 
 def test_the_dead_letter_listing_uses_its_partial_index(q: fairq.Queue, monkeypatch) -> None:

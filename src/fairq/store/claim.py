@@ -1,13 +1,16 @@
 """The SQL of claim: lease the next heads in rotation order.
 
 Runs inside a queue write transaction (store.txn.TxnCore); never commits.
-Per page of heads: one statement promotes the heads whose time has come,
-one reads a page of the rotation index, one writes the claims. The rotation
-step (fairq.rules.rotate) and what an expired lease becomes
-(fairq.rules.expired_lease_fate) are the rules' to say.
+One statement promotes the heads whose time has come (only when the
+waiting index's earliest entry, read with the state row, says one has);
+per page of heads, one reads a page of the rotation index and one writes
+the claims. The rotation step (fairq.rules.rotate) and what an expired
+lease becomes (fairq.rules.expired_lease_fate) are the rules' to say.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 from .. import rules
 from ..policy import from_ms
@@ -20,12 +23,14 @@ def claim_many(tx: TxnCore, n: int, *, owner: str | None, now_ms: int, lease_ms:
                max_attempts: int) -> list[Lease]:
     """Claim up to n heads, one per flow, lowest rotation position first."""
     conn = tx.connection
-    # Heads whose time has come (delay or backoff over, lease expired)
-    # enter the rotation index; heads still waiting cost nothing here.
-    promoted = conn.execute(
-        "UPDATE event SET runnable = 1 WHERE runnable = 0 AND dispatch_ms <= :now_ms",
-        {"now_ms": now_ms},
-    ).rowcount
+    promoted = 0
+    if tx.heads_may_be_due(now_ms):
+        # Heads whose time has come (delay or backoff over, lease expired)
+        # enter the rotation index; heads still waiting cost nothing here.
+        promoted = conn.execute(
+            "UPDATE event SET runnable = 1 WHERE runnable = 0 AND dispatch_ms <= :now_ms",
+            {"now_ms": now_ms},
+        ).rowcount
     row = tx.state_row()
     leases: list[Lease] = []
     lease_until = now_ms + lease_ms
@@ -44,7 +49,7 @@ def claim_many(tx: TxnCore, n: int, *, owner: str | None, now_ms: int, lease_ms:
             {"limit": limit},
         ).fetchall()
         exhausted = len(rows) < limit  # a short page: nothing else is runnable
-        claimed = []
+        claimed: list[tuple[Any, ...]] = []  # the UPDATE's parameters, in its order
         for (rowid, event_id, name, weight, seq, body, pass_, state, generation,
              attempts, lifetime, old_lease_until, old_owner, due_ms, first_claim_ms) in rows:
             if state != "ready":
@@ -69,19 +74,19 @@ def claim_many(tx: TxnCore, n: int, *, owner: str | None, now_ms: int, lease_ms:
             # The turn is taken now, at claim time, not when the work succeeds.
             step = rules.rotate(pass_, weight or 1, vtime=row.vtime, tail=row.tail)
             row.vtime, row.tail = step.vtime, step.tail
-            claimed.append({"id": rowid, "pass": step.pass_, "turn": tx.next_turn(),
-                            "lease_until_ms": lease_until, "owner": owner, "now_ms": now_ms})
+            claimed.append((lease_until, owner, now_ms, step.pass_, tx.next_turn(), lease_until, rowid))
             leases.append(Lease(event_id, name, seq, value, generation + 1,
                                 attempts + 1, lifetime + 1, owner, lease_until_s))
         # The claimed head becomes inflight with a new generation, its
         # attempt counted durably before any work starts, and waits in the
-        # waiting index until its lease ends or it is settled.
+        # waiting index until its lease ends or it is settled. (Positional
+        # parameters, in the order written: the claim's hot statement.)
         conn.executemany(
             "UPDATE event SET state = 'inflight', generation = generation + 1, "
             "attempts = attempts + 1, lifetime_attempts = lifetime_attempts + 1, "
-            "next_at_ms = NULL, lease_until_ms = :lease_until_ms, owner = :owner, "
-            "first_claim_ms = coalesce(first_claim_ms, :now_ms), pass = :pass, turn = :turn, "
-            "dispatch_ms = :lease_until_ms, runnable = 0 WHERE id = :id",
+            "next_at_ms = NULL, lease_until_ms = ?, owner = ?, "
+            "first_claim_ms = coalesce(first_claim_ms, ?), pass = ?, turn = ?, "
+            "dispatch_ms = ?, runnable = 0 WHERE id = ?",
             claimed,
         )
     tx.moved("ready", "inflight", from_ready)

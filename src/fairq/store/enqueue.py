@@ -10,7 +10,6 @@ joins the rotation (fairq.rules.join_pass) are the rules' to say.
 from __future__ import annotations
 
 import json
-from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
@@ -20,27 +19,37 @@ from ..types import Enqueued
 from .txn import TxnCore
 
 
+# An event id names one (flow, body) forever: a repeat must match it, and
+# so must a repeat of a purged id, while its tombstone is kept (an id is
+# never in both tables). Both read by the event_id indexes.
+_KNOWN = (
+    "SELECT e.event_id, f.name, e.seq, e.body FROM event AS e "
+    "LEFT JOIN flow AS f ON f.flow_id = e.flow_id "
+    "WHERE e.event_id IN (SELECT value FROM json_each(:ids)) "
+    "UNION ALL "
+    "SELECT t.event_id, f.name, t.seq, t.body_hash FROM tombstone AS t "
+    "LEFT JOIN flow AS f ON f.flow_id = t.flow_id "
+    "WHERE t.event_id IN (SELECT value FROM json_each(:ids))"
+)
+_KNOWN_ONE = (
+    "SELECT e.event_id, f.name, e.seq, e.body FROM event AS e "
+    "LEFT JOIN flow AS f ON f.flow_id = e.flow_id WHERE e.event_id = :id "
+    "UNION ALL "
+    "SELECT t.event_id, f.name, t.seq, t.body_hash FROM tombstone AS t "
+    "LEFT JOIN flow AS f ON f.flow_id = t.flow_id WHERE t.event_id = :id"
+)
+
+
 def enqueue_many(tx: TxnCore, items: Sequence[NewEvent], now_ms: int) -> list[Enqueued]:
     """Store each new event at the end of its flow; identical repeats collapse.
 
     Any conflict raises before anything is written.
     """
-    # An event id names one (flow, body) forever: a repeat must match it,
-    # and so must a repeat of a purged id, while its tombstone is kept
-    # (an id is never in both tables).
-    stored = {
-        row[0]: row
-        for row in tx.connection.execute(
-            "SELECT e.event_id, f.name, e.seq, e.body FROM event AS e "
-            "LEFT JOIN flow AS f ON f.flow_id = e.flow_id "
-            "WHERE e.event_id IN (SELECT value FROM json_each(:ids)) "
-            "UNION ALL "
-            "SELECT t.event_id, f.name, t.seq, t.body_hash FROM tombstone AS t "
-            "LEFT JOIN flow AS f ON f.flow_id = t.flow_id "
-            "WHERE t.event_id IN (SELECT value FROM json_each(:ids))",
-            {"ids": json.dumps([item.event_id for item in items])},
-        )
-    }
+    if len(items) == 1:  # one id: looked up by value, without a JSON list
+        found = tx.connection.execute(_KNOWN_ONE, {"id": items[0].event_id})
+    else:
+        found = tx.connection.execute(_KNOWN, {"ids": json.dumps([item.event_id for item in items])})
+    stored = {row[0]: row for row in found}
     fresh: dict[str, NewEvent] = {}
     for item in items:
         if item.event_id in stored:
@@ -69,8 +78,12 @@ def _insert_events(tx: TxnCore, items: list[NewEvent], now_ms: int) -> dict[str,
     """Insert new events; returns their seqs. An event that finds its flow
     idle becomes its head and joins the rotation behind every flow in it."""
     row = tx.state_row()
-    flows = _allocate_seqs(tx, Counter(item.flow for item in items if item.flow is not None))
-    rows = []
+    counts: dict[str, int] = {}  # events per named flow in this batch
+    for item in items:
+        if item.flow is not None:
+            counts[item.flow] = counts.get(item.flow, 0) + 1
+    flows = _allocate_seqs(tx, counts) if counts else {}
+    rows: list[tuple[Any, ...]] = []
     seqs = {}
     for item in items:
         next_at = now_ms + item.delay_ms if item.at_ms is None else item.at_ms
@@ -81,20 +94,19 @@ def _insert_events(tx: TxnCore, items: list[NewEvent], now_ms: int) -> dict[str,
             flow_id, seq, head = slot[0], slot[1], not slot[2]
             slot[1] += 1
             slot[2] = True  # later events of this flow in the batch queue behind
-        rows.append({
-            "event_id": item.event_id, "flow_id": flow_id, "seq": seq, "body": item.body,
-            "now_ms": now_ms, "next_at_ms": next_at,
-            "pass": rules.join_pass(row.tail) if head else None,
-            "turn": tx.next_turn() if head else None,
-            "dispatch_ms": next_at if head else None,
-            "runnable": int(head and next_at <= now_ms),
-        })
+        if head:
+            rows.append((item.event_id, flow_id, seq, item.body, now_ms, next_at, next_at,
+                         rules.join_pass(row.tail), tx.next_turn(), next_at, int(next_at <= now_ms)))
+        else:
+            rows.append((item.event_id, flow_id, seq, item.body, now_ms, next_at, next_at,
+                         None, None, None, 0))
         seqs[item.event_id] = seq
-    # Only heads get a rotation place and a dispatch time.
+    # Only heads get a rotation place and a dispatch time. Positional
+    # parameters, in the column order: the hottest insert, where binding
+    # eleven named ones cost ~4 us a row.
     tx.connection.executemany(
         "INSERT INTO event (event_id, flow_id, seq, body, state, created_ms, due_ms, next_at_ms, "
-        "pass, turn, dispatch_ms, runnable) VALUES (:event_id, :flow_id, :seq, :body, 'ready', "
-        ":now_ms, :next_at_ms, :next_at_ms, :pass, :turn, :dispatch_ms, :runnable)",
+        "pass, turn, dispatch_ms, runnable) VALUES (?, ?, ?, ?, 'ready', ?, ?, ?, ?, ?, ?, ?)",
         rows,
     )
     tx.moved(None, "ready", len(rows))
@@ -102,7 +114,7 @@ def _insert_events(tx: TxnCore, items: list[NewEvent], now_ms: int) -> dict[str,
     return seqs
 
 
-def _allocate_seqs(tx: TxnCore, counts: Counter[str]) -> dict[str, list[Any]]:
+def _allocate_seqs(tx: TxnCore, counts: dict[str, int]) -> dict[str, list[Any]]:
     """For each named flow: [flow_id, first new seq, whether it already has a head]."""
     if not counts:
         return {}

@@ -26,6 +26,8 @@ _FENCE_COLUMNS = (
     "SELECT event_id, id, flow_id, seq, state, generation, attempts, lifetime_attempts, "
     "lease_until_ms, owner, pass, turn, reason FROM event "
 )
+_FENCE_ONE = _FENCE_COLUMNS + "WHERE event_id = :id"
+_FENCE_MANY = _FENCE_COLUMNS + "WHERE event_id IN (SELECT value FROM json_each(:ids))"
 
 _TOTAL_FOR = {State.ACKED: "acked", State.READY: "retried", State.QUARANTINED: "quarantined"}
 
@@ -49,11 +51,12 @@ class _Held(NamedTuple):
 
 
 def _held(tx: TxnCore, event_ids: list[str]) -> dict[str, _Held]:
-    # The rows the fence judges, by the event_id index, read under the write lock.
-    rows = tx.connection.execute(
-        _FENCE_COLUMNS + "WHERE event_id IN (SELECT value FROM json_each(:ids))",
-        {"ids": json.dumps(event_ids)},
-    )
+    # The rows the fence judges, by the event_id index, read under the write
+    # lock; one id by value, without a JSON list.
+    if len(event_ids) == 1:
+        rows = tx.connection.execute(_FENCE_ONE, {"id": event_ids[0]})
+    else:
+        rows = tx.connection.execute(_FENCE_MANY, {"ids": json.dumps(event_ids)})
     return {row[0]: _Held._make(row) for row in rows}
 
 
@@ -80,8 +83,8 @@ def settle_many(
     """Settle each lease on its own; a lost lease is reported in its slot."""
     held = _held(tx, [item.event_id for item in items])
     out: list[Settled | LeaseLost] = []
-    acked: list[dict[str, Any]] = []
-    next_heads: list[dict[str, Any]] = []
+    acked: list[tuple[int, int]] = []  # (settled_ms, id)
+    next_heads: list[tuple[Any, ...]] = []  # (pass, turn, now_ms, flow_id, seq)
     retried: list[dict[str, Any]] = []
     released: list[dict[str, Any]] = []
     quarantined: list[dict[str, Any]] = []
@@ -102,10 +105,9 @@ def settle_many(
         )
         out.append(Settled(item.event_id, decision.state, from_ms(decision.next_at_ms), decision.attempts))
         if decision.state is State.ACKED:
-            acked.append({"id": row.id, "now_ms": now_ms})
+            acked.append((now_ms, row.id))
             if row.flow_id is not None:
-                next_heads.append({"flow_id": row.flow_id, "seq": row.seq + 1, "pass": row.pass_,
-                                   "turn": row.turn, "now_ms": now_ms})
+                next_heads.append((row.pass_, row.turn, now_ms, row.flow_id, row.seq + 1))
         elif item.outcome is Outcome.RELEASE:
             released.append({"id": row.id, "now_ms": now_ms})
         elif decision.state is State.READY:
@@ -126,19 +128,21 @@ def settle_many(
         tx.happened(_TOTAL_FOR[state], len(rows))
     tx.moved("inflight", "ready", len(released))
     conn = tx.connection
+    # The ack statements, the hot path of every cycle, take positional
+    # parameters in the order written.
     if acked:
         # Acked is final: the event leaves the dispatch indexes for good.
         conn.executemany(
-            "UPDATE event SET state = 'acked', lease_until_ms = NULL, settled_ms = :now_ms, "
-            "pass = NULL, turn = NULL, dispatch_ms = NULL, runnable = 0 WHERE id = :id",
+            "UPDATE event SET state = 'acked', lease_until_ms = NULL, settled_ms = ?, "
+            "pass = NULL, turn = NULL, dispatch_ms = NULL, runnable = 0 WHERE id = ?",
             acked,
         )
     if next_heads:
         # The next seq (there are no gaps) becomes the head and inherits
         # the flow's rotation place; no row: the flow is idle now.
         conn.executemany(
-            "UPDATE event SET pass = :pass, turn = :turn, dispatch_ms = next_at_ms, "
-            "runnable = next_at_ms <= :now_ms WHERE flow_id = :flow_id AND seq = :seq",
+            "UPDATE event SET pass = ?, turn = ?, dispatch_ms = next_at_ms, "
+            "runnable = next_at_ms <= ? WHERE flow_id = ? AND seq = ?",
             next_heads,
         )
     if retried:
