@@ -22,7 +22,7 @@ from typing import Any
 
 from .. import policy
 from ..policy import Policy
-from .._json import canonical
+from ..rows import audit_row
 from ..types import TOTALS
 from .sqlite import Database
 from .policy_store import policy_from_row
@@ -221,10 +221,3 @@ class TxnCore:
             "VALUES (:event_id, :action, :reason, :actor, :generation, :at_ms, :detail)",
             rows,
         )
-
-
-def audit_row(event_id: str, action: str, reason: str | None, actor: str | None,
-              generation: int | None, now_ms: int, detail: dict[str, Any]) -> dict[str, Any]:
-    """The parameters of one audit row."""
-    return {"event_id": event_id, "action": action, "reason": reason, "actor": actor,
-            "generation": generation, "at_ms": now_ms, "detail": canonical(detail)}
