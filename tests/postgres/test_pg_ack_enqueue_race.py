@@ -10,7 +10,6 @@ row lock (or has finished)."""
 from __future__ import annotations
 
 import threading
-import time
 from typing import Any
 
 import pytest
@@ -18,15 +17,7 @@ import pytest
 import fairq
 from fairq.postgres.txn import TxnCore
 from pgcheck import check_pg_invariants
-from pgcluster import require_psycopg
-
-psycopg = require_psycopg()
-
-
-def waiting_for_a_lock(url: str, application_name: str) -> bool:
-    with psycopg.connect(url, autocommit=True) as conn:
-        return bool(conn.execute("SELECT count(*) FROM pg_stat_activity WHERE application_name = %s "
-                                 "AND wait_event_type = 'Lock'", (application_name,)).fetchone()[0])
+from pgsessions import interleave
 
 
 def test_an_enqueue_racing_the_ack_of_its_flows_last_event_becomes_the_head(
@@ -49,15 +40,7 @@ def test_an_enqueue_racing_the_ack_of_its_flows_last_event_becomes_the_head(
         monkeypatch.setattr(TxnCore, "execute", execute)
         ta = threading.Thread(target=lambda: acker.ack(lease), name="acker")
         tb = threading.Thread(target=lambda: sender.enqueue("f2", {}, flow="F"), name="sender")
-        ta.start()
-        assert paused.wait(60)
-        tb.start()
-        deadline = time.monotonic() + 60  # only stops a hang
-        while tb.is_alive() and not waiting_for_a_lock(pg_url, "sender") and time.monotonic() < deadline:
-            time.sleep(0.01)
-        go.set()
-        ta.join(60)
-        tb.join(60)
+        interleave(ta, tb, paused=paused, go=go, url=pg_url, second_session="sender")
         monkeypatch.undo()
         assert acker.get("f1").state is fairq.State.ACKED
         follow = acker.claim()

@@ -16,16 +16,7 @@ import fairq
 import pgops
 from fairq.postgres import url as pg_url_module
 from fairq.postgres.url import CONNECT_TIMEOUT, parse
-from pgcluster import require_psycopg
-
-psycopg = require_psycopg()
-
-
-def cut(admin_url: str, application_name: str) -> int:
-    """Terminate the server sessions of one application name; how many there were."""
-    with psycopg.connect(admin_url, autocommit=True) as admin:
-        return int(admin.execute("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
-                                 "WHERE application_name = %s", (application_name,)).fetchone()[0])
+from pgsessions import cut
 
 
 def test_the_call_after_a_lost_connection_opens_a_new_one_and_the_failed_write_is_not_repeated(

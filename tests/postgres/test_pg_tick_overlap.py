@@ -8,22 +8,13 @@ only once B is waiting for A's row lock (or B has finished)."""
 from __future__ import annotations
 
 import threading
-import time
 from typing import Any
 
 import pytest
 
 import fairq
 from fairq.postgres.schedules import PgSchedules
-from pgcluster import require_psycopg
-
-psycopg = require_psycopg()
-
-
-def waiting_for_a_lock(url: str, application_name: str) -> bool:
-    with psycopg.connect(url, autocommit=True) as conn:
-        return bool(conn.execute("SELECT count(*) FROM pg_stat_activity WHERE application_name = %s "
-                                 "AND wait_event_type = 'Lock'", (application_name,)).fetchone()[0])
+from pgsessions import interleave
 
 
 def test_a_tick_overlapping_another_decides_no_slot_twice(pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -47,15 +38,7 @@ def test_a_tick_overlapping_another_decides_no_slot_twice(pg_url: str, monkeypat
     ta = threading.Thread(target=lambda: made.__setitem__("a", a.tick()), name="ticker-a")
     tb = threading.Thread(target=lambda: made.__setitem__("b", b.tick()), name="ticker-b")
     try:
-        ta.start()
-        assert paused.wait(60)
-        tb.start()
-        deadline = time.monotonic() + 60  # only stops a hang
-        while tb.is_alive() and not waiting_for_a_lock(pg_url, "ticker-b") and time.monotonic() < deadline:
-            time.sleep(0.01)
-        go.set()
-        ta.join(60)
-        tb.join(60)
+        interleave(ta, tb, paused=paused, go=go, url=pg_url, second_session="ticker-b")
     finally:
         go.set()
         a.close()

@@ -7,6 +7,8 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -47,24 +49,31 @@ def stop(worker) -> None:
     worker.communicate(timeout=HANG)
 
 
-def test_an_idle_worker_picks_up_an_enqueue_from_another_process_at_once(
-        pg_db: str, tmp_path: Path) -> None:  # noqa: F811
-    with fairq.Queue(pg_db) as q:
+@contextmanager
+def idle_worker(url: str, marks: Path) -> Iterator[None]:
+    """A worker process on the queue at `url` (which this makes first), its
+    handler marking in `marks` when it starts on each event; stopped on exit."""
+    with fairq.Queue(url) as q:
         q.enqueue("first", {})
         q.claim()  # the queue exists before the worker opens it
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "FAIRQ_TEST_MARKS": str(tmp_path)}
-    worker = subprocess.Popen([sys.executable, "pg_handlers.py", pg_db, str(IDLE_MAX)], cwd=SUPPORT, env=env,
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "FAIRQ_TEST_MARKS": str(marks)}
+    worker = subprocess.Popen([sys.executable, "pg_handlers.py", url, str(IDLE_MAX)], cwd=SUPPORT, env=env,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        with fairq.Queue(pg_db) as q:
-            picked_up_after(q, tmp_path, "warm-up")
-            latencies = []
-            for i in range(5):
-                time.sleep(0.3)  # the worker is idle again, in a wait of up to IDLE_MAX
-                latencies.append(picked_up_after(q, tmp_path, f"e{i}"))
-            listening = listeners(pg_db)
+        yield
     finally:
         stop(worker)
+
+
+def test_an_idle_worker_picks_up_an_enqueue_from_another_process_at_once(
+        pg_db: str, tmp_path: Path) -> None:  # noqa: F811
+    with idle_worker(pg_db, tmp_path), fairq.Queue(pg_db) as q:
+        picked_up_after(q, tmp_path, "warm-up")
+        latencies = []
+        for i in range(5):
+            time.sleep(0.3)  # the worker is idle again, in a wait of up to IDLE_MAX
+            latencies.append(picked_up_after(q, tmp_path, f"e{i}"))
+        listening = listeners(pg_db)
     assert listening == 1
     assert max(latencies) < IDLE_MAX / 30, latencies  # polling would have slept up to IDLE_MAX
     print(f"wake-up latency: median {sorted(latencies)[2] * 1000:.1f} ms, max {max(latencies) * 1000:.1f} ms")
@@ -72,21 +81,12 @@ def test_an_idle_worker_picks_up_an_enqueue_from_another_process_at_once(
 
 def test_an_idle_worker_wakes_when_a_delayed_enqueue_from_another_process_becomes_due(
         pg_db: str, tmp_path: Path) -> None:  # noqa: F811
-    with fairq.Queue(pg_db) as q:
-        q.enqueue("first", {})
-        q.claim()  # the queue exists before the worker opens it
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "FAIRQ_TEST_MARKS": str(tmp_path)}
-    worker = subprocess.Popen([sys.executable, "pg_handlers.py", pg_db, str(IDLE_MAX)], cwd=SUPPORT, env=env,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        with fairq.Queue(pg_db) as q:
-            picked_up_after(q, tmp_path, "warm-up")
-            latencies = []
-            for i in range(4):
-                time.sleep(0.3)  # the worker is idle again, asleep for up to IDLE_MAX: nothing waits
-                latencies.append(picked_up_after(q, tmp_path, f"later-{i}", delay=0.3))
-    finally:
-        stop(worker)
+    with idle_worker(pg_db, tmp_path), fairq.Queue(pg_db) as q:
+        picked_up_after(q, tmp_path, "warm-up")
+        latencies = []
+        for i in range(4):
+            time.sleep(0.3)  # the worker is idle again, asleep for up to IDLE_MAX: nothing waits
+            latencies.append(picked_up_after(q, tmp_path, f"later-{i}", delay=0.3))
     # Due 0.3 s after the enqueue; a worker that learnt of it only on waking would sleep IDLE_MAX.
     assert all(0.29 <= latency < 0.3 + 0.1 for latency in latencies), latencies
     print(f"delayed pick-up: {', '.join(f'{latency * 1000:.0f}' for latency in latencies)} ms")

@@ -17,6 +17,7 @@ from typing import Any
 
 from .. import rules
 from ..backend import NewEvent
+from ..rows import StoredId, enqueued, fresh_events
 from ..types import Enqueued
 from .txn import TxnCore
 
@@ -36,7 +37,7 @@ def enqueue_many(tx: TxnCore, items: Sequence[NewEvent], now_ms: int) -> list[En
     # An event id names one (flow, body) forever, and so does a purged id
     # while its tombstone is kept (an id is never in both tables).
     stored = {
-        row[0]: row
+        row[0]: StoredId(row[0], row[1], int(row[2]), row[3] if row[3] is not None else bytes(row[4]))
         for row in tx.execute(
             "SELECT e.event_id, f.name, e.seq, e.body, NULL::bytea FROM event AS e "
             "LEFT JOIN flow AS f ON f.flow_id = e.flow_id WHERE e.event_id = ANY(%(ids)s::text[]) "
@@ -46,29 +47,9 @@ def enqueue_many(tx: TxnCore, items: Sequence[NewEvent], now_ms: int) -> list[En
             {"ids": ids},
         )
     }
-    fresh: dict[str, NewEvent] = {}
-    for item in items:
-        if item.event_id in stored:
-            found = stored[item.event_id]
-            stored_body = found[3] if found[3] is not None else bytes(found[4])
-            rules.check_repeat(item.event_id, item.flow, item.body, stored_flow=found[1], stored_body=stored_body)
-        elif item.event_id in fresh:
-            earlier = fresh[item.event_id]
-            rules.check_repeat(item.event_id, item.flow, item.body, stored_flow=earlier.flow,
-                               stored_body=earlier.body)
-        else:
-            fresh[item.event_id] = item
+    fresh = fresh_events(items, stored)
     seqs = _insert_events(tx, list(fresh.values()), now_ms) if fresh else {}
-    out = []
-    created: set[str] = set()
-    for item in items:
-        if item.event_id in seqs and item.event_id not in created:
-            created.add(item.event_id)
-            out.append(Enqueued(item.event_id, item.flow, seqs[item.event_id], True))
-        else:
-            seq = stored[item.event_id][2] if item.event_id in stored else seqs[item.event_id]
-            out.append(Enqueued(item.event_id, item.flow, int(seq), False))
-    return out
+    return enqueued(items, stored, seqs)
 
 
 def _insert_events(tx: TxnCore, items: list[NewEvent], now_ms: int) -> dict[str, int]:

@@ -8,16 +8,14 @@ the head reads go through the head table's indexes.
 
 from __future__ import annotations
 
-import json
 import math
-from collections.abc import Sequence
 from typing import Any
 
 from .. import policy
-from .._json import body_value
 from ..backend import FlowHead
 from ..errors import InvalidInput
-from ..policy import Policy, from_ms
+from ..policy import Policy
+from ..rows import audit_entry, event_info
 from ..types import TOTALS, AuditEntry, EventInfo, State, Stats
 from .policy_store import read_policy
 from .schedules import PgSchedules
@@ -120,8 +118,7 @@ class PgReads:
             # One event's history, through audit_event (event_id, id).
             rows = self.connection.execute(
                 _SELECT_AUDIT + "WHERE event_id = %(event_id)s ORDER BY id LIMIT %(limit)s", params)
-        return [AuditEntry(r[0], r[1], r[2], r[3], None if r[4] is None else int(r[4]), int(r[5]) / 1000,
-                           json.loads(r[6])) for r in rows]
+        return [audit_entry(r) for r in rows]
 
     def counters(self) -> dict[str, int]:
         """Every counter: the sum of its shards."""
@@ -169,15 +166,3 @@ class PgReads:
             "SELECT dispatch_ms FROM head WHERE NOT runnable AND dispatch_ms IS NOT NULL "
             "ORDER BY dispatch_ms LIMIT 1").fetchone()
         return None if row is None else int(row[0])
-
-
-def event_info(row: Sequence[Any]) -> EventInfo:
-    def ms(value: Any) -> float | None:
-        return from_ms(None if value is None else int(value))
-
-    return EventInfo(
-        event_id=row[0], flow=row[1], seq=int(row[2]), body=body_value(row[3]), state=State(row[4]),
-        generation=int(row[5]), attempts=int(row[6]), lifetime_attempts=int(row[7]), next_at=ms(row[8]),
-        lease_until=ms(row[9]), owner=row[10], reason=row[11], created_at=int(row[12]) / 1000,
-        due_at=int(row[13]) / 1000, first_claimed_at=ms(row[14]), settled_at=ms(row[15]),
-    )

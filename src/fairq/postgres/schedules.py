@@ -11,14 +11,12 @@ resumes from the first one's position.
 from __future__ import annotations
 
 import builtins
-import json
 from collections.abc import Sequence
 from typing import Any
 
-from .._json import body_value
 from ..backend import Advance, NewSchedule
-from ..policy import from_ms
-from ..types import AuditEntry, Misfire, Schedule
+from ..rows import audit_entry, schedule
+from ..types import AuditEntry, Schedule
 
 _COLUMNS = ("name, every_ms, cron, tz, body, flow, start_ms, misfire, grace_ms, paused, "
             "last_slot_ms, next_slot_ms ")
@@ -34,7 +32,7 @@ class PgSchedules:
     def get(self, name: str) -> Schedule | None:
         # By the name's unique key.
         row = self.connection.execute(_SELECT + "WHERE name = %(name)s", {"name": name}).fetchone()
-        return None if row is None else _schedule(row)
+        return None if row is None else schedule(row)
 
     def misfires(self, name: str, *, limit: int) -> builtins.list[AuditEntry]:
         # Through audit_misfire: the schedule's misfire rows by instance id
@@ -45,12 +43,11 @@ class PgSchedules:
             "WHERE action = 'misfire' AND (detail::jsonb ->> 'schedule') = %(name)s "
             "ORDER BY (event_id COLLATE \"C\") DESC, id DESC LIMIT %(limit)s",
             {"name": name, "limit": limit})
-        return [AuditEntry(r[0], r[1], r[2], r[3], None if r[4] is None else int(r[4]), int(r[5]) / 1000,
-                           json.loads(r[6])) for r in rows]
+        return [audit_entry(r) for r in rows]
 
     def list(self) -> list[Schedule]:
         # Every schedule, in name order.
-        return [_schedule(row) for row in self.connection.execute(_SELECT + "ORDER BY name")]
+        return [schedule(row) for row in self.connection.execute(_SELECT + "ORDER BY name")]
 
     def insert(self, new: NewSchedule) -> Schedule:
         # A name is one schedule; the caller has checked it is free (the unique key holds it).
@@ -62,7 +59,7 @@ class PgSchedules:
              "flow": new.flow, "start_ms": new.start_ms, "misfire": new.misfire.value,
              "grace_ms": new.grace_ms, "next_slot_ms": new.next_slot_ms},
         ).fetchone()
-        return _schedule(row)
+        return schedule(row)
 
     def delete(self, name: str) -> bool:
         # Removing a schedule leaves its instances and misfire records alone.
@@ -75,12 +72,12 @@ class PgSchedules:
             "UPDATE schedule SET paused = %(paused)s WHERE name = %(name)s RETURNING " + _COLUMNS,
             {"name": name, "paused": paused},
         ).fetchone()
-        return None if row is None else _schedule(row)
+        return None if row is None else schedule(row)
 
     def due(self, horizon_ms: int) -> builtins.list[Schedule]:  # `list` here is the method above
         # Through schedule_due: only unpaused schedules whose next slot has
         # come, locked so that two tickers never decide one slot twice.
-        return [_schedule(row) for row in self.connection.execute(
+        return [schedule(row) for row in self.connection.execute(
             _SELECT + "WHERE NOT paused AND next_slot_ms <= %(horizon_ms)s ORDER BY next_slot_ms, name FOR UPDATE",
             {"horizon_ms": horizon_ms},
         )]
@@ -97,14 +94,3 @@ class PgSchedules:
             {"name": [m.name for m in moves], "last": [m.last_slot_ms for m in moves],
              "next": [m.next_slot_ms for m in moves]},
         )
-
-
-def _schedule(row: Sequence[Any]) -> Schedule:
-    def ms(value: Any) -> float | None:
-        return from_ms(None if value is None else int(value))
-
-    return Schedule(
-        name=row[0], every=ms(row[1]), cron=row[2], tz=row[3], body=body_value(row[4]), flow=row[5],
-        start=int(row[6]) / 1000, misfire=Misfire(row[7]), grace=ms(row[8]), paused=bool(row[9]),
-        last_slot=ms(row[10]), next_slot=ms(row[11]),
-    )

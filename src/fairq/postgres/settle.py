@@ -11,35 +11,15 @@ end), so a row another transaction changed is never settled on stale facts.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, NamedTuple
+from typing import Any
 
-from .. import rules
 from .._json import body_value
 from ..backend import SettleItem
-from ..errors import LeaseExpired, LeaseLost, RedriveRefused, StaleLease, StoreError
+from ..errors import LeaseLost, RedriveRefused, StoreError
 from ..policy import Backoff, decide, from_ms
+from ..rows import Held, audit_row, fence_held, redrive_refusal
 from ..types import Lease, Outcome, Settled, State
-from .txn import TxnCore, audit_row
-
-_TOTAL_FOR = {State.ACKED: "acked", State.READY: "retried", State.QUARANTINED: "quarantined"}
-
-
-class Held(NamedTuple):
-    """An event row as a fence check sees it, with its head's rotation place."""
-
-    event_id: str
-    id: int
-    flow_id: int | None
-    seq: int
-    state: str
-    generation: int
-    attempts: int
-    lifetime_attempts: int
-    lease_until_ms: int | None
-    owner: str | None
-    pass_: int | None
-    turn: int | None
-    reason: str | None
+from .txn import TxnCore
 
 
 def held(tx: TxnCore, event_ids: list[str], *, lock_flows: bool) -> dict[str, Held]:
@@ -62,18 +42,9 @@ def held(tx: TxnCore, event_ids: list[str], *, lock_flows: bool) -> dict[str, He
     return {row[0]: Held._make(row) for row in rows}
 
 
-def _fence(row: Held | None, event_id: str, generation: int, now_ms: int,
-           settled: bool = False) -> StaleLease | LeaseExpired | None:
-    if row is None:
-        return rules.fence(event_id, generation, now_ms, state=None, stored_generation=None,
-                           lease_until_ms=None, settled_in_batch=settled)
-    return rules.fence(event_id, generation, now_ms, state=row.state, stored_generation=row.generation,
-                       lease_until_ms=row.lease_until_ms, settled_in_batch=settled)
-
-
 def check_fence(tx: TxnCore, event_id: str, generation: int, now_ms: int) -> None:
     """Raise StaleLease or LeaseExpired unless this lease may settle now."""
-    lost = _fence(held(tx, [event_id], lock_flows=True).get(event_id), event_id, generation, now_ms)
+    lost = fence_held(held(tx, [event_id], lock_flows=True).get(event_id), event_id, generation, now_ms)
     if lost is not None:
         raise lost
 
@@ -91,7 +62,7 @@ def settle_many(tx: TxnCore, items: Sequence[SettleItem], *, now_ms: int, max_at
     settled: set[str] = set()  # a second settle of one event in this batch is stale
     for item in items:
         row = rows.get(item.event_id)
-        lost = _fence(row, item.event_id, item.generation, now_ms, item.event_id in settled)
+        lost = fence_held(row, item.event_id, item.generation, now_ms, item.event_id in settled)
         if lost is not None:
             out.append(lost)
             continue
@@ -216,7 +187,7 @@ def _ready_again(tx: TxnCore, retried: list[tuple[Held, int, str | None]], relea
 def extend(tx: TxnCore, event_id: str, generation: int, *, lease_ms: int, now_ms: int) -> Lease:
     """Move a live lease's end to now + lease_ms (fenced like settle)."""
     row = held(tx, [event_id], lock_flows=False).get(event_id)
-    lost = _fence(row, event_id, generation, now_ms)
+    lost = fence_held(row, event_id, generation, now_ms)
     if lost is not None:
         raise lost
     assert row is not None
@@ -241,13 +212,10 @@ def redrive(tx: TxnCore, event_id: str, *, expected_generation: int, reason: str
             now_ms: int) -> int:
     """Give a quarantined head a new round; returns its new generation."""
     row = held(tx, [event_id], lock_flows=False).get(event_id)
-    if row is None:
-        raise RedriveRefused(event_id, f"event {event_id!r} does not exist")
-    if row.state != "quarantined":
-        raise RedriveRefused(event_id, f"event {event_id!r} is {row.state}, not quarantined")
-    if row.generation != expected_generation:
-        raise RedriveRefused(
-            event_id, f"event {event_id!r} is at generation {row.generation}, not {expected_generation}")
+    refused = redrive_refusal(row, event_id, expected_generation)
+    if refused is not None:
+        raise refused
+    assert row is not None
     generation = row.generation + 1
     # A new round (compare-and-set on state and generation): attempts reset,
     # the old reason moves to the audit row; still the head, in its old

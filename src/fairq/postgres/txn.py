@@ -18,9 +18,9 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from .. import policy
-from .._json import canonical
 from ..errors import InvalidInput
 from ..policy import Policy
+from ..rows import audit_row
 from ..types import TOTALS
 from . import DUE_CHANNEL, READY_CHANNEL
 from .connection import PgDatabase
@@ -252,13 +252,6 @@ class TxnCore:
             "%(actor)s::text[], %(generation)s::bigint[], %(at_ms)s::bigint[], %(detail)s::text[]) "
             "WITH ORDINALITY AS a(event_id, action, reason, actor, generation, at_ms, detail, i) ORDER BY i",
             {c: [r[c] for r in rows] for c in cols})
-
-
-def audit_row(event_id: str, action: str, reason: str | None, actor: str | None,
-              generation: int | None, now_ms: int, detail: dict[str, Any]) -> dict[str, Any]:
-    """The parameters of one audit row."""
-    return {"event_id": event_id, "action": action, "reason": reason, "actor": actor,
-            "generation": generation, "at_ms": now_ms, "detail": canonical(detail)}
 
 
 def state_counters() -> tuple[str, ...]:

@@ -15,6 +15,7 @@ from typing import Any
 
 from .. import rules
 from ..backend import NewEvent
+from ..rows import StoredId, enqueued, fresh_events
 from ..types import Enqueued
 from .txn import TxnCore
 
@@ -49,29 +50,10 @@ def enqueue_many(tx: TxnCore, items: Sequence[NewEvent], now_ms: int) -> list[En
         found = tx.connection.execute(_KNOWN_ONE, {"id": items[0].event_id})
     else:
         found = tx.connection.execute(_KNOWN, {"ids": json.dumps([item.event_id for item in items])})
-    stored = {row[0]: row for row in found}
-    fresh: dict[str, NewEvent] = {}
-    for item in items:
-        if item.event_id in stored:
-            found = stored[item.event_id]
-            rules.check_repeat(item.event_id, item.flow, item.body, stored_flow=found[1], stored_body=found[3])
-        elif item.event_id in fresh:
-            earlier = fresh[item.event_id]
-            rules.check_repeat(item.event_id, item.flow, item.body, stored_flow=earlier.flow,
-                               stored_body=earlier.body)
-        else:
-            fresh[item.event_id] = item
+    stored = {row[0]: StoredId._make(row) for row in found}
+    fresh = fresh_events(items, stored)
     seqs = _insert_events(tx, list(fresh.values()), now_ms) if fresh else {}
-    out = []
-    created: set[str] = set()
-    for item in items:
-        if item.event_id in seqs and item.event_id not in created:
-            created.add(item.event_id)
-            out.append(Enqueued(item.event_id, item.flow, seqs[item.event_id], True))
-        else:
-            seq = stored[item.event_id][2] if item.event_id in stored else seqs[item.event_id]
-            out.append(Enqueued(item.event_id, item.flow, seq, False))
-    return out
+    return enqueued(items, stored, seqs)
 
 
 def _insert_events(tx: TxnCore, items: list[NewEvent], now_ms: int) -> dict[str, int]:

@@ -9,17 +9,14 @@ the work waiting, not the history kept.
 
 from __future__ import annotations
 
-import json
 import math
 import sqlite3
-from collections.abc import Sequence
-from typing import Any
 
 from .. import policy
 from ..backend import FlowHead
 from ..errors import InvalidInput
-from .._json import body_value
-from ..policy import Policy, from_ms
+from ..policy import Policy
+from ..rows import audit_entry, event_info
 from ..types import TOTALS, AuditEntry, EventInfo, State, Stats
 from .policy_store import read_policy
 from .schedules import ScheduleTxn
@@ -134,7 +131,7 @@ class QueueReads:
             # One event's history, through audit_event (event_id, id).
             rows = self.connection.execute(
                 _SELECT_AUDIT + "WHERE event_id = :event_id ORDER BY id LIMIT coalesce(:limit, -1)", params)
-        return [AuditEntry(r[0], r[1], r[2], r[3], r[4], r[5] / 1000, json.loads(r[6])) for r in rows]
+        return [audit_entry(r) for r in rows]
 
     def stats(self, now_ms: int, *, top: int) -> Stats:
         conn = self.connection
@@ -197,12 +194,3 @@ _SELECT_EVENT = (
     "e.created_ms, e.due_ms, e.first_claim_ms, e.settled_ms "
     "FROM event AS e LEFT JOIN flow AS f ON f.flow_id = e.flow_id "
 )
-
-
-def event_info(row: Sequence[Any]) -> EventInfo:
-    return EventInfo(
-        event_id=row[0], flow=row[1], seq=row[2], body=body_value(row[3]), state=State(row[4]),
-        generation=row[5], attempts=row[6], lifetime_attempts=row[7], next_at=from_ms(row[8]),
-        lease_until=from_ms(row[9]), owner=row[10], reason=row[11], created_at=row[12] / 1000,
-        due_at=row[13] / 1000, first_claimed_at=from_ms(row[14]), settled_at=from_ms(row[15]),
-    )

@@ -9,15 +9,13 @@ which slots exist and what becomes of them.
 from __future__ import annotations
 
 import builtins
-import json
 import sqlite3
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import Protocol
 
-from .._json import body_value
 from ..backend import Advance, NewSchedule
-from ..policy import from_ms
-from ..types import AuditEntry, Misfire, Schedule
+from ..rows import audit_entry, schedule as _schedule
+from ..types import AuditEntry, Schedule
 
 
 class _Bound(Protocol):
@@ -54,7 +52,7 @@ class ScheduleTxn:
             "WHERE event_id >= :low AND event_id < :high AND action = 'misfire' "
             "AND json_extract(detail, '$.schedule') = :name ORDER BY event_id DESC, id DESC LIMIT :limit",
             {"low": name + "@", "high": name + "A", "name": name, "limit": limit})
-        return [AuditEntry(r[0], r[1], r[2], r[3], r[4], r[5] / 1000, json.loads(r[6])) for r in rows]
+        return [audit_entry(r) for r in rows]
 
     def list(self) -> list[Schedule]:
         # Every schedule, in name order (the primary key's order).
@@ -103,11 +101,3 @@ class ScheduleTxn:
             "WHERE name = :name",
             [{"name": m.name, "last_slot_ms": m.last_slot_ms, "next_slot_ms": m.next_slot_ms} for m in moves],
         )
-
-
-def _schedule(row: Sequence[Any]) -> Schedule:
-    return Schedule(
-        name=row[0], every=from_ms(row[1]), cron=row[2], tz=row[3], body=body_value(row[4]), flow=row[5],
-        start=row[6] / 1000, misfire=Misfire(row[7]), grace=from_ms(row[8]), paused=bool(row[9]),
-        last_slot=from_ms(row[10]), next_slot=from_ms(row[11]),
-    )

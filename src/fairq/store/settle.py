@@ -11,15 +11,15 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import Any, NamedTuple
+from typing import Any
 
-from .. import rules
 from ..backend import SettleItem
-from ..errors import LeaseExpired, LeaseLost, RedriveRefused, StaleLease
+from ..errors import LeaseLost
 from ..policy import Backoff, decide, from_ms
 from ..types import Lease, Outcome, Settled, State
 from .._json import body_value
-from .txn import TxnCore, audit_row
+from ..rows import Held as _Held, audit_row, fence_held as _fence, redrive_refusal
+from .txn import TxnCore
 
 # The columns a settle, extend or redrive needs to judge a lease.
 _FENCE_COLUMNS = (
@@ -32,24 +32,6 @@ _FENCE_MANY = _FENCE_COLUMNS + "WHERE event_id IN (SELECT value FROM json_each(:
 _TOTAL_FOR = {State.ACKED: "acked", State.READY: "retried", State.QUARANTINED: "quarantined"}
 
 
-class _Held(NamedTuple):
-    """An event row as a fence check sees it."""
-
-    event_id: str
-    id: int
-    flow_id: int | None
-    seq: int
-    state: str
-    generation: int
-    attempts: int
-    lifetime_attempts: int
-    lease_until_ms: int | None
-    owner: str | None
-    pass_: int | None
-    turn: int | None
-    reason: str | None
-
-
 def _held(tx: TxnCore, event_ids: list[str]) -> dict[str, _Held]:
     # The rows the fence judges, by the event_id index, read under the write
     # lock; one id by value, without a JSON list.
@@ -58,16 +40,6 @@ def _held(tx: TxnCore, event_ids: list[str]) -> dict[str, _Held]:
     else:
         rows = tx.connection.execute(_FENCE_MANY, {"ids": json.dumps(event_ids)})
     return {row[0]: _Held._make(row) for row in rows}
-
-
-def _fence(row: _Held | None, event_id: str, generation: int, now_ms: int,
-           settled: bool = False) -> StaleLease | LeaseExpired | None:
-    """rules.fence on a row as read (None: no such event)."""
-    if row is None:
-        return rules.fence(event_id, generation, now_ms, state=None, stored_generation=None,
-                           lease_until_ms=None, settled_in_batch=settled)
-    return rules.fence(event_id, generation, now_ms, state=row.state, stored_generation=row.generation,
-                       lease_until_ms=row.lease_until_ms, settled_in_batch=settled)
 
 
 def check_fence(tx: TxnCore, event_id: str, generation: int, now_ms: int) -> None:
@@ -199,14 +171,10 @@ def redrive(tx: TxnCore, event_id: str, *, expected_generation: int, reason: str
             now_ms: int) -> int:
     """Give a quarantined head a new round; returns its new generation."""
     row = _held(tx, [event_id]).get(event_id)
-    if row is None:
-        raise RedriveRefused(event_id, f"event {event_id!r} does not exist")
-    if row.state != "quarantined":
-        raise RedriveRefused(event_id, f"event {event_id!r} is {row.state}, not quarantined")
-    if row.generation != expected_generation:
-        raise RedriveRefused(
-            event_id, f"event {event_id!r} is at generation {row.generation}, not {expected_generation}"
-        )
+    refused = redrive_refusal(row, event_id, expected_generation)
+    if refused is not None:
+        raise refused
+    assert row is not None
     generation = row.generation + 1
     # A new round: attempts reset, lifetime_attempts kept, the old reason
     # moves to the audit row. The generation moves on, so no holder from

@@ -20,7 +20,7 @@ from typing import Any
 
 from .. import policy
 from ..policy import Policy
-from .._json import canonical
+from ..rows import audit_row
 from ..types import TOTALS
 from .sqlite import Database
 from .policy_store import policy_from_row
@@ -262,9 +262,3 @@ def _lag_text(counts: list[int]) -> str:
     _last_lags[0] = (text, counts.copy())
     return text
 
-
-def audit_row(event_id: str, action: str, reason: str | None, actor: str | None,
-              generation: int | None, now_ms: int, detail: dict[str, Any]) -> dict[str, Any]:
-    """The parameters of one audit row."""
-    return {"event_id": event_id, "action": action, "reason": reason, "actor": actor,
-            "generation": generation, "at_ms": now_ms, "detail": canonical(detail)}

@@ -1,0 +1,174 @@
+"""Rows as every store reads them, and what they become.
+
+Each store reads its rows with its own SQL, in the column orders named here,
+and hands them to these functions: the records a verb judges (`Held`, an
+event under a lease; `StoredId`, an event id already stored or tombstoned),
+the rules' verdicts on those records (`fence_held`, `redrive_refusal`,
+`fresh_events`), the answers a verb returns (`enqueued`), the conversions
+of a read row to a `fairq.types` value (`event_info`, `audit_entry`,
+`schedule`) and the parameters of an audit row (`audit_row`). Nothing here
+runs SQL, names a driver or reads a clock; the decisions themselves stay in
+`fairq.rules` and `fairq.policy`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any, NamedTuple
+
+from . import rules
+from ._json import body_value, canonical
+from .backend import NewEvent
+from .errors import LeaseExpired, RedriveRefused, StaleLease
+from .policy import from_ms
+from .types import AuditEntry, Enqueued, EventInfo, Misfire, Schedule, State
+
+__all__ = [
+    "Held",
+    "fence_held",
+    "redrive_refusal",
+    "StoredId",
+    "fresh_events",
+    "enqueued",
+    "event_info",
+    "audit_entry",
+    "schedule",
+    "audit_row",
+]
+
+
+# -- leases: settle, extend, redrive -------------------------------------------
+
+
+class Held(NamedTuple):
+    """An event row as a fence check sees it, with its head's rotation place."""
+
+    event_id: str
+    id: int
+    flow_id: int | None
+    seq: int
+    state: str
+    generation: int
+    attempts: int
+    lifetime_attempts: int
+    lease_until_ms: int | None
+    owner: str | None
+    pass_: int | None
+    turn: int | None
+    reason: str | None
+
+
+def fence_held(row: Held | None, event_id: str, generation: int, now_ms: int,
+               settled: bool = False) -> StaleLease | LeaseExpired | None:
+    """rules.fence on a row as read (None: no such event)."""
+    if row is None:
+        return rules.fence(event_id, generation, now_ms, state=None, stored_generation=None,
+                           lease_until_ms=None, settled_in_batch=settled)
+    return rules.fence(event_id, generation, now_ms, state=row.state, stored_generation=row.generation,
+                       lease_until_ms=row.lease_until_ms, settled_in_batch=settled)
+
+
+def redrive_refusal(row: Held | None, event_id: str, expected_generation: int) -> RedriveRefused | None:
+    """Why a redrive of this row is refused (None: it may go on): only a
+    quarantined event at the generation the caller saw gets a new round."""
+    if row is None:
+        return RedriveRefused(event_id, f"event {event_id!r} does not exist")
+    if row.state != "quarantined":
+        return RedriveRefused(event_id, f"event {event_id!r} is {row.state}, not quarantined")
+    if row.generation != expected_generation:
+        return RedriveRefused(
+            event_id, f"event {event_id!r} is at generation {row.generation}, not {expected_generation}")
+    return None
+
+
+# -- enqueue -------------------------------------------------------------------
+
+
+class StoredId(NamedTuple):
+    """An event id already stored: its flow, its seq and its body (for a
+    tombstone, the body's hash, rules.body_hash)."""
+
+    event_id: str
+    flow: str | None
+    seq: int
+    body: str | bytes
+
+
+def fresh_events(items: Sequence[NewEvent], stored: Mapping[str, StoredId]) -> dict[str, NewEvent]:
+    """The events to insert, by id: each new id once. A repeat of a stored
+    id, or of an earlier item in the batch, must match it (rules.check_repeat
+    raises Conflict otherwise, before anything is written)."""
+    fresh: dict[str, NewEvent] = {}
+    for item in items:
+        if item.event_id in stored:
+            found = stored[item.event_id]
+            rules.check_repeat(item.event_id, item.flow, item.body, stored_flow=found.flow, stored_body=found.body)
+        elif item.event_id in fresh:
+            earlier = fresh[item.event_id]
+            rules.check_repeat(item.event_id, item.flow, item.body, stored_flow=earlier.flow,
+                               stored_body=earlier.body)
+        else:
+            fresh[item.event_id] = item
+    return fresh
+
+
+def enqueued(items: Sequence[NewEvent], stored: Mapping[str, StoredId], seqs: Mapping[str, int]) -> list[Enqueued]:
+    """Each item's answer, in order: created for the first item of a new id
+    (its seq in `seqs`), not created for a repeat."""
+    out = []
+    created: set[str] = set()
+    for item in items:
+        if item.event_id in seqs and item.event_id not in created:
+            created.add(item.event_id)
+            out.append(Enqueued(item.event_id, item.flow, seqs[item.event_id], True))
+        else:
+            seq = stored[item.event_id].seq if item.event_id in stored else seqs[item.event_id]
+            out.append(Enqueued(item.event_id, item.flow, int(seq), False))
+    return out
+
+
+# -- read rows as values -------------------------------------------------------
+
+
+def _ms(value: Any) -> float | None:
+    """A stored millisecond time (or None) in seconds."""
+    return from_ms(None if value is None else int(value))
+
+
+def event_info(row: Sequence[Any]) -> EventInfo:
+    """An event read as (event_id, flow name, seq, body, state, generation,
+    attempts, lifetime_attempts, next_at_ms, lease_until_ms, owner, reason,
+    created_ms, due_ms, first_claim_ms, settled_ms)."""
+    return EventInfo(
+        event_id=row[0], flow=row[1], seq=int(row[2]), body=body_value(row[3]), state=State(row[4]),
+        generation=int(row[5]), attempts=int(row[6]), lifetime_attempts=int(row[7]), next_at=_ms(row[8]),
+        lease_until=_ms(row[9]), owner=row[10], reason=row[11], created_at=int(row[12]) / 1000,
+        due_at=int(row[13]) / 1000, first_claimed_at=_ms(row[14]), settled_at=_ms(row[15]),
+    )
+
+
+def audit_entry(row: Sequence[Any]) -> AuditEntry:
+    """An audit row read as (event_id, action, reason, actor, generation, at_ms, detail)."""
+    return AuditEntry(row[0], row[1], row[2], row[3], None if row[4] is None else int(row[4]),
+                      int(row[5]) / 1000, json.loads(row[6]))
+
+
+def schedule(row: Sequence[Any]) -> Schedule:
+    """A schedule read as (name, every_ms, cron, tz, body, flow, start_ms,
+    misfire, grace_ms, paused, last_slot_ms, next_slot_ms)."""
+    return Schedule(
+        name=row[0], every=_ms(row[1]), cron=row[2], tz=row[3], body=body_value(row[4]), flow=row[5],
+        start=int(row[6]) / 1000, misfire=Misfire(row[7]), grace=_ms(row[8]), paused=bool(row[9]),
+        last_slot=_ms(row[10]), next_slot=_ms(row[11]),
+    )
+
+
+# -- rows written --------------------------------------------------------------
+
+
+def audit_row(event_id: str, action: str, reason: str | None, actor: str | None,
+              generation: int | None, now_ms: int, detail: dict[str, Any]) -> dict[str, Any]:
+    """The parameters of one audit row, by column name."""
+    return {"event_id": event_id, "action": action, "reason": reason, "actor": actor,
+            "generation": generation, "at_ms": now_ms, "detail": canonical(detail)}
