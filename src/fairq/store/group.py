@@ -3,18 +3,20 @@
 Threads sharing a Database (a Worker's, `fairq serve`'s connections, an
 application's) take turns on its one connection. A write call that finds a
 transaction open joins it instead of beginning its own; each call runs
-inside its own SAVEPOINT, so its failure undoes only its own statements.
+after the first inside its own SAVEPOINT, so its failure undoes only its
+own statements (the first call's failure rolls back the transaction, which
+holds its statements alone).
 When a call's savepoint is released and another write call is waiting for
 the connection, it hands the connection over and waits; the last call of
 the group (the one that finds nobody waiting) COMMITs for all, and only
 then is any call of the group answered::
 
-    thread A  BEGIN  [SAVEPOINT A ... RELEASE]                          COMMIT -> A, B, C answered
+    thread A  BEGIN  [A ...]                                            COMMIT -> A, B, C answered
     thread B                                 [SAVEPOINT B ... RELEASE]    |
     thread C                                     [SAVEPOINT C ... ROLLBACK TO C] (C raises its own error)
 
-A lone call pays nothing more than a savepoint: it finds nobody waiting and
-commits at once; there is no timer. Reads wait for an open group to end
+A lone call pays nothing more: it runs no savepoint, finds nobody waiting
+and commits at once; there is no timer. Reads wait for an open group to end
 (they would otherwise see its writes before they commit), and while a read
 waits no new group begins. This module holds the group's BEGIN IMMEDIATE,
 COMMIT and ROLLBACK; fairq.store.transactions the per-call savepoint.
@@ -129,12 +131,12 @@ class Writers:
 
     # -- the group -------------------------------------------------------------
 
-    def begin(self, conn: sqlite3.Connection) -> Group:
-        """The open group, or a new one (BEGIN IMMEDIATE, after this process's
-        turn at the file's write lock) if there is none."""
+    def begin(self, conn: sqlite3.Connection) -> tuple[Group, bool]:
+        """(the open group, False), or (a new one, True): BEGIN IMMEDIATE,
+        after this process's turn at the file's write lock, if there is none."""
         group = self.group
         if group is not None:
-            return group
+            return group, False
         if self.turns is not None:
             self.turns.acquire()
         try:
@@ -144,7 +146,7 @@ class Writers:
                 self.turns.release()
             raise
         group = self.group = Group()
-        return group
+        return group, True
 
     def finish(self, conn: sqlite3.Connection, group: Group) -> None:
         """After a call's savepoint: hand the connection to a waiting call, or

@@ -1,8 +1,8 @@
 """fairq's write calls on its own connection or joined to an application's.
 
-A write call is a SAVEPOINT inside a ``BEGIN IMMEDIATE`` transaction that
-calls made at once share (fairq.store.group): the call's statements are
-undone alone on any exception, and it returns only after the transaction's
+A write call runs inside a ``BEGIN IMMEDIATE`` transaction that calls made
+at once share (fairq.store.group), each call after the first in a SAVEPOINT
+of its own: the call's statements are undone alone on any exception, and it returns only after the transaction's
 COMMIT; a failing COMMIT makes every call of it raise. A joined write is a
 SAVEPOINT inside the application's open transaction. Either way a failure of
 fairq's own statements leaves as a typed error (store.failures).
@@ -28,24 +28,26 @@ if TYPE_CHECKING:  # Database hands out these transactions: a type, never an imp
 class Transaction:
     """``with db.write(name) as conn:`` -- one write call, committed with its group.
 
-    The call runs inside its own SAVEPOINT of the group's BEGIN IMMEDIATE
-    transaction (fairq.store.group): when its block ends, `before_commit`
+    The call runs in the group's BEGIN IMMEDIATE transaction
+    (fairq.store.group): the first call of a group begins it; each later one
+    runs inside a SAVEPOINT of its own. When its block ends, `before_commit`
     runs (if given) and the savepoint is released; on any exception the
-    savepoint is rolled back, undoing this call's statements only, and the
-    exception re-raised. Either way the block returns only after the group
+    call's statements are undone (ROLLBACK TO its savepoint, or ROLLBACK of
+    the transaction that holds only them), and the exception re-raised. Either way the block returns only after the group
     has ended: a call that returns has committed. If the group's COMMIT
     fails, every call of the group raises (the COMMIT's error, typed), and
     none of them committed. Holds the database's connection while its block
     runs.
     """
 
-    __slots__ = ("_db", "_name", "before_commit", "_group")
+    __slots__ = ("_db", "_name", "before_commit", "_group", "_savepoint")
 
     def __init__(self, db: Database, name: str, before_commit: Callable[[], None] | None) -> None:
         self._db = db
         self._name = name
         self.before_commit = before_commit
         self._group: Group | None = None
+        self._savepoint = False  # this call joined an open group: its statements are in a savepoint
 
     def __enter__(self) -> sqlite3.Connection:
         db = self._db
@@ -54,14 +56,17 @@ class Transaction:
         conn = db.conn
         try:
             db.refuse_closed()
-            self._group = writers.begin(conn)
+            self._group, began = writers.begin(conn)
         except BaseException as exc:
             writers.let_go()
             raise_typed(exc, db.path)
             raise
+        if began:
+            return conn  # the transaction holds this call's statements alone: a ROLLBACK undoes them
         try:
-            # This call's own statements: undone alone if it fails.
+            # This call's own statements, after other calls' in the group: undone alone if it fails.
             conn.execute("SAVEPOINT fairq_call")
+            self._savepoint = True
         except BaseException as exc:
             self._end_call(exc)
         return conn
@@ -77,7 +82,8 @@ class Transaction:
                     raise UsageError(
                         f"{self._name}: the transaction was ended inside the call; nothing is certain"
                     )
-                conn.execute("RELEASE fairq_call")
+                if self._savepoint:
+                    conn.execute("RELEASE fairq_call")
             except BaseException as err:
                 failure = err
         self._end_call(failure)
@@ -91,9 +97,11 @@ class Transaction:
         assert group is not None
         if failure is not None:
             try:
-                if conn.in_transaction:
+                if conn.in_transaction and self._savepoint:
                     conn.execute("ROLLBACK TO fairq_call")
                     conn.execute("RELEASE fairq_call")
+                elif conn.in_transaction:
+                    conn.execute("ROLLBACK")  # the group's first call: nothing else is in it
             except BaseException as err:  # the savepoint cannot be undone: nor can the group
                 group.error = err
             if not conn.in_transaction and group.error is None:
