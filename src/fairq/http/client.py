@@ -92,7 +92,8 @@ class Client:
             self._headers["Authorization"] = f"Bearer {token}"
         self._post_headers = {**self._headers, "Content-Type": "application/json"}
         self._path = split.path.rstrip("/")  # a prefix a proxy in front may route by
-        self._connections = Connections(split.scheme, split.hostname, port, self.timeout)
+        self._connections = Connections(split.scheme, split.hostname,
+                                        port or (443 if split.scheme == "https" else 80), self.timeout)
 
     def __repr__(self) -> str:
         return f"fairq.Client({self.url!r})"

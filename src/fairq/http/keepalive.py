@@ -42,7 +42,7 @@ class _Line:
 class Connections:
     """Persistent connections to one server, one per calling thread."""
 
-    def __init__(self, scheme: str, host: str, port: int | None, timeout: float) -> None:
+    def __init__(self, scheme: str, host: str, port: int, timeout: float) -> None:
         self._factory = http.client.HTTPSConnection if scheme == "https" else http.client.HTTPConnection
         self._host, self._port, self._timeout = host, port, timeout
         self._local = threading.local()
