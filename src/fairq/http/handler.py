@@ -23,7 +23,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 from .._json import StrictJSONError, canonical, loads_strict
 from ..errors import FairqError, InvalidInput
-from .framing import DeadlineReader, HeadRefused, body_length, is_json_type, parse_head, read_head
+from .framing import DeadlineReader, Headers, HeadRefused, body_length, is_json_type, parse_head, read_head
 from . import console_api as _console_api  # noqa: F401  (registers the console's endpoints)
 from .routes import ROUTES, Edge, Refusal, Request, Route, Text
 from .wire import STATUS, error_code, error_json, queue_error_json
@@ -66,6 +66,8 @@ class _Dropped(Exception):
 
 class Handler(BaseHTTPRequestHandler):
     server: Server
+    headers: Headers  # type: ignore[assignment]  # parsed by framing.parse_head, not the email parser
+    _headers_buffer: list[bytes]  # http.server's: the answer's head, until flush_headers()
     protocol_version = "HTTP/1.1"
     server_version = "fairq"
     # Headers and body leave in two writes; without TCP_NODELAY a keep-alive
@@ -117,7 +119,7 @@ class Handler(BaseHTTPRequestHandler):
             self.send_error(refused.status, refused.message)
             return
         self.command, self.path, self.request_version = head.command, head.path, head.version
-        self.headers = head.headers  # type: ignore[assignment]  # get, get_all and `in`, as used here
+        self.headers = head.headers
         self.close_connection = not head.keep_alive
         self._expects_continue = head.expects_continue
         method = getattr(self, "do_" + self.command, None)
@@ -169,8 +171,8 @@ class Handler(BaseHTTPRequestHandler):
             raise
         target = urlsplit(self.path)
         segments = target.path.split("/")[1:] if target.path.startswith("/") else []
-        matches = [(r, captured) for r in ROUTES if (captured := r.match(segments)) is not None
-                   and (r.console or not self.server.console_only)]
+        matches = [(r, captured) for r in _routes_of_length(len(segments))
+                   if (captured := r.match(segments)) is not None and (r.console or not self.server.console_only)]
         if not any(r.public for r, _ in matches):
             self._authenticate()
         if not matches:
@@ -270,6 +272,22 @@ class Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:
         if log.isEnabledFor(logging.DEBUG):  # every answer passes here: format only when it is kept
             log.debug("http %s %s", self.address_string(), format % args)
+
+
+# The routes by their number of path segments, and how many routes were indexed.
+_by_length: tuple[int, dict[int, list[Route]]] = (-1, {})
+
+
+def _routes_of_length(n: int) -> list[Route]:
+    """The routes (in order) whose paths have n segments: only they can match such a path."""
+    global _by_length
+    indexed, index = _by_length
+    if indexed != len(ROUTES):  # a route was added since: index them again
+        index = {}
+        for r in ROUTES:
+            index.setdefault(len(r.segments), []).append(r)
+        _by_length = (len(ROUTES), index)
+    return index.get(n, [])
 
 
 def _hostname(host_header: str) -> str:
