@@ -4,6 +4,7 @@ sent, and a request that may have reached the server is never sent twice."""
 
 from __future__ import annotations
 
+import re
 import socket
 import threading
 import time
@@ -156,3 +157,44 @@ def test_a_write_whose_connection_breaks_after_sending_raises_unavailable_and_is
         client.close()
     finally:
         fake.close()
+
+
+STATS = b"GET /v1/stats HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + TOKEN.encode() + b"\r\n"
+
+
+def answers_until_closed(server: Any, request: bytes) -> list[str]:
+    """The status lines the server sends on one connection before it closes it."""
+    with socket.create_connection(server.server_address[:2], timeout=HANG) as sock:
+        sock.sendall(request)
+        received = b"".join(iter(lambda: sock.recv(65536), b""))
+    return re.findall(r"HTTP/1\.1 \d{3} [^\r]*", received.decode())
+
+
+def test_requests_sent_together_on_one_connection_are_answered_in_turn_until_one_says_close(make_queue) -> None:
+    with running(make_queue()) as server:
+        statuses = answers_until_closed(server, STATS + b"\r\n" + STATS + b"\r\n"
+                                        + STATS + b"Connection: close\r\n\r\n" + STATS + b"\r\n")
+        assert statuses == ["HTTP/1.1 200 OK"] * 3  # the fourth, after close, is not read
+
+
+def test_an_http_1_0_request_is_answered_and_its_connection_closed(make_queue) -> None:
+    with running(make_queue()) as server:
+        one_zero = STATS.replace(b"HTTP/1.1", b"HTTP/1.0")
+        assert answers_until_closed(server, one_zero + b"\r\n" + STATS + b"\r\n") == ["HTTP/1.1 200 OK"]
+        assert answers_until_closed(server, one_zero + b"Connection: keep-alive\r\n\r\n"
+                                    + STATS + b"Connection: close\r\n\r\n") == ["HTTP/1.1 200 OK"] * 2
+
+
+def test_header_names_are_matched_without_regard_to_case_and_values_trimmed(make_queue) -> None:
+    with running(make_queue()) as server:
+        request = (b"GET /v1/stats HTTP/1.1\r\nhost: x\r\nauthorization:   Bearer " + TOKEN.encode()
+                   + b"\r\nCONNECTION: close\r\n\r\n")
+        assert answers_until_closed(server, request) == ["HTTP/1.1 200 OK"]
+
+
+def test_a_bad_request_line_or_http_2_is_refused_and_closed(make_queue) -> None:
+    with running(make_queue()) as server:
+        for line, status in [(b"GET /v1/stats HTTP/x.1", "400"), (b"GET /v1/stats HTTP/2.0", "505"),
+                             (b"GET /v1/stats extra HTTP/1.1", "400"), (b"POST /v1/stats", "400")]:
+            statuses = answers_until_closed(server, line + b"\r\nHost: x\r\n\r\n" + STATS + b"\r\n")
+            assert len(statuses) == 1 and statuses[0].startswith(f"HTTP/1.1 {status}"), (line, statuses)
