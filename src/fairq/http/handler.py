@@ -70,8 +70,8 @@ class Handler(BaseHTTPRequestHandler):
     _headers_buffer: list[bytes]  # http.server's: the answer's head, until flush_headers()
     protocol_version = "HTTP/1.1"
     server_version = "fairq"
-    # Headers and body leave in two writes; without TCP_NODELAY a keep-alive
-    # client's delayed ACK stalls the second one for tens of milliseconds.
+    # A 100 Continue and its answer leave in two writes; without TCP_NODELAY a
+    # keep-alive client's delayed ACK would stall the second for tens of milliseconds.
     disable_nagle_algorithm = True
 
     def setup(self) -> None:
