@@ -57,6 +57,22 @@ def _http_client(url: str, barrier: Any, out: Any) -> None:
 
 def serve_requests_per_s(folder: str, events: int, clients: int) -> float:
     """claim+ack requests/s through `fairq serve` with `clients` client processes."""
+    return serve_figures(folder, events, clients)[0]
+
+
+def _cpu_seconds(pid: int) -> float | None:
+    """CPU seconds (user + system) a process has used so far; None where /proc is missing."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def serve_figures(folder: str, events: int, clients: int) -> tuple[float, float | None]:
+    """claim+ack requests/s through `fairq serve` with `clients` client processes, and the
+    server process's CPU milliseconds per request (None where it cannot be read)."""
     env = {**os.environ, "FAIRQ_TOKEN": TOKEN, "PYTHONPATH": SRC}
     path = os.path.join(folder, f"serve-{clients}-{time.monotonic_ns()}.db")
     server = subprocess.Popen([sys.executable, "-m", "fairq", "--db", path, "serve", "--port", "0"],
@@ -71,16 +87,17 @@ def serve_requests_per_s(folder: str, events: int, clients: int) -> float:
         for p in procs:
             p.start()
         barrier.wait()
-        start = time.perf_counter()
+        start, cpu_start = time.perf_counter(), _cpu_seconds(server.pid)
         requests = sum(out.get(timeout=600) for _ in procs)
-        elapsed = time.perf_counter() - start
+        elapsed, cpu_end = time.perf_counter() - start, _cpu_seconds(server.pid)
         for p in procs:
             p.join()
     finally:
         server.terminate()
         server.wait()
     assert requests == 2 * events, requests
-    return requests / elapsed
+    cpu_ms = None if cpu_start is None or cpu_end is None else 1000 * (cpu_end - cpu_start) / requests
+    return requests / elapsed, cpu_ms
 
 
 # -- a threaded Worker: concurrency=8 ÷ 1 -------------------------------------------
@@ -258,7 +275,12 @@ def main() -> None:
                 print(drain_threads(os.path.join(folder, f"d{i}.db"), 2000 if args.quick else 10000))
         elif args.only == "serve":
             for n in (1, 8):
-                print(n, serve_requests_per_s(folder, 300 if args.quick else 1500, n))
+                runs = [serve_figures(folder, 300 if args.quick else 1500, n) for _ in range(repeat)]
+                cpu = [c for _, c in runs if c is not None]
+                print(f"{n} client(s): {statistics.median(r for r, _ in runs):,.0f} req/s "
+                      f"(runs {', '.join(f'{r:,.0f}' for r, _ in runs)}); server CPU "
+                      f"{statistics.median(cpu) if cpu else float('nan'):.3f} ms/request, "
+                      f"load average {os.getloadavg()[0]:.1f}")
         elif args.only == "worker":
             for n in (1, 8):
                 print(n, worker_events_per_s(folder, 400 if args.quick else 2000, n))

@@ -6,10 +6,13 @@ its own clock, no code runs inside a remote transaction, and a remote
 enqueue cannot join the application's local one), the same value types back
 and the same exceptions raised, so code written against Queue (fairq.Worker
 among it) runs unchanged against a server.
-Standard library only (urllib); environment proxies and redirects are not
-followed, so the token goes only to the URL given.
+Standard library only (http.client): each thread keeps one HTTP/1.1
+connection open and sends its calls on it (fairq.http.keepalive); proxies
+and redirects are not followed, so the token goes only to the URL given.
 
-There are no automatic retries. A call that raises Unavailable may or may not
+There are no automatic retries. A kept connection the server closed while it
+sat idle is replaced before the request is sent; once a request may have
+left, it is never sent again. A call that raises Unavailable may or may not
 have taken effect: a claim may have leased an event (it is claimed again when
 that lease ends); a settle may have committed (settling again answers
 StaleLease).
@@ -21,8 +24,6 @@ import dataclasses
 import http.client
 import json
 import os
-import urllib.error
-import urllib.request
 from collections.abc import Iterable, Mapping
 from typing import Any
 from urllib.parse import urlencode, urlsplit
@@ -43,18 +44,12 @@ from ..types import (
     State,
     Stats,
 )
+from .keepalive import Connections
 from .paths import query, segment
 from .remote_schedules import RemoteSchedules
 from .wire import check_json, error_from_json, from_json
 
 __all__ = ["Client"]
-
-
-class _NoRedirect(urllib.request.HTTPRedirectHandler):
-    """Refuse redirects: the server never sends one, and the token must not follow it."""
-
-    def redirect_request(self, *args: Any, **kw: Any) -> None:
-        return None
 
 
 class Client:
@@ -63,8 +58,8 @@ class Client:
     token: the server's bearer token (default: $FAIRQ_TOKEN). timeout: seconds to wait for each
     answer. lease_seconds: the lease a claim or extend asks for when the
     call gives none, as Queue(lease_seconds=) does (the server's own default
-    applies only to requests without one). Safe to share between threads;
-    holds no connection open.
+    applies only to requests without one). Safe to share between threads:
+    each thread keeps its own connection open (close() closes them).
     Refusals raise what Queue raises (StaleLease, LeaseExpired, Conflict,
     InvalidInput naming the server's field, RedriveRefused, Busy, ...); a
     server that cannot be reached raises Unavailable; a refusal with no local
@@ -82,6 +77,10 @@ class Client:
         split = urlsplit(url) if isinstance(url, str) else None
         if split is None or split.scheme not in ("http", "https") or not split.hostname:
             raise InvalidInput("url", f"must be an http:// or https:// URL, got {url!r}")
+        try:
+            port = split.port
+        except ValueError:
+            raise InvalidInput("url", f"has a port that is not a number from 0 to 65535: {url!r}") from None
         if token is not None and not isinstance(token, str):
             raise InvalidInput("token", f"must be a str, not {type(token).__name__}")
         self.url = url.rstrip("/")
@@ -91,7 +90,10 @@ class Client:
         self._headers = {"Accept": "application/json"}
         if token is not None:
             self._headers["Authorization"] = f"Bearer {token}"
-        self._opener = urllib.request.build_opener(urllib.request.ProxyHandler({}), _NoRedirect)
+        self._post_headers = {**self._headers, "Content-Type": "application/json"}
+        self._path = split.path.rstrip("/")  # a prefix a proxy in front may route by
+        self._connections = Connections(split.scheme, split.hostname,
+                                        port or (443 if split.scheme == "https" else 80), self.timeout)
 
     def __repr__(self) -> str:
         return f"fairq.Client({self.url!r})"
@@ -102,7 +104,8 @@ class Client:
         return {"token": self._token, "timeout": self.timeout, "lease_seconds": self.lease_seconds}
 
     def close(self) -> None:
-        """Nothing to release (no connection is kept); here so Client fits where Queue does."""
+        """Close the connections kept open; a later call opens a new one."""
+        self._connections.close()
 
     def __enter__(self) -> Client:
         return self
@@ -282,27 +285,24 @@ class Client:
         absent: the error code that means "there is no such thing"; it is
         answered as None instead of raised.
         """
-        url = self.url + path + (f"?{urlencode(query)}" if query else "")
-        headers = dict(self._headers)
-        data = None
+        target = self._path + path + (f"?{urlencode(query)}" if query else "")
+        data, headers = None, self._headers
         if payload is not None:
             data = json.dumps(payload, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode("utf-8")
-            headers["Content-Type"] = "application/json"
-        request = urllib.request.Request(url, data=data, headers=headers, method=method)
+            headers = self._post_headers
         try:
-            with self._opener.open(request, timeout=self.timeout) as response:
-                status, raw = response.status, response.read()
-        except urllib.error.HTTPError as exc:
-            refusal = _error_body(exc)
-            if absent is not None and isinstance(refusal, dict) and refusal.get("error") == absent:
-                return None
-            if exc.code == 401 and self._token is None:
-                raise RemoteError(401, "unauthorized", f"fairq at {self.url} wants a token: set FAIRQ_TOKEN, "
-                                  "or pass fairq.Client(url, token=...)") from None
-            raise error_from_json(exc.code, refusal) from None
+            status, raw = self._connections.exchange(method, target, data, headers)
         except (OSError, http.client.HTTPException) as exc:
             raise Unavailable(self.url, f"no answer from fairq at {self.url} ({_reason(exc)}); "
                               f"the call may or may not have taken effect") from exc
+        if not 200 <= status < 300:
+            refusal = _error_body(raw)
+            if absent is not None and isinstance(refusal, dict) and refusal.get("error") == absent:
+                return None
+            if status == 401 and self._token is None:
+                raise RemoteError(401, "unauthorized", f"fairq at {self.url} wants a token: set FAIRQ_TOKEN, "
+                                  "or pass fairq.Client(url, token=...)") from None
+            raise error_from_json(status, refusal) from None
         if status == 204:
             return None
         try:
@@ -311,12 +311,11 @@ class Client:
             raise RemoteError(status, "bad_response", f"HTTP {status} with a body that is not JSON") from None
 
 
-def _error_body(exc: urllib.error.HTTPError) -> Any:
+def _error_body(raw: bytes) -> Any:
     """The JSON body of a refusal; None if it has none."""
     try:
-        with exc:
-            return json.loads(exc.read())
-    except (OSError, http.client.HTTPException, ValueError):
+        return json.loads(raw)
+    except ValueError:
         return None
 
 

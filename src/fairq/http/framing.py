@@ -11,8 +11,11 @@ and a head over MAX_HEAD_BYTES or MAX_HEADERS lines. `body_length` judges
 the body's framing from the parsed headers: at most one Content-Length,
 digits only, and no Transfer-Encoding, so no two readers of the same bytes
 (a proxy and this server) can disagree where the request ends.
-`is_json_type` accepts exactly `application/json`, optionally with a
-UTF-8 charset. No routes and no tokens here (fairq.http.server).
+`parse_head` splits a head `read_head` accepted into its method, target,
+version and headers (what http.server's parser would give, without the
+email parser's cost). `is_json_type` accepts exactly `application/json`,
+optionally with a UTF-8 charset. No routes and no tokens here
+(fairq.http.server).
 """
 
 from __future__ import annotations
@@ -21,13 +24,13 @@ import io
 import re
 import socket
 import time
-from email.message import Message
+from dataclasses import dataclass
 from typing import Any
 
 from .routes import Refusal
 
-__all__ = ["DeadlineReader", "HeadRefused", "read_head", "body_length", "is_json_type", "MAX_HEAD_BYTES",
-           "MAX_HEADERS"]
+__all__ = ["DeadlineReader", "HeadRefused", "read_head", "Headers", "Head", "parse_head", "body_length",
+           "is_json_type", "MAX_HEAD_BYTES", "MAX_HEADERS"]
 
 #: The request line and headers together, in bytes.
 MAX_HEAD_BYTES = 65536
@@ -126,7 +129,83 @@ def read_head(rfile: io.BufferedIOBase) -> tuple[bytes, bytes] | None:
             raise HeadRefused(431, f"the request has more than {MAX_HEADERS} header lines")
 
 
-def body_length(headers: Message) -> int | None:
+class Headers:
+    """A request's header fields in order; names compare without regard to case."""
+
+    def __init__(self, fields: list[tuple[str, str]]) -> None:
+        self._fields = fields
+        self._first: dict[str, str] = {}
+        for name, value in fields:
+            self._first.setdefault(name.lower(), value)
+
+    def get(self, name: str, default: Any = None) -> Any:
+        """The first field's value named `name`, else `default`."""
+        return self._first.get(name.lower(), default)
+
+    def get_all(self, name: str) -> list[str] | None:
+        """Every value named `name`, in order; None if there is none."""
+        key = name.lower()
+        return [value for n, value in self._fields if n.lower() == key] or None
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and name.lower() in self._first
+
+    def items(self) -> list[tuple[str, str]]:
+        return list(self._fields)
+
+
+@dataclass(frozen=True)
+class Head:
+    """A request line and its headers, parsed."""
+
+    command: str
+    path: str
+    version: str  # "HTTP/1.1", "HTTP/1.0" (or "HTTP/0.9" for a bare "GET /path")
+    headers: Headers
+    keep_alive: bool  # the client allows another request on this connection after this one
+    expects_continue: bool  # Expect: 100-continue on an HTTP/1.1 request
+
+
+def parse_head(requestline: bytes, header_block: bytes) -> Head:
+    """The parts of a head `read_head` returned (so its header lines are well formed).
+
+    Refuses (400) a request line that is not "METHOD TARGET HTTP/x.y" (or the
+    old "GET TARGET"), and (505) HTTP/2 or later, as http.server does.
+    """
+    line = str(requestline, "iso-8859-1").rstrip("\r\n")
+    words = line.split()
+    version, keep_alive = "HTTP/0.9", False
+    if len(words) >= 3:
+        version = words[-1]
+        number = version[5:].split(".") if version.startswith("HTTP/") else []
+        if len(number) != 2 or not all(n.isdigit() and len(n) <= 10 for n in number):
+            raise HeadRefused(400, f"Bad request version ({version!r})")
+        major, minor = int(number[0]), int(number[1])
+        if major >= 2:
+            raise HeadRefused(505, f"Invalid HTTP version ({version[5:]})")
+        keep_alive = (major, minor) >= (1, 1)
+    if not 2 <= len(words) <= 3:
+        raise HeadRefused(400, f"Bad request syntax ({line!r})")
+    command, path = words[:2]
+    if len(words) == 2 and command != "GET":
+        raise HeadRefused(400, f"Bad HTTP/0.9 request type ({command!r})")
+    if path.startswith("//"):
+        path = "/" + path.lstrip("/")  # not taken for a scheme-relative URL
+    fields = []
+    for raw in header_block.split(b"\n")[:-2]:  # the block ends with its empty line
+        name, _, value = str(raw, "iso-8859-1").partition(":")
+        fields.append((name, value.lstrip(" \t").rstrip("\r")))
+    headers = Headers(fields)
+    connection = headers.get("Connection", "").lower()
+    if connection == "close":
+        keep_alive = False
+    elif connection == "keep-alive" and len(words) == 3:
+        keep_alive = True
+    expects = headers.get("Expect", "").lower() == "100-continue" and version >= "HTTP/1.1"
+    return Head(command, path, version, headers, keep_alive, expects)
+
+
+def body_length(headers: Headers) -> int | None:
     """The body's length from its one Content-Length (None: no body framing given).
 
     Refuses what could frame the body two ways: two Content-Length headers

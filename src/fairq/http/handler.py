@@ -23,7 +23,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 from .._json import StrictJSONError, canonical, loads_strict
 from ..errors import FairqError, InvalidInput
-from .framing import DeadlineReader, HeadRefused, body_length, is_json_type, read_head
+from .framing import DeadlineReader, Headers, HeadRefused, body_length, is_json_type, parse_head, read_head
 from . import console_api as _console_api  # noqa: F401  (registers the console's endpoints)
 from .routes import ROUTES, Edge, Refusal, Request, Route, Text
 from .wire import STATUS, error_code, error_json, queue_error_json
@@ -66,10 +66,12 @@ class _Dropped(Exception):
 
 class Handler(BaseHTTPRequestHandler):
     server: Server
+    headers: Headers  # type: ignore[assignment]  # parsed by framing.parse_head, not the email parser
+    _headers_buffer: list[bytes]  # http.server's: the answer's head, until flush_headers()
     protocol_version = "HTTP/1.1"
     server_version = "fairq"
-    # Headers and body leave in two writes; without TCP_NODELAY a keep-alive
-    # client's delayed ACK stalls the second one for tens of milliseconds.
+    # A 100 Continue and its answer leave in two writes; without TCP_NODELAY a
+    # keep-alive client's delayed ACK would stall the second for tens of milliseconds.
     disable_nagle_algorithm = True
 
     def setup(self) -> None:
@@ -110,25 +112,22 @@ class Handler(BaseHTTPRequestHandler):
     def _handle_head(self, raw_requestline: bytes, header_block: bytes) -> None:
         """Parse the head that arrived and answer its request (or refuse it)."""
         self.raw_requestline = raw_requestline
-        self._expects_continue = False
-        self.rfile, socket_file = io.BytesIO(header_block), self.rfile  # what parse_request reads
+        self.requestline = str(raw_requestline, "iso-8859-1").rstrip("\r\n")
         try:
-            parsed = self.parse_request()
-        finally:
-            self.rfile = socket_file
-        if not parsed:
+            head = parse_head(raw_requestline, header_block)
+        except HeadRefused as refused:
+            self.send_error(refused.status, refused.message)
             return
+        self.command, self.path, self.request_version = head.command, head.path, head.version
+        self.headers = head.headers
+        self.close_connection = not head.keep_alive
+        self._expects_continue = head.expects_continue
         method = getattr(self, "do_" + self.command, None)
         if method is None:
             self.send_error(501, f"unsupported method {self.command!r}")
             return
         method()
         self.wfile.flush()
-
-    def handle_expect_100(self) -> bool:
-        """Say 100 Continue only once the request is accepted (see _body), not on arrival."""
-        self._expects_continue = True
-        return True
 
     def do_GET(self) -> None:
         self._body_read = False
@@ -172,8 +171,8 @@ class Handler(BaseHTTPRequestHandler):
             raise
         target = urlsplit(self.path)
         segments = target.path.split("/")[1:] if target.path.startswith("/") else []
-        matches = [(r, captured) for r in ROUTES if (captured := r.match(segments)) is not None
-                   and (r.console or not self.server.console_only)]
+        matches = [(r, captured) for r in _routes_of_length(len(segments))
+                   if (captured := r.match(segments)) is not None and (r.console or not self.server.console_only)]
         if not any(r.public for r, _ in matches):
             self._authenticate()
         if not matches:
@@ -218,7 +217,7 @@ class Handler(BaseHTTPRequestHandler):
         if not is_json_type(self.headers.get("Content-Type")):
             raise Refusal("unsupported_media_type",
                           "send Content-Type: application/json (UTF-8, with an optional charset=utf-8)")
-        if self._expects_continue:
+        if self._expects_continue:  # said only now that the request is accepted, not on arrival
             self.send_response_only(HTTPStatus.CONTINUE)
             self.end_headers()
         self._reader.start(self.server.body_timeout)
@@ -258,8 +257,10 @@ class Handler(BaseHTTPRequestHandler):
             self.send_header(name, value)
         if self.close_connection:
             self.send_header("Connection", "close")
-        self.end_headers()
-        if body:
+        if self.request_version != "HTTP/0.9":
+            self._headers_buffer.append(b"\r\n" + body)  # the head and body leave in one write
+            self.flush_headers()
+        elif body:
             self.wfile.write(body)
 
     def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
@@ -269,7 +270,24 @@ class Handler(BaseHTTPRequestHandler):
                                     message or HTTPStatus(code).phrase), {})
 
     def log_message(self, format: str, *args: Any) -> None:
-        log.debug("http %s %s", self.address_string(), format % args)
+        if log.isEnabledFor(logging.DEBUG):  # every answer passes here: format only when it is kept
+            log.debug("http %s %s", self.address_string(), format % args)
+
+
+# The routes by their number of path segments, and how many routes were indexed.
+_by_length: tuple[int, dict[int, list[Route]]] = (-1, {})
+
+
+def _routes_of_length(n: int) -> list[Route]:
+    """The routes (in order) whose paths have n segments: only they can match such a path."""
+    global _by_length
+    indexed, index = _by_length
+    if indexed != len(ROUTES):  # a route was added since: index them again
+        index = {}
+        for r in ROUTES:
+            index.setdefault(len(r.segments), []).append(r)
+        _by_length = (len(ROUTES), index)
+    return index.get(n, [])
 
 
 def _hostname(host_header: str) -> str:
