@@ -119,27 +119,29 @@ def worker_events_per_s(folder: str, events: int, concurrency: int) -> float:
 # -- 4 processes × 4 threads draining one file ---------------------------------------
 
 
+def drain_loop(q: fairq.Queue, seen: list[str], errors: Counter[str]) -> None:
+    """Claim and ack one at a time until 20 claims in a row find nothing;
+    what was acked goes to `seen`, every error to `errors` (a benchmark must show none)."""
+    idle = 0
+    while idle < 20:
+        try:
+            lease = q.claim()
+            if lease is None:
+                idle += 1
+                time.sleep(0.001)
+                continue
+            idle = 0
+            q.ack(lease)
+            seen.append(lease.event_id)
+        except Exception as exc:  # counted and reported: the benchmark must show 0
+            errors[type(exc).__name__ + ": " + str(exc)[:60]] += 1
+
+
 def _drain_threads(path: str, threads: int, barrier: Any, out: Any) -> None:
     q = fairq.Queue(path, busy_timeout=60)
     seen: list[str] = []
     errors: Counter[str] = Counter()
-
-    def loop() -> None:
-        idle = 0
-        while idle < 20:
-            try:
-                lease = q.claim()
-                if lease is None:
-                    idle += 1
-                    time.sleep(0.001)
-                    continue
-                idle = 0
-                q.ack(lease)
-                seen.append(lease.event_id)
-            except Exception as exc:  # counted and reported: the benchmark must show 0
-                errors[type(exc).__name__ + ": " + str(exc)[:60]] += 1
-
-    workers = [threading.Thread(target=loop) for _ in range(threads)]
+    workers = [threading.Thread(target=drain_loop, args=(q, seen, errors)) for _ in range(threads)]
     barrier.wait()
     for t in workers:
         t.start()

@@ -219,20 +219,10 @@ def latency_with_blocked_flows(scratch: Scratch, blocked: int, probes: int, repe
 
 def _drain_fairq(path: str, sync: str, barrier: Any, out: Any) -> None:
     q = fairq.Queue(path, synchronous=sync, busy_timeout=60)  # the file's stored 600 s lease
-    seen, errors, idle = [], Counter(), 0
+    seen: list[str] = []
+    errors: Counter[str] = Counter()
     barrier.wait()
-    while idle < 20:
-        try:
-            lease = q.claim()
-            if lease is None:
-                idle += 1
-                time.sleep(0.001)
-                continue
-            idle = 0
-            q.ack(lease)
-            seen.append(lease.event_id)
-        except Exception as exc:  # counted and reported: the benchmark must show 0
-            errors[type(exc).__name__ + ": " + str(exc)[:60]] += 1
+    contention.drain_loop(q, seen, errors)
     out.put((seen, dict(errors)))
 
 
