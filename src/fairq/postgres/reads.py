@@ -100,13 +100,16 @@ class PgReads:
         return [event_info(r) for r in self.connection.execute(sql, params)]
 
     def flows(self, *, after: str | None, limit: int) -> list[FlowHead]:
-        # Named flows in name order, resuming after `after` through flow.name's
-        # unique key (keyset paging); each flow's head through head.flow_id's.
+        # Named flows in byte order of their names (as SQLite orders them),
+        # resuming after `after` through flow_name_bytes (keyset paging); each
+        # flow's head through head.flow_id's key.
         if after is None:
-            rows = self.connection.execute(_SELECT_FLOW + "ORDER BY f.name LIMIT %(limit)s", {"limit": limit})
+            rows = self.connection.execute(_SELECT_FLOW + 'ORDER BY f.name COLLATE "C" LIMIT %(limit)s',
+                                           {"limit": limit})
         else:
-            rows = self.connection.execute(_SELECT_FLOW + "WHERE f.name > %(after)s ORDER BY f.name "
-                                           "LIMIT %(limit)s", {"after": after, "limit": limit})
+            rows = self.connection.execute(_SELECT_FLOW + 'WHERE f.name COLLATE "C" > %(after)s '
+                                           'ORDER BY f.name COLLATE "C" LIMIT %(limit)s',
+                                           {"after": after, "limit": limit})
         return [FlowHead(r[0], int(r[1]), int(r[2]), None if r[3] is None else event_info(r[3:])) for r in rows]
 
     def audit(self, event_id: str | None, *, limit: int | None) -> list[AuditEntry]:
