@@ -29,6 +29,7 @@ import tempfile
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -150,18 +151,18 @@ def _drain_threads(path: str, threads: int, barrier: Any, out: Any) -> None:
     out.put((seen, dict(errors)))
 
 
-def drain_threads(path: str, events: int, procs: int = 4, threads: int = 4) -> dict[str, Any]:
-    """Events/s draining one file with `procs` processes of `threads` threads."""
-    with fairq.Queue(path, lease_seconds=600) as q:
-        for k in range(0, events, 5000):
-            q.enqueue_many([(f"e{i}", {"i": i}) for i in range(k, min(events, k + 5000))])
+def timed_drainers(target: Callable[..., None], args: tuple[Any, ...], procs: int,
+                   expected: set[Any]) -> dict[str, Any]:
+    """Start `procs` processes of target(*args, barrier, out), each reporting (seen, errors)
+    on `out`; time them from the barrier to the last report: items/s over `expected`, and
+    duplicates, losses and errors (a benchmark must show none)."""
     barrier, out = SPAWN.Barrier(procs + 1), SPAWN.Queue()
-    workers = [SPAWN.Process(target=_drain_threads, args=(path, threads, barrier, out)) for _ in range(procs)]
+    workers = [SPAWN.Process(target=target, args=(*args, barrier, out)) for _ in range(procs)]
     for w in workers:
         w.start()
     barrier.wait()
     start = time.perf_counter()
-    results = [out.get(timeout=600) for _ in workers]
+    results = [out.get(timeout=600) for _ in workers]  # the timeout only stops a hang
     elapsed = time.perf_counter() - start
     for w in workers:
         w.join()
@@ -169,8 +170,16 @@ def drain_threads(path: str, events: int, procs: int = 4, threads: int = 4) -> d
     errors: Counter[str] = Counter()
     for _, e in results:
         errors.update(e)
-    return {"items_per_s": events / elapsed, "duplicates": sum(n - 1 for n in seen.values() if n > 1),
-            "losses": events - len(seen), "errors": sum(errors.values()), "error_kinds": dict(errors)}
+    return {"items_per_s": len(expected) / elapsed, "duplicates": sum(n - 1 for n in seen.values() if n > 1),
+            "losses": len(expected - set(seen)), "errors": sum(errors.values()), "error_kinds": dict(errors)}
+
+
+def drain_threads(path: str, events: int, procs: int = 4, threads: int = 4) -> dict[str, Any]:
+    """Events/s draining one file with `procs` processes of `threads` threads."""
+    with fairq.Queue(path, lease_seconds=600) as q:
+        for k in range(0, events, 5000):
+            q.enqueue_many([(f"e{i}", {"i": i}) for i in range(k, min(events, k + 5000))])
+    return timed_drainers(_drain_threads, (path, threads), procs, {f"e{i}" for i in range(events)})
 
 
 def drains(path: Any, events: int, repeat: int) -> dict[str, Any]:

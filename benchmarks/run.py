@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import multiprocessing
 import os
 import platform
 import sqlite3
@@ -36,7 +35,6 @@ import fairq  # noqa: E402
 from reference import ReferenceQueue  # noqa: E402
 from report import SYNCS, table  # noqa: E402
 
-SPAWN = multiprocessing.get_context("spawn")
 
 
 class Scratch:
@@ -259,23 +257,7 @@ def drain(scratch: Scratch, sync: str, events: int, procs: int, which: str) -> d
         ref.close()
         expected = set(range(events))
         target = _drain_reference
-    barrier, out = SPAWN.Barrier(procs + 1), SPAWN.Queue()
-    workers = [SPAWN.Process(target=target, args=(path, sync, barrier, out)) for _ in range(procs)]
-    for w in workers:
-        w.start()
-    barrier.wait()
-    start = time.perf_counter()
-    results = [out.get(timeout=600) for _ in workers]  # the timeout only stops a hang
-    elapsed = time.perf_counter() - start
-    for w in workers:
-        w.join()
-    seen = Counter(x for got, _ in results for x in got)
-    errors: Counter[str] = Counter()
-    for _, e in results:
-        errors.update(e)
-    return {"items_per_s": events / elapsed, "duplicates": sum(n - 1 for n in seen.values() if n > 1),
-            "losses": len(expected - set(seen)), "errors": sum(errors.values()),
-            "error_kinds": dict(errors)}
+    return contention.timed_drainers(target, (path, sync), procs, expected)
 
 
 def compare_drains(scratch: Scratch, sync: str, events: int, procs: int, repeat: int) -> dict[str, Any]:
