@@ -43,9 +43,10 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
-sys.path.insert(0, str(ROOT / "tests" / "support"))  # pgops: the throwaway cluster
+sys.path.insert(0, str(ROOT / "tests" / "support"))  # pgcluster, pgops: a throwaway cluster, databases
 
 import fairq  # noqa: E402
+import pgcluster  # noqa: E402
 import pgops  # noqa: E402
 
 SPAWN = multiprocessing.get_context("spawn")
@@ -143,7 +144,7 @@ def postgres(url: str | None) -> Iterator[tuple[str, str]]:
     if url is not None:
         yield url, _fsync(url)
         return
-    with pgops.cluster(fsync=True) as cluster:
+    with pgcluster.cluster(fsync=True) as cluster:
         yield cluster.url, _fsync(cluster.url)
 
 

@@ -157,6 +157,19 @@ def pg_server() -> Iterator[pgcluster.Server]:
 
 
 @pytest.fixture
+def own_cluster() -> Iterator[pgcluster.Cluster]:
+    """A started throwaway cluster of the test's own, to stop and start at will; removed
+    after it. No server binaries: the test fails when CI=true, else it is skipped."""
+    pgcluster.require_psycopg()
+    if not pgcluster.available():
+        if os.environ.get("CI") == "true":
+            pytest.fail(pgcluster.HOW_TO)
+        pytest.skip(pgcluster.HOW_TO)
+    with pgcluster.cluster() as cluster:
+        yield cluster
+
+
+@pytest.fixture
 def pg_url(pg_server: pgcluster.Server) -> Iterator[str]:
     """A URL whose connections use a fresh, empty schema (dropped after the test)."""
     name, url = pgcluster.fresh_schema(pg_server.url)

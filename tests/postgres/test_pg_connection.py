@@ -13,7 +13,7 @@ from collections.abc import Iterator
 import pytest
 
 import fairq
-import pgops
+import pgcluster
 from fairq.postgres import url as pg_url_module
 from fairq.postgres.url import CONNECT_TIMEOUT, parse
 from pgsessions import cut
@@ -45,15 +45,8 @@ def test_a_write_whose_connection_is_lost_midway_may_or_may_not_have_committed(p
         assert q.ack(lease).state is fairq.State.ACKED
 
 
-@pytest.fixture
-def own_cluster() -> Iterator[pgops.Cluster]:
-    if not pgops.available():
-        pytest.skip("no PostgreSQL server binaries: " + pgops.HOW_TO_RUN)
-    with pgops.cluster() as cluster:
-        yield cluster
-
-
-def test_a_queue_goes_on_after_a_server_restart_without_being_told_to_reconnect(own_cluster) -> None:
+def test_a_queue_goes_on_after_a_server_restart_without_being_told_to_reconnect(
+        own_cluster: pgcluster.Cluster) -> None:
     with fairq.Queue(own_cluster.url) as q:
         q.enqueue("e1", {})
         own_cluster.stop("immediate")

@@ -1,17 +1,19 @@
 """A PostgreSQL server for the tests: the one FAIRQ_TEST_PG_URL names, or a
 throwaway cluster started in a temporary folder for the test session.
 
-The cluster: `initdb` (found on PATH or under /usr/lib/postgresql/*/bin; run
-as the `postgres` user through runuser when the tests run as root) with trust
-auth, listening on 127.0.0.1 at a free port with its socket in its data
-folder, fsync off (tests, never benchmarks), max_connections 200; stopped with
-`pg_ctl -m fast stop` at the end of the session. Per test, a fresh schema
+A throwaway cluster (`Cluster`, also for a test or benchmark that stops and
+starts a server of its own): `initdb` (found on PATH or under
+/usr/lib/postgresql/*/bin; run as the `postgres` user through runuser when
+the tests run as root) with trust auth, listening on 127.0.0.1 at a free port
+with its socket in its data folder, fsync off unless asked (tests, never
+benchmarks), max_connections 200; removed after use. Per test, a fresh schema
 (`fresh_schema`): a queue lives in the URL's search_path, so isolating a test
 costs one CREATE SCHEMA.
 """
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import os
 import shutil
@@ -20,7 +22,9 @@ import subprocess
 import tempfile
 import urllib.parse
 import uuid
-from dataclasses import dataclass, field
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 #: What to do when no server can be had.
@@ -51,10 +55,67 @@ def find_binary(name: str) -> str | None:
     return candidates[0] if candidates else None
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def available() -> bool:
+    """Can this machine run a throwaway cluster?"""
+    return find_binary("initdb") is not None and find_binary("pg_ctl") is not None
+
+
+class Cluster:
+    """A throwaway PostgreSQL cluster in a temporary folder: init(), start(), stop(), remove()."""
+
+    def __init__(self, *, fsync: bool = False, port: int | None = None) -> None:
+        self.port = port or free_port()
+        self.root = Path(tempfile.mkdtemp(prefix="fairq-pg-"))
+        self.data = self.root / "data"
+        self.fsync = fsync
+        self.url = f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
+
+    def _run(self, *argv: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        prefix = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []  # initdb refuses root
+        return subprocess.run([*prefix, *argv], capture_output=True, text=True, check=check, timeout=120)
+
+    def init(self) -> Cluster:
+        if os.geteuid() == 0:
+            shutil.chown(self.root, "postgres", "postgres")
+        self._run(_binary("initdb"), "-D", str(self.data), "--auth=trust", "-U", "postgres", "-E", "UTF8",
+                  "--no-instructions", *([] if self.fsync else ["--no-sync"]))
+        with open(self.data / "postgresql.conf", "a") as conf:
+            conf.write(f"\nlisten_addresses = '127.0.0.1'\nport = {self.port}\n"
+                       f"unix_socket_directories = '{self.data}'\nfsync = {'on' if self.fsync else 'off'}\n"
+                       "max_connections = 200\n")
+        return self
+
+    def start(self) -> None:
+        self._run(_binary("pg_ctl"), "-D", str(self.data), "-w", "-t", "60", "-l", str(self.root / "log"),
+                  "start")
+
+    def stop(self, mode: str = "fast") -> None:
+        self._run(_binary("pg_ctl"), "-D", str(self.data), "-m", mode, "-w", "stop", check=False)
+
+    def remove(self) -> None:
+        self.stop("immediate")
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+def _binary(name: str) -> str:
+    return find_binary(name) or name
+
+
+@contextlib.contextmanager
+def cluster(*, fsync: bool = False) -> Iterator[Cluster]:
+    """A started throwaway cluster for the block, removed after it."""
+    c = Cluster(fsync=fsync).init()
+    try:
+        c.start()
+        yield c
+    finally:
+        c.remove()
 
 
 @dataclass
@@ -62,17 +123,11 @@ class Server:
     """A reachable server: `url` names a database tests may create schemas in."""
 
     url: str
-    data: str | None = None  # the throwaway cluster's folder, None for FAIRQ_TEST_PG_URL
-    as_user: list[str] = field(default_factory=list)
+    cluster: Cluster | None = None  # the throwaway cluster, None for FAIRQ_TEST_PG_URL
 
     def stop(self) -> None:
-        if self.data is None:
-            return
-        pg_ctl = find_binary("pg_ctl")
-        if pg_ctl:
-            subprocess.run([*self.as_user, pg_ctl, "-D", self.data, "-m", "fast", "-w", "stop"],
-                           capture_output=True, timeout=60, check=False)
-        shutil.rmtree(os.path.dirname(self.data), ignore_errors=True)
+        if self.cluster is not None:
+            self.cluster.remove()
 
 
 def start() -> Server | None:
@@ -80,23 +135,15 @@ def start() -> Server | None:
     given = os.environ.get("FAIRQ_TEST_PG_URL")
     if given:
         return Server(given)
-    initdb, pg_ctl = find_binary("initdb"), find_binary("pg_ctl")
-    if not initdb or not pg_ctl:
+    if not available():
         return None
-    as_user: list[str] = []
-    base = tempfile.mkdtemp(prefix="fairq-pg-")
-    data = os.path.join(base, "data")
-    if os.geteuid() == 0:  # initdb refuses root
-        as_user = ["runuser", "-u", "postgres", "--"]
-        shutil.chown(base, "postgres")
-    port = _free_port()
-    # Throwaway and fast: trust auth, no fsync (tests only), a socket in the data folder.
-    subprocess.run([*as_user, initdb, "-D", data, "--auth=trust", "-U", "postgres", "-E", "UTF8",
-                    "--no-sync"], capture_output=True, timeout=120, check=True)
-    options = f"-c listen_addresses=127.0.0.1 -p {port} -k {data} -c fsync=off -c max_connections=200"
-    subprocess.run([*as_user, pg_ctl, "-D", data, "-o", options, "-l", os.path.join(data, "log"), "-w",
-                    "start"], capture_output=True, timeout=120, check=True)
-    return Server(f"postgresql://postgres@127.0.0.1:{port}/postgres", data, as_user)
+    started = Cluster().init()
+    try:
+        started.start()
+    except BaseException:
+        shutil.rmtree(started.root, ignore_errors=True)
+        raise
+    return Server(started.url, started)
 
 
 def with_schema(url: str, schema: str) -> str:
