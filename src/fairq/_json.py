@@ -43,15 +43,29 @@ def loads_strict(text: str) -> Any:
     Raises StrictJSONError: for malformed text (path ""), or naming the path of
     the first duplicated key or non-finite constant, e.g. "body.items[2].sku".
     """
+    marked: list[bool] = []  # whether the text holds anything to refuse (most holds nothing)
+
+    def obj(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        value = dict(pairs)
+        if len(value) == len(pairs):
+            return value
+        marked.append(True)
+        return _duplicated(value, pairs)
+
+    def constant(spelling: str) -> _Constant:
+        marked.append(True)
+        return _Constant(spelling)
+
     try:
-        value = json.loads(text, object_pairs_hook=_object, parse_constant=_Constant)
+        value = json.loads(text, object_pairs_hook=obj, parse_constant=constant)
     except json.JSONDecodeError as exc:
         raise StrictJSONError("", f"is not JSON: {exc.msg} at column {exc.colno}") from None
     except RecursionError:
         raise StrictJSONError("", "is nested too deeply") from None
     except ValueError as exc:  # an integer with more digits than Python converts
         raise StrictJSONError("", "is not JSON: " + str(exc).split(";")[0]) from None
-    _refuse_marks(value)
+    if marked:
+        _refuse_marks(value)
     return value
 
 
@@ -61,10 +75,8 @@ class _Duplicated(dict):  # type: ignore[type-arg]
     key: str
 
 
-def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    obj = dict(pairs)
-    if len(obj) == len(pairs):
-        return obj
+def _duplicated(obj: dict[str, Any], pairs: list[tuple[str, Any]]) -> _Duplicated:
+    """`obj` marked with the first key `pairs` repeat."""
     marked = _Duplicated(obj)
     seen: set[str] = set()
     for key, _ in pairs:
@@ -110,12 +122,20 @@ def to_json(value: Any, field_form: FieldForm | None = None) -> Any:
     an infinite float (the last claim-lag bucket bound) becomes "+Inf".
     field_form(name, item), if given, may give a dataclass field's JSON entries
     itself (a dict of them) instead of {name: to_json(item)}."""
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+    kind = type(value)
+    if kind in _AS_IS:  # most leaves: answered without a look at the type's ancestry
+        return value
+    names = _FIELDS.get(kind)
+    if names is None and kind not in _FIELDS:
+        names = _FIELDS[kind] = (
+            tuple(f.name for f in dataclasses.fields(value)) if dataclasses.is_dataclass(kind) else None
+        )
+    if names is not None:
         out: dict[str, Any] = {}
-        for f in dataclasses.fields(value):
-            item = getattr(value, f.name)
-            own = field_form(f.name, item) if field_form is not None else None
-            out.update(own if own is not None else {f.name: to_json(item, field_form)})
+        for name in names:
+            item = getattr(value, name)
+            own = field_form(name, item) if field_form is not None else None
+            out.update(own if own is not None else {name: to_json(item, field_form)})
         return out
     if isinstance(value, Enum):
         return value.value
@@ -127,6 +147,11 @@ def to_json(value: Any, field_form: FieldForm | None = None) -> Any:
         return {key: to_json(item, field_form) for key, item in value.items()}
     return value
 
+
+# Types whose values are their own JSON form (exact types: a str Enum is not one).
+_AS_IS = frozenset({str, int, bool, type(None)})
+# Each type met so far: its dataclass field names in order, or None if it is not a dataclass.
+_FIELDS: dict[type, tuple[str, ...] | None] = {}
 
 
 def json_type(value: Any) -> str:

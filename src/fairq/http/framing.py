@@ -38,6 +38,10 @@ MAX_HEAD_BYTES = 65536
 MAX_HEADERS = 100
 # A header name is an RFC 9110 token.
 _NAME = re.compile(rb"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
+# A header line with nothing to refuse: a name, its colon, a value without
+# control characters (a tab is not one) and the line's ending. Any other line
+# is judged piece by piece, to say what is wrong with it.
+_GOOD_LINE = re.compile(rb"[!#$%&'*+.^_`|~0-9A-Za-z-]+:[^\x00-\x08\x0a-\x1f\x7f]*\r?\n")
 # application/json, optionally ; charset=utf-8 (quoted or not, any case), nothing else.
 _JSON_TYPE = re.compile(r'\s*application/json\s*(;\s*charset\s*=\s*("?)utf-?8\2\s*)?', re.IGNORECASE)
 
@@ -113,20 +117,26 @@ def read_head(rfile: io.BufferedIOBase) -> tuple[bytes, bytes] | None:
             return None
         if header in (b"\r\n", b"\n"):
             return line, b"".join(lines) + b"\r\n"
-        if header[:1] in (b" ", b"\t"):
-            raise HeadRefused(400, "a header line is folded (starts with white space)")
-        if _CONTROL.search(_content(header)):
-            # A bare CR (or NUL, ...) inside a line: a proxy and this parser
-            # could split the head differently (request smuggling).
-            raise HeadRefused(400, "a header line holds a control character (a bare CR, NUL, ...)")
-        name, colon, _ = header.partition(b":")
-        if not colon:
-            raise HeadRefused(400, "a header line has no colon")
-        if not _NAME.fullmatch(name):
-            raise HeadRefused(400, "a header name is empty or holds a character a name cannot")
+        if _GOOD_LINE.fullmatch(header) is None:
+            _refuse_header(header)
         lines.append(header)
         if len(lines) > MAX_HEADERS:
             raise HeadRefused(431, f"the request has more than {MAX_HEADERS} header lines")
+
+
+def _refuse_header(header: bytes) -> None:
+    """Refuse a header line that is not `name: value` (saying what is wrong with it)."""
+    if header[:1] in (b" ", b"\t"):
+        raise HeadRefused(400, "a header line is folded (starts with white space)")
+    if _CONTROL.search(_content(header)):
+        # A bare CR (or NUL, ...) inside a line: a proxy and this parser
+        # could split the head differently (request smuggling).
+        raise HeadRefused(400, "a header line holds a control character (a bare CR, NUL, ...)")
+    name, colon, _ = header.partition(b":")
+    if not colon:
+        raise HeadRefused(400, "a header line has no colon")
+    if not _NAME.fullmatch(name):
+        raise HeadRefused(400, "a header name is empty or holds a character a name cannot")
 
 
 class Headers:
@@ -192,8 +202,8 @@ def parse_head(requestline: bytes, header_block: bytes) -> Head:
     if path.startswith("//"):
         path = "/" + path.lstrip("/")  # not taken for a scheme-relative URL
     fields = []
-    for raw in header_block.split(b"\n")[:-2]:  # the block ends with its empty line
-        name, _, value = str(raw, "iso-8859-1").partition(":")
+    for raw in str(header_block, "iso-8859-1").split("\n")[:-2]:  # the block ends with its empty line
+        name, _, value = raw.partition(":")
         fields.append((name, value.lstrip(" \t").rstrip("\r")))
     headers = Headers(fields)
     connection = headers.get("Connection", "").lower()

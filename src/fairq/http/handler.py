@@ -11,11 +11,13 @@ has arrived) and ends.
 
 from __future__ import annotations
 
+import email.utils
 import hashlib
 import hmac
 import io
 import ipaddress
 import logging
+import time
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler
 from typing import TYPE_CHECKING, Any
@@ -25,7 +27,7 @@ from .._json import StrictJSONError, canonical, loads_strict
 from ..errors import FairqError, InvalidInput
 from .framing import DeadlineReader, Headers, HeadRefused, body_length, is_json_type, parse_head, read_head
 from . import console_api as _console_api  # noqa: F401  (registers the console's endpoints)
-from .routes import ROUTES, Edge, Refusal, Request, Route, Text
+from .routes import Edge, Refusal, Request, Route, Text, matching
 from .wire import STATUS, error_code, error_json, queue_error_json
 
 if TYPE_CHECKING:
@@ -171,8 +173,8 @@ class Handler(BaseHTTPRequestHandler):
             raise
         target = urlsplit(self.path)
         segments = target.path.split("/")[1:] if target.path.startswith("/") else []
-        matches = [(r, captured) for r in _routes_of_length(len(segments))
-                   if (captured := r.match(segments)) is not None and (r.console or not self.server.console_only)]
+        matches = [(r, captured) for r, captured in matching(segments)
+                   if r.console or not self.server.console_only]
         if not any(r.public for r, _ in matches):
             self._authenticate()
         if not matches:
@@ -247,21 +249,23 @@ class Handler(BaseHTTPRequestHandler):
         else:
             body = b"" if payload is None else canonical(payload).encode("utf-8")
         self.connection.settimeout(SEND_TIMEOUT)
-        self.send_response(status)
+        if log.isEnabledFor(logging.DEBUG):
+            self.log_request(status, len(body))
+        if self.request_version == "HTTP/0.9":  # no head at all, as http.server answers it
+            if body:
+                self.wfile.write(body)
+            return
+        # The head built at once (what send_response and send_header would add
+        # one line at a time), and head and body leave in one write.
+        lines = [f"{self.protocol_version} {status} {_phrase(status)}", "Server: fairq", f"Date: {_date()}"]
         if status != 204:
-            self.send_header("Content-Type", content_type)
-            self.send_header("Content-Length", str(len(body)))
-        self.send_header("Cache-Control", "no-store")
-        self.send_header("X-Content-Type-Options", "nosniff")
-        for name, value in headers.items():
-            self.send_header(name, value)
+            lines += [f"Content-Type: {content_type}", f"Content-Length: {len(body)}"]
+        lines += ["Cache-Control: no-store", "X-Content-Type-Options: nosniff"]
+        lines += [f"{name}: {value}" for name, value in headers.items()]
         if self.close_connection:
-            self.send_header("Connection", "close")
-        if self.request_version != "HTTP/0.9":
-            self._headers_buffer.append(b"\r\n" + body)  # the head and body leave in one write
-            self.flush_headers()
-        elif body:
-            self.wfile.write(body)
+            lines.append("Connection: close")
+        lines.append("\r\n")
+        self.wfile.write("\r\n".join(lines).encode("latin-1") + body)
 
     def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
         """http.server's own refusals (bad request line, huge headers), as JSON."""
@@ -274,20 +278,24 @@ class Handler(BaseHTTPRequestHandler):
             log.debug("http %s %s", self.address_string(), format % args)
 
 
-# The routes by their number of path segments, and how many routes were indexed.
-_by_length: tuple[int, dict[int, list[Route]]] = (-1, {})
+def _phrase(status: int) -> str:
+    try:
+        return HTTPStatus(status).phrase
+    except ValueError:
+        return ""
 
 
-def _routes_of_length(n: int) -> list[Route]:
-    """The routes (in order) whose paths have n segments: only they can match such a path."""
-    global _by_length
-    indexed, index = _by_length
-    if indexed != len(ROUTES):  # a route was added since: index them again
-        index = {}
-        for r in ROUTES:
-            index.setdefault(len(r.segments), []).append(r)
-        _by_length = (len(ROUTES), index)
-    return index.get(n, [])
+# The Date header's text and the second it was made for: one formatting a second.
+_dated: list[tuple[int, str]] = [(0, "")]
+
+
+def _date() -> str:
+    now = int(time.time())
+    second, text = _dated[0]
+    if second != now:
+        text = email.utils.formatdate(now, usegmt=True)
+        _dated[0] = (now, text)
+    return text
 
 
 def _hostname(host_header: str) -> str:
@@ -306,6 +314,8 @@ def _decode_path(captured: dict[str, str]) -> dict[str, str]:
 
 
 def _parse_query(query: str) -> dict[str, list[str]]:
+    if not query:
+        return {}
     try:
         return parse_qs(query, keep_blank_values=True, errors="strict", max_num_fields=_MAX_QUERY_FIELDS)
     except (ValueError, UnicodeDecodeError):

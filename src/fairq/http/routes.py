@@ -22,7 +22,7 @@ from ..queue import MAX_BATCH, Queue
 from ..types import Settled
 from .wire import lease_ref, queue_error_json, to_json
 
-__all__ = ["Request", "Refusal", "Text", "Edge", "Route", "ROUTES", "route", "Reply", "take"]
+__all__ = ["Request", "Refusal", "Text", "Edge", "Route", "ROUTES", "route", "matching", "Reply", "take"]
 
 Reply = tuple[int, Any]
 Endpoint = Callable[[Queue, "Request"], Reply]
@@ -137,6 +137,36 @@ class Route:
 
 
 ROUTES: list[Route] = []
+
+# ROUTES indexed for lookup (rebuilt when a route is added): routes without
+# captures by their whole path, the others by their number of segments, and
+# each route's place in ROUTES (the earlier of two that fit a path wins).
+_index: tuple[int, dict[tuple[str, ...], list[Route]], dict[int, list[Route]], dict[int, int]] = (-1, {}, {}, {})
+
+
+def matching(segments: Sequence[str]) -> list[tuple[Route, dict[str, str]]]:
+    """Every route whose path fits `segments`, in the order added, with its
+    raw (still percent-encoded) captures."""
+    global _index
+    size, literal, patterned, place = _index
+    if size != len(ROUTES):
+        literal, patterned, place = {}, {}, {}
+        for i, r in enumerate(ROUTES):
+            place[id(r)] = i
+            if any(s.startswith("{") for s in r.segments):
+                patterned.setdefault(len(r.segments), []).append(r)
+            else:
+                literal.setdefault(r.segments, []).append(r)
+        _index = (len(ROUTES), literal, patterned, place)
+    found: list[tuple[Route, dict[str, str]]] = [(r, {}) for r in literal.get(tuple(segments), ())]
+    fixed = len(found)
+    for r in patterned.get(len(segments), ()):
+        captured = r.match(segments)
+        if captured is not None:
+            found.append((r, captured))
+    if fixed and len(found) > fixed:
+        found.sort(key=lambda m: place[id(m[0])])
+    return found
 
 
 def route(method: str, path: str, *, public: bool = False,

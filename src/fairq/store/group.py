@@ -47,7 +47,9 @@ class Group:
     def __init__(self) -> None:
         self.names: list[str] = []  # verbs of the calls whose writes it holds (their crash points)
         self.size = 0  # calls that ran in it, failed ones included
-        self.done = threading.Event()  # set after the COMMIT (or the ROLLBACK) that ends it
+        # Set after the COMMIT (or the ROLLBACK) that ends it; made by the first
+        # call that hands the connection on, so a lone call makes none.
+        self.done: threading.Event | None = None
         self.error: BaseException | None = None  # why it did not commit, if it did not
 
 
@@ -83,6 +85,12 @@ class Writers:
         """Hold the connection for a write call (joining an open group, or
         free to begin one when no read is waiting)."""
         self.refuse_reentry()
+        if self.conn_lock.acquire(blocking=False):  # nobody has it: no need to count as waiting
+            with self._state:
+                if self.group is not None or not self._reading:
+                    self.owner = threading.get_ident()
+                    return
+            self.conn_lock.release()
         while True:
             with self._state:
                 self._waiting += 1
@@ -157,11 +165,15 @@ class Writers:
             # (a full disk can), or a callback ended it: nothing of the group stands.
             group.error = UsageError("the transaction was ended inside a call of its group; "
                                      "nothing of the group was written")
-        with self._state:
-            hand_over = group.error is None and self._waiting > 0 and group.size < MAX_GROUP
-        if hand_over:
+        # A call counts itself waiting before it waits for the connection, which
+        # this one holds: one seen here takes the connection next (a call that
+        # starts waiting just after this look begins the next group).
+        if group.error is None and self._waiting > 0 and group.size < MAX_GROUP:
+            done = group.done
+            if done is None:
+                done = group.done = threading.Event()
             self.let_go()
-            group.done.wait()
+            done.wait()
             return
         try:
             self._end(conn, group)
@@ -170,7 +182,8 @@ class Writers:
             if group.error is None:
                 for name in dict.fromkeys(group.names):
                     _crash.point(name, "after_commit")  # committed, and no call answered yet
-            group.done.set()
+            if group.done is not None:  # calls of the group wait for it
+                group.done.set()
 
     def _end(self, conn: sqlite3.Connection, group: Group) -> None:
         """COMMIT the group (or ROLLBACK what is left of a broken one) and let
