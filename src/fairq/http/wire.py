@@ -137,13 +137,19 @@ _DECODE: dict[str, Callable[[Any], Any]] = {
 }
 
 
+# Each dataclass's field names, once looked up.
+_NAMES: dict[type, frozenset[str]] = {}
+
+
 def from_json(cls: type[T], data: Any) -> T:
     """Rebuild a value of dataclass `cls` from its JSON form.
 
     Keys it does not know are ignored (a newer server may send more); a
     missing or malformed field raises RemoteError with code "bad_response".
     """
-    names = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    names = _NAMES.get(cls)
+    if names is None:
+        names = _NAMES[cls] = frozenset(f.name for f in dataclasses.fields(cls))  # type: ignore[arg-type]
     try:
         fields = {k: _DECODE[k](x) if k in _DECODE else x for k, x in data.items() if k in names}
         for name in names:
