@@ -110,14 +110,14 @@ def test_an_effect_that_commits_or_rolls_back_is_a_usage_error(make_queue, endin
     q = make_queue()
     q.enqueue("a", {}, now=0)
     lease = q.claim(now=0)
-    with pytest.raises(fairq.UsageError, match="ended the transaction"):
+    with pytest.raises(fairq.UsageError, match="the transaction it runs in"):
         q.ack(lease, effect=lambda conn: conn.execute(ending), now=1)
     assert q.get("a").state is fairq.State.INFLIGHT
 
 
 def test_an_apply_that_commits_is_a_usage_error(tmp_path) -> None:
     with fairq.Inbox(tmp_path / "in.db") as inbox:
-        with pytest.raises(fairq.UsageError, match="ended the transaction"):
+        with pytest.raises(fairq.UsageError, match="the transaction it runs in"):
             inbox.receive("a", "F", 1, {}, apply=lambda conn: conn.execute("COMMIT"))
         assert inbox.received() == 0
 

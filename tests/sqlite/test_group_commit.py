@@ -250,3 +250,64 @@ def test_a_writer_waiting_its_turn_goes_on_when_the_holder_lets_go(tmp_path: Pat
     waiter.join(timeout=30)
     assert result[0].created
     q.close()
+
+
+@pytest.mark.parametrize("ending", ["COMMIT", "ROLLBACK", "END", "RELEASE fairq_call", "with"])
+def test_an_effect_cannot_end_the_transaction_its_group_shares(tmp_path: Path, ending: str) -> None:
+    """A grouped call's effect that tries to end the transaction is refused:
+    it raises alone, and the other calls of its group are committed and told so."""
+    q = fairq.Queue(tmp_path / "q.db")
+    q.enqueue("lead", {}, flow="lead")
+    q.enqueue("member", {}, flow="member")
+    lead_lease, member_lease = q.claim(), q.claim()
+
+    def ending_effect(conn: sqlite3.Connection) -> None:
+        conn.execute("CREATE TABLE IF NOT EXISTS app (x)")
+        if ending == "with":
+            with conn:  # commits on the way out
+                conn.execute("INSERT INTO app VALUES (1)")
+        else:
+            conn.execute("INSERT INTO app VALUES (1)")
+            conn.execute(ending)
+
+    groups = writers(q).groups
+    lead, members = leader_and_members(q, lead_lease, [
+        lambda: q.enqueue("grouped", {}, flow="grouped"),
+        lambda: q.ack(member_lease, effect=ending_effect),
+    ])
+    assert lead.state == "acked"
+    assert members[0].created
+    assert isinstance(members[1], fairq.UsageError), members[1]
+    assert "tried to end the transaction it runs in" in str(members[1])
+    assert writers(q).groups == groups + 1  # the group was not broken: one COMMIT for all
+    assert q.get("lead").state == "acked" and q.get("grouped").state == "ready"
+    assert q.get("member").state == "inflight"  # the refused call wrote nothing, its effect neither
+    conn = sqlite3.connect(tmp_path / "q.db")
+    assert conn.execute("SELECT count(*) FROM sqlite_schema WHERE name = 'app'").fetchone()[0] == 0
+    conn.close()
+    q.close()
+    check_invariants(tmp_path / "q.db")
+
+
+def test_an_effect_that_swallows_the_refusal_still_fails_its_call(tmp_path: Path) -> None:
+    q = fairq.Queue(tmp_path / "q.db")
+    q.enqueue("a", {})
+    lease = q.claim()
+
+    def stubborn(conn: sqlite3.Connection) -> None:
+        try:
+            conn.execute("COMMIT")
+        except sqlite3.DatabaseError:
+            pass
+
+    with pytest.raises(fairq.UsageError, match=r"tried to end the transaction it runs in \(COMMIT\)"):
+        q.ack(lease, effect=stubborn)
+    assert q.get("a").state == "inflight"
+    # The connection is whole: the same lease acks, and an effect may use savepoints of its own.
+    def own_savepoint(conn: sqlite3.Connection) -> None:
+        conn.execute("SAVEPOINT mine")
+        conn.execute("CREATE TABLE app (x)")
+        conn.execute("RELEASE mine")
+    assert q.ack(lease, effect=own_savepoint).state == "acked"
+    q.close()
+    check_invariants(tmp_path / "q.db")

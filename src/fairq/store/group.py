@@ -29,6 +29,7 @@ import threading
 
 from .. import _crash
 from ..errors import UsageError
+from .callbacks import BEGIN_WRITE, COMMIT, ROLLBACK
 from .turns import WriteTurns
 
 #: A group commits once it holds this many calls, even with more waiting, so
@@ -148,7 +149,7 @@ class Writers:
         if self.turns is not None:
             self.turns.acquire()
         try:
-            conn.execute("BEGIN IMMEDIATE")
+            conn.execute(BEGIN_WRITE)
         except BaseException:
             if self.turns is not None:
                 self.turns.release()
@@ -192,13 +193,13 @@ class Writers:
             if group.error is None:
                 for name in dict.fromkeys(group.names):
                     _crash.point(name, "before_commit")
-                conn.execute("COMMIT")
+                conn.execute(COMMIT)
         except BaseException as failure:
             group.error = failure
         finally:
             try:
                 if conn.in_transaction:
-                    conn.execute("ROLLBACK")
+                    conn.execute(ROLLBACK)
             finally:
                 if self.turns is not None:
                     self.turns.release()

@@ -22,9 +22,10 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from ..errors import InvalidInput, ReadOnly, SchemaError, UsageError
-from .failures import from_application, is_busy, translate
+from .failures import is_busy, translate
 from .group import Writers
-from .transactions import JoinedTransaction, Transaction, default_factories
+from .callbacks import BEGIN_READ, ROLLBACK, CallbackGuard
+from .transactions import JoinedTransaction, Transaction
 from .turns import open_turns
 
 T = TypeVar("T")
@@ -216,6 +217,8 @@ class Database:
         # Write calls made at once share one COMMIT (store.group); writers of
         # every process queue for the file in turn (store.turns).
         self.writers = Writers(self.lock, None if readonly else open_turns(self.file, busy_timeout))
+        # While a settle effect or an Inbox apply runs, it cannot end the transaction.
+        self.callbacks = CallbackGuard(self.conn)
 
     def close(self) -> None:
         self.writers.take_idle()
@@ -277,39 +280,19 @@ class Database:
         try:
             with translate(self.path):
                 self.refuse_closed()
-                conn.execute("BEGIN")
+                conn.execute(BEGIN_READ)
                 try:
                     return fn(conn)
                 finally:
                     if conn.in_transaction:
-                        conn.execute("ROLLBACK")
+                        conn.execute(ROLLBACK)
         finally:
             self.writers.let_go(reading=True)
 
     def run_callback(self, conn: sqlite3.Connection, fn: Callable[[sqlite3.Connection], T], what: str) -> T:
-        """fn(conn) inside the open transaction, which it must leave open.
-
-        A callback that commits or rolls back (COMMIT, ROLLBACK, ``with conn:``)
-        would let fairq's own writes that follow run outside the transaction.
-        A savepoint around it shows whether it did; if so this raises before
-        fairq writes anything more.
-        """
-        conn.execute("SAVEPOINT fairq_callback")
-        try:
-            with default_factories(conn):  # what the callback sets on the connection stays with it
-                result = fn(conn)
-        except BaseException as exc:
-            from_application(exc)  # the application's own error: it reaches the caller as it is
-            raise
-        try:
-            # Still inside: the callback's writes join this call's transaction.
-            conn.execute("RELEASE fairq_callback")
-        except sqlite3.OperationalError as exc:
-            raise UsageError(
-                f"{what} ended the transaction it runs in (COMMIT, ROLLBACK or `with conn:`); "
-                "fairq wrote nothing more, and what the callback committed stays"
-            ) from exc
-        return result
+        """fn(conn) inside the open transaction, which it cannot end (store.callbacks):
+        a COMMIT or ROLLBACK there is refused, and the call raises UsageError."""
+        return self.callbacks.run(conn, fn, what)
 
     def run_script(self, conn: sqlite3.Connection, script: str) -> None:
         """Execute every statement of a script inside the current transaction."""

@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from ..errors import StoreError, UsageError
+from .callbacks import RELEASE_CALL, ROLLBACK, SAVEPOINT_CALL, UNDO_CALL, default_factories
 from .failures import raise_typed
 from .group import Group
 
@@ -65,7 +66,7 @@ class Transaction:
             return conn  # the transaction holds this call's statements alone: a ROLLBACK undoes them
         try:
             # This call's own statements, after other calls' in the group: undone alone if it fails.
-            conn.execute("SAVEPOINT fairq_call")
+            conn.execute(SAVEPOINT_CALL)
             self._savepoint = True
         except BaseException as exc:
             self._end_call(exc)
@@ -83,7 +84,7 @@ class Transaction:
                         f"{self._name}: the transaction was ended inside the call; nothing is certain"
                     )
                 if self._savepoint:
-                    conn.execute("RELEASE fairq_call")
+                    conn.execute(RELEASE_CALL)
             except BaseException as err:
                 failure = err
         self._end_call(failure)
@@ -98,10 +99,10 @@ class Transaction:
         if failure is not None:
             try:
                 if conn.in_transaction and self._savepoint:
-                    conn.execute("ROLLBACK TO fairq_call")
-                    conn.execute("RELEASE fairq_call")
+                    conn.execute(UNDO_CALL)
+                    conn.execute(RELEASE_CALL)
                 elif conn.in_transaction:
-                    conn.execute("ROLLBACK")  # the group's first call: nothing else is in it
+                    conn.execute(ROLLBACK)  # the group's first call: nothing else is in it
             except BaseException as err:  # the savepoint cannot be undone: nor can the group
                 group.error = err
             if not conn.in_transaction and group.error is None:
@@ -122,20 +123,6 @@ class Transaction:
         if failure is not None:
             raise_typed(failure, db.path)
             raise failure
-
-
-@contextlib.contextmanager
-def default_factories(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
-    """Run a block with the connection's row and text factories at the defaults
-    fairq's SQL reads rows with, and put back the ones found there after it,
-    whatever the block did to them (an application's connection joined for
-    the outbox, or an effect or apply that set its own on fairq's)."""
-    saved = (conn.row_factory, conn.text_factory)
-    conn.row_factory, conn.text_factory = None, str
-    try:
-        yield conn
-    finally:
-        conn.row_factory, conn.text_factory = saved
 
 
 class JoinedTransaction:
