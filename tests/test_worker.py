@@ -148,7 +148,7 @@ def test_a_batch_is_one_claim_and_one_settle_transaction(q: fairq.Queue) -> None
     q._store.db.conn.set_trace_callback(statements.append)
     handled = fairq.Worker(q, handler, batch=10).step()
     q._store.db.conn.set_trace_callback(None)
-    assert statements.count("BEGIN IMMEDIATE") == 2
+    assert sum(sql.startswith("BEGIN IMMEDIATE") for sql in statements) == 2
     assert [h.event_id for h in handled] == [f"e{i}" for i in range(6)]  # one per flow: F0-2 waits
     states = {h.event_id: h.settled.state for h in handled}
     assert states == {"e0": "acked", "e1": "ready", "e2": "quarantined", "e3": "acked", "e4": "acked",
