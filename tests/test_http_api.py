@@ -451,3 +451,32 @@ def test_stats_over_http_keep_the_local_order_of_states_and_totals(client) -> No
     stats = client.stats()
     assert list(stats.counts) == [s.value for s in fairq.State]
     assert list(stats.totals)[:len(fairq.types.TOTALS)] == list(fairq.types.TOTALS)
+
+
+def test_a_full_disk_on_the_server_is_507_disk_full_and_writes_nothing(tmp_path, caplog) -> None:
+    q = fairq.Queue(tmp_path / "q.db")
+    q._store.db.conn.execute("PRAGMA max_page_count = 40")  # the file may not grow past 40 pages
+    with running(q) as server:
+        client = fairq.Client(server.url, token=TOKEN, timeout=10)
+        stored = 0
+        with caplog.at_level(logging.ERROR, logger="fairq"):
+            with pytest.raises(fairq.DiskFull, match="the server's database is full") as info:
+                for stored in range(1000):
+                    client.enqueue(f"e{stored}", {"pad": "x" * 3000})
+        assert str(tmp_path) not in str(info.value)  # the server's file is its own business...
+        assert any(str(tmp_path) in r.getMessage() and "/v1/enqueue" in r.getMessage()
+                   for r in caplog.records)  # ...said in its log
+        answer = raw(server, "POST", "/v1/enqueue", {"event_id": "more", "body": {"pad": "x" * 3000}})
+        assert answer.status == 507 and answer.json["error"] == "disk_full"
+        assert client.get(f"e{stored}") is None and client.get("more") is None
+        assert client.stats().counts["ready"] == stored
+    q.close()
+
+
+@pytest.mark.parametrize("failure", [fairq.DiskFull, fairq.ReadOnly, fairq.Corrupt, fairq.StoreError])
+def test_a_store_failure_crosses_the_wire_as_its_own_type_without_the_servers_path(failure) -> None:
+    from fairq.http.wire import error_code, error_from_json, queue_error_json
+    sent = queue_error_json(failure("/srv/secret/q.db", "/srv/secret/q.db: it failed"))
+    assert "/srv/secret" not in sent["message"]
+    got = error_from_json(STATUS[error_code(failure("x"))], sent, "http://127.0.0.1:1")
+    assert type(got) is failure and got.path == "http://127.0.0.1:1"

@@ -302,7 +302,7 @@ class Client:
             if status == 401 and self._token is None:
                 raise RemoteError(401, "unauthorized", f"fairq at {self.url} wants a token: set FAIRQ_TOKEN, "
                                   "or pass fairq.Client(url, token=...)") from None
-            raise error_from_json(status, refusal) from None
+            raise error_from_json(status, refusal, self.url) from None
         if status == 204:
             return None
         try:

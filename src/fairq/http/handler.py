@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from .._json import StrictJSONError, canonical, loads_strict
-from ..errors import FairqError, InvalidInput
+from ..errors import FairqError, InvalidInput, StoreError
 from .framing import DeadlineReader, Headers, HeadRefused, body_length, is_json_type, parse_head, read_head
 from . import console_api as _console_api  # noqa: F401  (registers the console's endpoints)
 from .routes import Edge, Refusal, Request, Route, Text, matching
@@ -148,6 +148,8 @@ class Handler(BaseHTTPRequestHandler):
                 status, payload = self._internal_error()
             else:
                 status, payload = STATUS[code], queue_error_json(exc)
+                if isinstance(exc, StoreError):  # the answer says what failed; the log says where
+                    log.error("%s %s: %s", self.command, urlsplit(self.path).path, exc)
                 if code == "busy":
                     headers = {"Retry-After": "1"}
         except Exception:

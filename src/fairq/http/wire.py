@@ -22,12 +22,16 @@ from .._json import json_type
 from ..errors import (
     Busy,
     Conflict,
+    Corrupt,
+    DiskFull,
     FairqError,
     InvalidInput,
     LeaseExpired,
+    ReadOnly,
     RedriveRefused,
     RemoteError,
     StaleLease,
+    StoreError,
     UnknownSchedule,
 )
 from ..types import TOTALS, Blocked, EventInfo, Lease, Misfire, State, UndecodableBody
@@ -69,6 +73,10 @@ STATUS = {
     "internal": 500,
     "not_implemented": 501,
     "busy": 503,
+    "read_only": 503,
+    "disk_full": 507,
+    "corrupt": 500,
+    "store_error": 500,
 }
 
 # The queue's refusals, subclasses before their bases.
@@ -80,7 +88,20 @@ _CODES: tuple[tuple[type[FairqError], str], ...] = (
     (Conflict, "conflict"),
     (RedriveRefused, "redrive_refused"),
     (Busy, "busy"),
+    (DiskFull, "disk_full"),
+    (ReadOnly, "read_only"),
+    (Corrupt, "corrupt"),
+    (StoreError, "store_error"),
 )
+# What a store failure says on the wire: the server's own message names its
+# file, which is the server's business (its log has it).
+_STORE_FAILURES = {
+    "disk_full": "the server's database is full (disk or size limit); nothing was written",
+    "read_only": "the server's database cannot be written (read-only file, folder or filesystem); "
+                 "nothing was written",
+    "corrupt": "the server's database is damaged; nothing was written",
+    "store_error": "the server's database failed under the call; nothing was written",
+}
 
 # Codes a client turns back into InvalidInput: the request was not
 # acceptable, and nothing was written.
@@ -218,11 +239,13 @@ def queue_error_json(exc: FairqError) -> dict[str, Any]:
         raise ValueError(f"{type(exc).__name__} has no wire form")
     if isinstance(exc, InvalidInput):
         return error_json(code, exc.problem, field=exc.field)
+    if code in _STORE_FAILURES:
+        return error_json(code, _STORE_FAILURES[code])
     return error_json(code, str(exc), field=getattr(exc, "field", None),
                       event_id=getattr(exc, "event_id", None), generation=getattr(exc, "generation", None))
 
 
-def error_from_json(status: int, data: Any) -> FairqError:
+def error_from_json(status: int, data: Any, where: str = "the server") -> FairqError:
     """The exception a local Queue would have raised for this refusal.
 
     Refusals with no local equivalent (authentication, routes, internal
@@ -249,4 +272,7 @@ def error_from_json(status: int, data: Any) -> FairqError:
         return RedriveRefused(event_id, message)
     if code == "busy":
         return Busy(message)
+    if code in _STORE_FAILURES:  # `path` is the server's address: its file is its own
+        store_error = {"disk_full": DiskFull, "read_only": ReadOnly, "corrupt": Corrupt}.get(code, StoreError)
+        return store_error(where, message)
     return RemoteError(status, code, message)
