@@ -311,3 +311,34 @@ def test_an_effect_that_swallows_the_refusal_still_fails_its_call(tmp_path: Path
     assert q.ack(lease, effect=own_savepoint).state == "acked"
     q.close()
     check_invariants(tmp_path / "q.db")
+
+
+def test_a_statement_that_rolls_back_the_whole_transaction_fails_every_call_it_undid(tmp_path: Path) -> None:
+    """`INSERT OR ROLLBACK` ends the transaction without a COMMIT or ROLLBACK
+    statement: every call whose writes it undid raises, and each caller's
+    answer matches what the file holds."""
+    q = fairq.Queue(tmp_path / "q.db")
+    app = sqlite3.connect(tmp_path / "q.db")
+    app.execute("CREATE TABLE app (id INTEGER PRIMARY KEY)")
+    app.execute("INSERT INTO app VALUES (1)")
+    app.commit()
+    app.close()
+    q.enqueue("lead", {}, flow="lead")
+    q.enqueue("member", {}, flow="member")
+    lead_lease, member_lease = q.claim(), q.claim()
+
+    def rolls_back(conn: sqlite3.Connection) -> None:
+        conn.execute("INSERT OR ROLLBACK INTO app VALUES (1)")  # a duplicate: the whole transaction goes
+
+    lead, members = leader_and_members(q, lead_lease, [
+        lambda: q.enqueue("grouped", {}, flow="grouped"),
+        lambda: q.ack(member_lease, effect=rolls_back),
+    ])
+    assert isinstance(lead, fairq.StoreError), lead  # its ack was undone with the transaction
+    assert isinstance(members[1], sqlite3.IntegrityError), members[1]  # the effect's own error, as it is
+    assert q.get("lead").state == "inflight" and q.get("member").state == "inflight"
+    # The enqueue ran either before the rollback (undone: it raised) or after it, in the next group.
+    assert (q.get("grouped") is None) == isinstance(members[0], fairq.StoreError), members[0]
+    assert q.ack(lead_lease).state == "acked"  # the queue goes on
+    q.close()
+    check_invariants(tmp_path / "q.db")
