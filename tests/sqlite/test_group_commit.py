@@ -252,7 +252,7 @@ def test_a_writer_waiting_its_turn_goes_on_when_the_holder_lets_go(tmp_path: Pat
     q.close()
 
 
-@pytest.mark.parametrize("ending", ["COMMIT", "ROLLBACK", "END", "RELEASE fairq_call", "with"])
+@pytest.mark.parametrize("ending", ["COMMIT", "ROLLBACK", "END", "RELEASE fairq_call", "with", "script"])
 def test_an_effect_cannot_end_the_transaction_its_group_shares(tmp_path: Path, ending: str) -> None:
     """A grouped call's effect that tries to end the transaction is refused:
     it raises alone, and the other calls of its group are committed and told so."""
@@ -266,6 +266,8 @@ def test_an_effect_cannot_end_the_transaction_its_group_shares(tmp_path: Path, e
         if ending == "with":
             with conn:  # commits on the way out
                 conn.execute("INSERT INTO app VALUES (1)")
+        elif ending == "script":
+            conn.executescript("INSERT INTO app VALUES (1);")  # commits first
         else:
             conn.execute("INSERT INTO app VALUES (1)")
             conn.execute(ending)

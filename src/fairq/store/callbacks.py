@@ -6,14 +6,16 @@ it for the call, and for every other call grouped into it (store.group),
 whose answers could then no longer be told truly. So SQLite's authorizer,
 which it asks about every statement it prepares, refuses on fairq's
 connections, while a callback runs, every statement that would end the
-transaction (COMMIT, END, ROLLBACK, ``with conn:``) or release or roll back
-one of fairq's savepoints. The refused statement raises inside the
-callback, and its call raises UsageError with nothing of it written.
+transaction (COMMIT, END, ROLLBACK, ``with conn:``, ``executescript``, which
+commits first) or release or roll back one of fairq's savepoints. The
+refused statement raises inside the callback, and its call raises
+UsageError with nothing of it written.
 
 SQLite asks only when it prepares a statement, and the sqlite3 module keeps
 prepared statements by their text: fairq's own transaction and savepoint
-statements are therefore spelled with a comment (the constants below), so an application's
-plain ``COMMIT`` is never one that fairq prepared while nothing was refused.
+statements are therefore spelled with a comment (the constants below), so
+an application's plain ``COMMIT`` is never one that fairq prepared while
+nothing was refused.
 """
 
 from __future__ import annotations
@@ -106,5 +108,5 @@ class CallbackGuard:
 
     def _refusal(self, what: str) -> str:
         return (f"{what} tried to end the transaction it runs in ({self._refused}); that is refused "
-                "(no COMMIT, ROLLBACK or `with conn:` inside it: fairq commits), and nothing of "
-                "this call was written")
+                "(no COMMIT, ROLLBACK, `with conn:` or executescript, which commits first, inside "
+                "it: fairq commits), and nothing of this call was written")
