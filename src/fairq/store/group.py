@@ -40,6 +40,13 @@ REENTRY = ("a fairq call from inside its own effect or apply: the transaction is
            "open; use the connection the callback was given")
 
 
+class Interrupted(BaseException):
+    """What finish() raises when a call waiting for its group's COMMIT is
+    interrupted (a Ctrl-C, its `__cause__`): the call's writes are in the
+    group, which goes on and commits or fails without it; that is not the
+    interrupted caller's to decide, and it cannot know which."""
+
+
 class Group:
     """One open write transaction and the calls that joined it."""
 
@@ -95,7 +102,12 @@ class Writers:
         while True:
             with self._state:
                 self._waiting += 1
-            self.conn_lock.acquire()
+            try:
+                self.conn_lock.acquire()
+            except BaseException:  # interrupted (a Ctrl-C): no longer waiting, or groups would wait for it
+                with self._state:
+                    self._waiting -= 1
+                raise
             with self._state:
                 self._waiting -= 1
                 if self.group is not None or not self._reading:
@@ -174,7 +186,10 @@ class Writers:
             if done is None:
                 done = group.done = threading.Event()
             self.let_go()
-            done.wait()
+            try:
+                done.wait()
+            except BaseException as exc:
+                raise Interrupted from exc
             return
         try:
             self._end(conn, group)

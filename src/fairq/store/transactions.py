@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import StoreError, UsageError
 from .callbacks import RELEASE_CALL, ROLLBACK, SAVEPOINT_CALL, UNDO_CALL, default_factories
 from .failures import raise_typed
-from .group import Group
+from .group import Group, Interrupted
 
 if TYPE_CHECKING:  # Database hands out these transactions: a type, never an import at run time
     from .sqlite import Database
@@ -111,7 +111,10 @@ class Transaction:
             group.names.append(self._name)
         try:
             db.writers.finish(conn, group)
-        except BaseException as err:
+        except Interrupted as interrupted:  # the group goes on without this caller: its outcome is unknown
+            assert interrupted.__cause__ is not None
+            raise interrupted.__cause__ from None
+        except BaseException as err:  # ending the group failed (it holds the connection no more)
             if group.error is None:
                 group.error = err
         if group.error is not None and group.error is not failure:
