@@ -59,18 +59,43 @@ def default_factories(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
         conn.row_factory, conn.text_factory = saved
 
 
+Authorizer = Callable[[int, str | None, str | None, str | None, str | None], int]
+
+
+class OwnConnection(sqlite3.Connection):
+    """The class of fairq's own connections, so they can be told from an
+    application's. While a callback runs on one, it can neither be closed nor
+    have its authorizer replaced: either would take the transaction from under
+    the call (and its group)."""
+
+    guard: CallbackGuard | None = None
+
+    def close(self) -> None:
+        self._refuse_in_callback("close fairq's connection")
+        super().close()
+
+    def set_authorizer(self, authorizer_callback: Authorizer | None) -> None:
+        self._refuse_in_callback("replace the authorizer of fairq's connection")
+        super().set_authorizer(authorizer_callback)
+
+    def _refuse_in_callback(self, what: str) -> None:
+        if self.guard is not None and self.guard.running:
+            raise UsageError(f"a settle effect or Inbox apply cannot {what}; nothing of its call was written")
+
+
 class CallbackGuard:
     """The authorizer of one fairq connection, and the callbacks run on it."""
 
-    __slots__ = ("_running", "_refused")
+    __slots__ = ("running", "_refused")
 
-    def __init__(self, conn: sqlite3.Connection) -> None:
-        self._running = False
+    def __init__(self, conn: OwnConnection) -> None:
+        self.running = False  # a callback runs on the connection now
         self._refused: str | None = None  # the statement refused while the callback ran
         conn.set_authorizer(self._authorize)
+        conn.guard = self
 
     def _authorize(self, action: int, arg1: str | None, arg2: str | None, *_: object) -> int:
-        if self._running and (
+        if self.running and (
             action == sqlite3.SQLITE_TRANSACTION
             or (action == sqlite3.SQLITE_SAVEPOINT and arg1 != "BEGIN"
                 and (arg2 or "").lower() in _OWN_SAVEPOINTS)
@@ -83,7 +108,7 @@ class CallbackGuard:
         """fn(conn) in a savepoint of the open transaction, which it cannot end."""
         conn.execute(_SAVEPOINT_CALLBACK)
         self._refused = None
-        self._running = True
+        self.running = True
         try:
             with default_factories(conn):  # what the callback sets on the connection stays with it
                 result = fn(conn)
@@ -93,7 +118,7 @@ class CallbackGuard:
                 raise
             raise UsageError(self._refusal(what)) from exc
         finally:
-            self._running = False
+            self.running = False
         if self._refused is not None:  # the callback caught the refusal and went on
             raise UsageError(self._refusal(what))
         try:

@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 from ..errors import InvalidInput, ReadOnly, SchemaError, UsageError
 from .failures import is_busy, translate
 from .group import Writers
-from .callbacks import BEGIN_READ, ROLLBACK, CallbackGuard
+from .callbacks import BEGIN_READ, ROLLBACK, CallbackGuard, OwnConnection
 from .transactions import JoinedTransaction, Transaction
 from .turns import open_turns
 
@@ -153,10 +153,6 @@ def check_settings(synchronous: Any, busy_timeout: Any) -> None:
             or not 0 <= busy_timeout <= MAX_BUSY_TIMEOUT:
         raise InvalidInput("busy_timeout", f"must be between 0 and {MAX_BUSY_TIMEOUT} seconds "
                                            f"(SQLite counts it in int milliseconds), got {busy_timeout!r}")
-
-
-class OwnConnection(sqlite3.Connection):
-    """The class of fairq's own connections, so they can be told from an application's."""
 
 
 class Database:
