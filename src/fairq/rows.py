@@ -3,8 +3,8 @@
 Each store reads its rows with its own SQL, in the column orders named here,
 and hands them to these functions: the records a verb judges (`Held`, an
 event under a lease; `StoredId`, an event id already stored or tombstoned),
-the rules' verdicts on those records (`fence_held`, `redrive_refusal`,
-`fresh_events`), the answers a verb returns (`enqueued`), the conversions
+the rules' verdicts on those records (`fence_held`, `judge_settles`,
+`redrive_refusal`, `fresh_events`, `placed`), the answers a verb returns (`enqueued`), the conversions
 of a read row to a `fairq.types` value (`event_info`, `audit_entry`,
 `schedule`) and the parameters of an audit row (`audit_row`). Nothing here
 runs SQL, names a driver or reads a clock; the decisions themselves stay in
@@ -14,22 +14,27 @@ runs SQL, names a driver or reads a clock; the decisions themselves stay in
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
-from typing import Any, NamedTuple
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any, NamedTuple, Protocol
 
 from . import rules
 from ._json import body_value, canonical
-from .backend import NewEvent
-from .errors import LeaseExpired, RedriveRefused, StaleLease
-from .policy import from_ms
-from .types import AuditEntry, Enqueued, EventInfo, Misfire, Schedule, State
+from .backend import NewEvent, SettleItem
+from .errors import LeaseExpired, LeaseLost, RedriveRefused, StaleLease
+from .policy import Backoff, decide, from_ms
+from .types import AuditEntry, Enqueued, EventInfo, Misfire, Outcome, Schedule, Settled, State
 
 __all__ = [
     "Held",
     "fence_held",
+    "Tally",
+    "Judged",
+    "judge_settles",
     "redrive_refusal",
     "StoredId",
     "fresh_events",
+    "Placed",
+    "placed",
     "enqueued",
     "event_info",
     "audit_entry",
@@ -67,6 +72,78 @@ def fence_held(row: Held | None, event_id: str, generation: int, now_ms: int,
                            lease_until_ms=None, settled_in_batch=settled)
     return rules.fence(event_id, generation, now_ms, state=row.state, stored_generation=row.generation,
                        lease_until_ms=row.lease_until_ms, settled_in_batch=settled)
+
+
+class Tally(Protocol):
+    """What a store's transaction counts: state moves and TOTALS."""
+
+    def moved(self, before: str | None, after: str, n: int = 1) -> None: ...
+
+    def happened(self, total: str, n: int = 1) -> None: ...
+
+
+class Judged:
+    """A settle batch judged: the answer for each item, in order, and the rows
+    each kind of write takes (the store turns them into its statements'
+    parameters), with the audit rows to append."""
+
+    __slots__ = ("out", "acked", "retried", "released", "quarantined", "audits")
+
+    def __init__(self) -> None:
+        self.out: list[Settled | LeaseLost] = []
+        self.acked: list[Held] = []
+        self.retried: list[tuple[Held, int, str | None]] = []  # (row, next_at_ms, reason)
+        self.released: list[Held] = []  # given back unused
+        self.quarantined: list[tuple[Held, str | None]] = []  # (row, reason)
+        self.audits: list[dict[str, Any]] = []
+
+    def count(self, tx: Tally) -> None:
+        """Record the batch's state moves and totals in `tx`."""
+        tx.moved("inflight", "acked", len(self.acked))
+        tx.happened("acked", len(self.acked))
+        tx.moved("inflight", "ready", len(self.retried) + len(self.released))
+        tx.happened("retried", len(self.retried))
+        tx.moved("inflight", "quarantined", len(self.quarantined))
+        tx.happened("quarantined", len(self.quarantined))
+
+
+def judge_settles(items: Sequence[SettleItem], held: Mapping[str, Held], *, now_ms: int,
+                  max_attempts: int, backoff: Backoff) -> Judged:
+    """Each settle of a batch fenced (a second settle of one event in the
+    batch is stale) and decided (policy.decide), on the rows as read."""
+    judged = Judged()
+    settled: set[str] = set()
+    for item in items:
+        row = held.get(item.event_id)
+        lost = fence_held(row, item.event_id, item.generation, now_ms, item.event_id in settled)
+        if lost is not None:
+            judged.out.append(lost)
+            continue
+        assert row is not None
+        settled.add(item.event_id)
+        decision = decide(item.outcome, event_id=item.event_id, generation=row.generation,
+                          attempts=row.attempts, max_attempts=max_attempts, now_ms=now_ms,
+                          delay=item.delay, backoff=backoff)
+        judged.out.append(Settled(item.event_id, decision.state, from_ms(decision.next_at_ms),
+                                  decision.attempts))
+        if decision.state is State.ACKED:
+            judged.acked.append(row)
+        elif item.outcome is Outcome.RELEASE:
+            judged.released.append(row)
+        elif decision.state is State.READY:
+            assert decision.next_at_ms is not None
+            judged.retried.append((row, decision.next_at_ms, item.reason))
+            judged.audits.append(audit_row(item.event_id, "retry", item.reason, row.owner, row.generation,
+                                           now_ms, {"attempts": row.attempts,
+                                                    "next_at": from_ms(decision.next_at_ms)}))
+        else:
+            reason = item.reason or decision.quarantine_cause
+            judged.quarantined.append((row, reason))
+            judged.audits.append(audit_row(item.event_id, "quarantine", reason, row.owner, row.generation,
+                                           now_ms, {"cause": decision.quarantine_cause,
+                                                    "attempts": row.attempts,
+                                                    "lifetime_attempts": row.lifetime_attempts}))
+    return judged
 
 
 def redrive_refusal(row: Held | None, event_id: str, expected_generation: int) -> RedriveRefused | None:
@@ -111,6 +188,33 @@ def fresh_events(items: Sequence[NewEvent], stored: Mapping[str, StoredId]) -> d
         else:
             fresh[item.event_id] = item
     return fresh
+
+
+class Placed(NamedTuple):
+    """Where a new event goes: its flow (None: a flow of its own), its seq,
+    whether it becomes its flow's head, and when it is ready."""
+
+    item: NewEvent
+    flow_id: int | None
+    seq: int
+    head: bool
+    next_at_ms: int
+
+
+def placed(items: Sequence[NewEvent], flows: Mapping[str, list[Any]], now_ms: int) -> Iterator[Placed]:
+    """Each new event's place, in batch order. flows: for each named flow of
+    the batch, [flow_id, its first new seq, whether it has a head already];
+    advanced as the batch's events take their seqs, so an event that finds
+    its flow idle becomes its head and the later ones queue behind it."""
+    for item in items:
+        next_at = now_ms + item.delay_ms if item.at_ms is None else item.at_ms
+        if item.flow is None:
+            yield Placed(item, None, 1, True, next_at)
+            continue
+        slot = flows[item.flow]
+        yield Placed(item, slot[0], slot[1], not slot[2], next_at)
+        slot[1] += 1
+        slot[2] = True
 
 
 def enqueued(items: Sequence[NewEvent], stored: Mapping[str, StoredId], seqs: Mapping[str, int]) -> list[Enqueued]:

@@ -17,7 +17,7 @@ from typing import Any
 
 from .. import rules
 from ..backend import NewEvent
-from ..rows import StoredId, enqueued, fresh_events
+from ..rows import StoredId, enqueued, fresh_events, placed
 from ..types import Enqueued
 from .txn import TxnCore
 
@@ -60,21 +60,13 @@ def _insert_events(tx: TxnCore, items: list[NewEvent], now_ms: int) -> dict[str,
     events: dict[str, list[Any]] = {k: [] for k in ("event_id", "flow_id", "seq", "body", "next_at")}
     heads: list[tuple[str, int | None, int, bool]] = []  # (event_id, flow_id, dispatch_ms, runnable)
     seqs = {}
-    for item in items:
-        next_at = now_ms + item.delay_ms if item.at_ms is None else item.at_ms
-        if item.flow is None:
-            flow_id, seq, head = None, 1, True
-        else:
-            slot = flows[item.flow]
-            flow_id, seq, head = slot[0], slot[1], not slot[2]
-            slot[1] += 1
-            slot[2] = True  # later events of this flow in the batch queue behind
-        for key, value in (("event_id", item.event_id), ("flow_id", flow_id), ("seq", seq),
-                           ("body", item.body), ("next_at", next_at)):
+    for p in placed(items, flows, now_ms):
+        for key, value in (("event_id", p.item.event_id), ("flow_id", p.flow_id), ("seq", p.seq),
+                           ("body", p.item.body), ("next_at", p.next_at_ms)):
             events[key].append(value)
-        if head:
-            heads.append((item.event_id, flow_id, next_at, next_at <= now_ms))
-        seqs[item.event_id] = seq
+        if p.head:
+            heads.append((p.item.event_id, p.flow_id, p.next_at_ms, p.next_at_ms <= now_ms))
+        seqs[p.item.event_id] = p.seq
     # New events are ready; only heads get a rotation place (the tail, turns
     # taken in batch order) and a dispatch time, in the same statement.
     tx.execute(

@@ -2,8 +2,9 @@
 
 Runs inside a queue write transaction (TxnCore); never commits. Each verb
 locks what it judges in the one order used everywhere (flow, then head, then
-event), then reads the rows afresh and asks the rules: the fence verdict
-(fairq.rules.fence) and the settle decision (fairq.policy.decide). Every
+event), then reads the rows afresh and has them judged as every store
+judges them (fairq.rows: the fence verdict of fairq.rules.fence, the settle
+decision of fairq.policy.decide). Every
 write is a compare-and-set on what was judged (generation, state, lease
 end), so a row another transaction changed is never settled on stale facts.
 """
@@ -16,9 +17,9 @@ from typing import Any
 from .._json import body_value
 from ..backend import SettleItem
 from ..errors import LeaseLost, RedriveRefused, StoreError
-from ..policy import Backoff, decide, from_ms
-from ..rows import Held, audit_row, fence_held, redrive_refusal
-from ..types import Lease, Outcome, Settled, State
+from ..policy import Backoff
+from ..rows import Held, audit_row, fence_held, judge_settles, redrive_refusal
+from ..types import Lease, Settled
 from .txn import TxnCore
 
 
@@ -52,46 +53,10 @@ def check_fence(tx: TxnCore, event_id: str, generation: int, now_ms: int) -> Non
 def settle_many(tx: TxnCore, items: Sequence[SettleItem], *, now_ms: int, max_attempts: int,
                 backoff: Backoff) -> list[Settled | LeaseLost]:
     """Settle each lease on its own; a lost lease is reported in its slot."""
-    rows = held(tx, [item.event_id for item in items], lock_flows=True)
-    out: list[Settled | LeaseLost] = []
-    acked: list[Held] = []
-    retried: list[tuple[Held, int, str | None]] = []
-    released: list[Held] = []
-    quarantined: list[tuple[Held, str | None]] = []
-    audits: list[dict[str, Any]] = []
-    settled: set[str] = set()  # a second settle of one event in this batch is stale
-    for item in items:
-        row = rows.get(item.event_id)
-        lost = fence_held(row, item.event_id, item.generation, now_ms, item.event_id in settled)
-        if lost is not None:
-            out.append(lost)
-            continue
-        assert row is not None
-        settled.add(item.event_id)
-        decision = decide(item.outcome, event_id=item.event_id, generation=row.generation, attempts=row.attempts,
-                          max_attempts=max_attempts, now_ms=now_ms, delay=item.delay, backoff=backoff)
-        out.append(Settled(item.event_id, decision.state, from_ms(decision.next_at_ms), decision.attempts))
-        if decision.state is State.ACKED:
-            acked.append(row)
-        elif item.outcome is Outcome.RELEASE:
-            released.append(row)
-        elif decision.state is State.READY:
-            assert decision.next_at_ms is not None
-            retried.append((row, decision.next_at_ms, item.reason))
-            audits.append(audit_row(item.event_id, "retry", item.reason, row.owner, row.generation, now_ms,
-                                    {"attempts": row.attempts, "next_at": from_ms(decision.next_at_ms)}))
-        else:
-            reason = item.reason or decision.quarantine_cause
-            quarantined.append((row, reason))
-            audits.append(audit_row(item.event_id, "quarantine", reason, row.owner, row.generation, now_ms,
-                                    {"cause": decision.quarantine_cause, "attempts": row.attempts,
-                                     "lifetime_attempts": row.lifetime_attempts}))
-    tx.moved("inflight", "acked", len(acked))
-    tx.happened("acked", len(acked))
-    tx.moved("inflight", "ready", len(retried) + len(released))
-    tx.happened("retried", len(retried))
-    tx.moved("inflight", "quarantined", len(quarantined))
-    tx.happened("quarantined", len(quarantined))
+    judged = judge_settles(items, held(tx, [item.event_id for item in items], lock_flows=True),
+                           now_ms=now_ms, max_attempts=max_attempts, backoff=backoff)
+    judged.count(tx)
+    acked, retried, released, quarantined = judged.acked, judged.retried, judged.released, judged.quarantined
     if acked:
         _ack(tx, acked, now_ms)
     if retried or released:
@@ -99,8 +64,8 @@ def settle_many(tx: TxnCore, items: Sequence[SettleItem], *, now_ms: int, max_at
     if quarantined:
         _cas(tx, [r for r, _ in quarantined])
         tx.quarantine([r.id for r, _ in quarantined], [reason for _, reason in quarantined])
-    tx.append_audit(audits)
-    return out
+    tx.append_audit(judged.audits)
+    return judged.out
 
 
 def _judged(rows: Sequence[Held]) -> dict[str, list[Any]]:

@@ -15,7 +15,7 @@ from typing import Any
 
 from .. import rules
 from ..backend import NewEvent
-from ..rows import StoredId, enqueued, fresh_events
+from ..rows import StoredId, enqueued, fresh_events, placed
 from ..types import Enqueued
 from .txn import TxnCore
 
@@ -67,22 +67,15 @@ def _insert_events(tx: TxnCore, items: list[NewEvent], now_ms: int) -> dict[str,
     flows = _allocate_seqs(tx, counts) if counts else {}
     rows: list[tuple[Any, ...]] = []
     seqs = {}
-    for item in items:
-        next_at = now_ms + item.delay_ms if item.at_ms is None else item.at_ms
-        if item.flow is None:
-            flow_id, seq, head = None, 1, True
-        else:
-            slot = flows[item.flow]
-            flow_id, seq, head = slot[0], slot[1], not slot[2]
-            slot[1] += 1
-            slot[2] = True  # later events of this flow in the batch queue behind
-        if head:
-            rows.append((item.event_id, flow_id, seq, item.body, now_ms, next_at, next_at,
+    for p in placed(items, flows, now_ms):
+        item, next_at = p.item, p.next_at_ms
+        if p.head:
+            rows.append((item.event_id, p.flow_id, p.seq, item.body, now_ms, next_at, next_at,
                          rules.join_pass(row.tail), tx.next_turn(), next_at, int(next_at <= now_ms)))
         else:
-            rows.append((item.event_id, flow_id, seq, item.body, now_ms, next_at, next_at,
+            rows.append((item.event_id, p.flow_id, p.seq, item.body, now_ms, next_at, next_at,
                          None, None, None, 0))
-        seqs[item.event_id] = seq
+        seqs[item.event_id] = p.seq
     # Only heads get a rotation place and a dispatch time. Positional
     # parameters, in the column order: the hottest insert, where binding
     # eleven named ones cost ~4 us a row.

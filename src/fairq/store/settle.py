@@ -2,23 +2,23 @@
 
 Runs inside a queue write transaction (store.txn.TxnCore); never commits.
 Each verb reads the rows it judges in one statement (by the event_id index,
-under the write lock), asks the rules -- the fence verdict
-(fairq.rules.fence), the settle decision (fairq.policy.decide) -- and writes
-the answers with one statement per kind of change, whatever the batch size.
+under the write lock), has them judged as every store judges them
+(fairq.rows: the fence verdict of fairq.rules.fence, the settle decision of
+fairq.policy.decide) and writes the answers with one statement per kind of
+change, whatever the batch size.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import Any
 
 from ..backend import SettleItem
 from ..errors import LeaseLost
-from ..policy import Backoff, decide, from_ms
-from ..types import Lease, Outcome, Settled, State
+from ..policy import Backoff
+from ..types import Lease, Settled
 from .._json import body_value
-from ..rows import Held as _Held, audit_row, fence_held as _fence, redrive_refusal
+from ..rows import Held as _Held, audit_row, fence_held as _fence, judge_settles, redrive_refusal
 from .txn import TxnCore
 
 # The columns a settle, extend or redrive needs to judge a lease.
@@ -28,9 +28,6 @@ _FENCE_COLUMNS = (
 )
 _FENCE_ONE = _FENCE_COLUMNS + "WHERE event_id = :id"
 _FENCE_MANY = _FENCE_COLUMNS + "WHERE event_id IN (SELECT value FROM json_each(:ids))"
-
-_TOTAL_FOR = {State.ACKED: "acked", State.READY: "retried", State.QUARANTINED: "quarantined"}
-
 
 def _held(tx: TxnCore, event_ids: list[str]) -> dict[str, _Held]:
     # The rows the fence judges, by the event_id index, read under the write
@@ -53,52 +50,17 @@ def settle_many(
     tx: TxnCore, items: Sequence[SettleItem], *, now_ms: int, max_attempts: int, backoff: Backoff
 ) -> list[Settled | LeaseLost]:
     """Settle each lease on its own; a lost lease is reported in its slot."""
-    held = _held(tx, [item.event_id for item in items])
-    out: list[Settled | LeaseLost] = []
-    acked: list[tuple[int, int]] = []  # (settled_ms, id)
-    next_heads: list[tuple[Any, ...]] = []  # (pass, turn, now_ms, flow_id, seq)
-    retried: list[dict[str, Any]] = []
-    released: list[dict[str, Any]] = []
-    quarantined: list[dict[str, Any]] = []
-    audits: list[dict[str, Any]] = []
-    settled: set[str] = set()  # a second settle of one event in this batch is stale
-    for item in items:
-        row = held.get(item.event_id)
-        lost = _fence(row, item.event_id, item.generation, now_ms, item.event_id in settled)
-        if lost is not None:
-            out.append(lost)
-            continue
-        assert row is not None
-        settled.add(item.event_id)
-        decision = decide(
-            item.outcome, event_id=item.event_id, generation=row.generation,
-            attempts=row.attempts, max_attempts=max_attempts, now_ms=now_ms,
-            delay=item.delay, backoff=backoff,
-        )
-        out.append(Settled(item.event_id, decision.state, from_ms(decision.next_at_ms), decision.attempts))
-        if decision.state is State.ACKED:
-            acked.append((now_ms, row.id))
-            if row.flow_id is not None:
-                next_heads.append((row.pass_, row.turn, now_ms, row.flow_id, row.seq + 1))
-        elif item.outcome is Outcome.RELEASE:
-            released.append({"id": row.id, "now_ms": now_ms})
-        elif decision.state is State.READY:
-            assert decision.next_at_ms is not None
-            retried.append({"id": row.id, "next_at_ms": decision.next_at_ms,
-                            "runnable": int(decision.next_at_ms <= now_ms), "reason": item.reason})
-            audits.append(audit_row(item.event_id, "retry", item.reason, row.owner, row.generation,
-                                    now_ms, {"attempts": row.attempts,
-                                             "next_at": from_ms(decision.next_at_ms)}))
-        else:
-            reason = item.reason or decision.quarantine_cause
-            quarantined.append({"id": row.id, "reason": reason})
-            audits.append(audit_row(item.event_id, "quarantine", reason, row.owner, row.generation,
-                                    now_ms, {"cause": decision.quarantine_cause, "attempts": row.attempts,
-                                             "lifetime_attempts": row.lifetime_attempts}))
-    for state, rows in ((State.ACKED, acked), (State.READY, retried), (State.QUARANTINED, quarantined)):
-        tx.moved("inflight", state.value, len(rows))
-        tx.happened(_TOTAL_FOR[state], len(rows))
-    tx.moved("inflight", "ready", len(released))
+    judged = judge_settles(items, _held(tx, [item.event_id for item in items]), now_ms=now_ms,
+                           max_attempts=max_attempts, backoff=backoff)
+    judged.count(tx)
+    acked = [(now_ms, row.id) for row in judged.acked]  # (settled_ms, id)
+    # (pass, turn, now_ms, flow_id, seq) of each acked head's successor
+    next_heads = [(row.pass_, row.turn, now_ms, row.flow_id, row.seq + 1)
+                  for row in judged.acked if row.flow_id is not None]
+    retried = [{"id": row.id, "next_at_ms": next_at, "runnable": int(next_at <= now_ms), "reason": reason}
+               for row, next_at, reason in judged.retried]
+    released = [{"id": row.id, "now_ms": now_ms} for row in judged.released]
+    quarantined = [{"id": row.id, "reason": reason} for row, reason in judged.quarantined]
     conn = tx.connection
     # The ack statements, the hot path of every cycle, take positional
     # parameters in the order written.
@@ -134,9 +96,9 @@ def settle_many(
         )
     if quarantined:
         tx.quarantine(quarantined)
-    if audits:
-        tx.append_audit(audits)
-    return out
+    if judged.audits:
+        tx.append_audit(judged.audits)
+    return judged.out
 
 
 def extend(tx: TxnCore, event_id: str, generation: int, *, lease_ms: int, now_ms: int) -> Lease:
