@@ -6,7 +6,7 @@ event under a lease; `StoredId`, an event id already stored or tombstoned),
 the rules' verdicts on those records (`fence_held`, `judge_settles`,
 `redrive_refusal`, `fresh_events`, `placed`), the answers a verb returns (`enqueued`), the conversions
 of a read row to a `fairq.types` value (`event_info`, `audit_entry`,
-`schedule`) and the parameters of an audit row (`audit_row`). Nothing here
+`schedule`) and the parameters of an audit row (`audit_row`, `AuditTrail`). Nothing here
 runs SQL, names a driver or reads a clock; the decisions themselves stay in
 `fairq.rules` and `fairq.policy`.
 """
@@ -40,6 +40,7 @@ __all__ = [
     "audit_entry",
     "schedule",
     "audit_row",
+    "AuditTrail",
 ]
 
 
@@ -276,3 +277,22 @@ def audit_row(event_id: str, action: str, reason: str | None, actor: str | None,
     """The parameters of one audit row, by column name."""
     return {"event_id": event_id, "action": action, "reason": reason, "actor": actor,
             "generation": generation, "at_ms": now_ms, "detail": canonical(detail)}
+
+
+class AuditTrail:
+    """What a store's write transaction appends to the audit log, through
+    the one statement it provides (append_audit)."""
+
+    def append_audit(self, rows: list[dict[str, Any]]) -> None:
+        """Append audit rows made by audit_row."""
+        raise NotImplementedError
+
+    def record(self, event_id: str, action: str, reason: str | None, actor: str | None,
+               generation: int | None, now_ms: int, detail: dict[str, Any]) -> None:
+        """Append one audit row."""
+        self.append_audit([audit_row(event_id, action, reason, actor, generation, now_ms, detail)])
+
+    def append_misfires(self, misfires: Sequence[tuple[str, str, dict[str, Any]]], now_ms: int) -> None:
+        """Record schedule slots that did not become instances: (instance id, reason, detail)."""
+        self.append_audit([audit_row(event_id, "misfire", reason, None, None, now_ms, detail)
+                           for event_id, reason, detail in misfires])

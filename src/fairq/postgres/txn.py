@@ -20,7 +20,7 @@ from typing import Any
 from .. import policy
 from ..errors import InvalidInput
 from ..policy import Policy
-from ..rows import audit_row
+from ..rows import AuditTrail
 from ..types import TOTALS
 from . import DUE_CHANNEL, READY_CHANNEL
 from .connection import PgDatabase
@@ -45,7 +45,7 @@ SERVER_CLOCK_MESSAGE = ("is refused on the server clock: a PostgreSQL queue runs
                         "server's time; open it with clock='model' to give explicit times")
 
 
-class TxnCore:
+class TxnCore(AuditTrail):
     """A write transaction (a context manager) with the queue's shared state."""
 
     def __init__(self, db: PgDatabase, name: str, conn: Any, *, server_clock: bool) -> None:
@@ -230,15 +230,6 @@ class TxnCore:
             "WHERE e.id = c.pk", {"pks": list(pks), "reasons": list(reasons)})
         self.execute("UPDATE head SET dispatch_ms = NULL, runnable = false WHERE event_pk = ANY(%(pks)s::bigint[])",
                      {"pks": list(pks)})
-
-    def record(self, event_id: str, action: str, reason: str | None, actor: str | None,
-               generation: int | None, now_ms: int, detail: dict[str, Any]) -> None:
-        self.append_audit([audit_row(event_id, action, reason, actor, generation, now_ms, detail)])
-
-    def append_misfires(self, misfires: Sequence[tuple[str, str, dict[str, Any]]], now_ms: int) -> None:
-        """Record schedule slots that did not become instances: (instance id, reason, detail)."""
-        self.append_audit([audit_row(event_id, "misfire", reason, None, None, now_ms, detail)
-                           for event_id, reason, detail in misfires])
 
     def append_audit(self, rows: list[dict[str, Any]]) -> None:
         if not rows:

@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import logging
 import sqlite3
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from .. import policy
 from ..policy import Policy
-from ..rows import audit_row
+from ..rows import AuditTrail
 from ..types import TOTALS
 from .sqlite import Database
 from .policy_store import policy_from_row
@@ -52,7 +52,7 @@ _NO_MOVES = {"ready": 0, "inflight": 0, "acked": 0, "quarantined": 0}
 _NO_TOTALS = dict.fromkeys(TOTALS, 0)
 
 
-class TxnCore:
+class TxnCore(AuditTrail):
     """A write transaction (a context manager) with the queue's state row and counters."""
 
     def __init__(self, db: Database, name: str, conn: sqlite3.Connection | None = None) -> None:
@@ -220,16 +220,6 @@ class TxnCore:
             "dispatch_ms = NULL, runnable = 0, reason = :reason WHERE id = :id",
             rows,
         )
-
-    def record(self, event_id: str, action: str, reason: str | None, actor: str | None,
-               generation: int | None, now_ms: int, detail: dict[str, Any]) -> None:
-        """Append one audit row."""
-        self.append_audit([audit_row(event_id, action, reason, actor, generation, now_ms, detail)])
-
-    def append_misfires(self, misfires: Sequence[tuple[str, str, dict[str, Any]]], now_ms: int) -> None:
-        """Record schedule slots that did not become instances: (instance id, reason, detail)."""
-        self.append_audit([audit_row(event_id, "misfire", reason, None, None, now_ms, detail)
-                           for event_id, reason, detail in misfires])
 
     def append_audit(self, rows: list[dict[str, Any]]) -> None:
         """Append audit rows made by audit_row."""
