@@ -9,11 +9,12 @@ COMMIT that fails makes every call of the group raise.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import sqlite3
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +33,19 @@ def holding_until(q: fairq.Queue, waiting: int) -> Callable[[sqlite3.Connection]
     def effect(conn: sqlite3.Connection) -> None:
         assert eventually(lambda: writers(q).waiting >= waiting, seconds=30)
     return effect
+
+
+@contextlib.contextmanager
+def holding_the_turn(path: Path) -> Iterator[None]:
+    """The lock beside the file that writers queue for, held through another
+    open file description (as another process holds it)."""
+    fd = os.open(str(path) + "-lock", os.O_RDWR)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    try:
+        yield
+    finally:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
 
 
 def in_threads(calls: list[Callable[[], Any]]) -> list[Any]:
@@ -218,16 +232,9 @@ def test_a_writer_of_another_process_holding_the_turn_past_the_busy_timeout_mean
     path = tmp_path / "q.db"
     q = fairq.Queue(path, busy_timeout=0.2)
     q.enqueue("a", {})
-    # The lock beside the file that writers queue for, held through another
-    # open file description (as another process holds it).
-    fd = os.open(str(path) + "-lock", os.O_RDWR)
-    fcntl.flock(fd, fcntl.LOCK_EX)
-    try:
+    with holding_the_turn(path):
         with pytest.raises(fairq.Busy):
             q.enqueue("b", {})
-    finally:
-        fcntl.flock(fd, fcntl.LOCK_UN)
-        os.close(fd)
     assert q.get("b") is None
     assert q.enqueue("b", {}).created  # its turn came: the abandoned wait gave the lock back
     assert q.enqueue("c", {}).created
@@ -238,15 +245,12 @@ def test_a_writer_waiting_its_turn_goes_on_when_the_holder_lets_go(tmp_path: Pat
     path = tmp_path / "q.db"
     q = fairq.Queue(path, busy_timeout=30)
     q.enqueue("a", {})
-    fd = os.open(str(path) + "-lock", os.O_RDWR)
-    fcntl.flock(fd, fcntl.LOCK_EX)
     result: list[Any] = []  # filled by the thread below
-    waiter = threading.Thread(target=lambda: result.append(q.enqueue("b", {})))
-    waiter.start()
-    waiter.join(timeout=0.3)
-    assert waiter.is_alive()  # waiting in the kernel for its turn
-    fcntl.flock(fd, fcntl.LOCK_UN)
-    os.close(fd)
+    with holding_the_turn(path):
+        waiter = threading.Thread(target=lambda: result.append(q.enqueue("b", {})))
+        waiter.start()
+        waiter.join(timeout=0.3)
+        assert waiter.is_alive()  # waiting in the kernel for its turn
     waiter.join(timeout=30)
     assert result[0].created
     q.close()
