@@ -273,6 +273,7 @@ def error_from_json(status: int, data: Any, where: str = "the server") -> FairqE
     if code == "busy":
         return Busy(message)
     if code in _STORE_FAILURES:  # `path` is the server's address: its file is its own
-        store_error = {"disk_full": DiskFull, "read_only": ReadOnly, "corrupt": Corrupt}.get(code, StoreError)
+        store_error = next(cls for cls, c in _CODES if c == code)
+        assert issubclass(store_error, StoreError)
         return store_error(where, message)
     return RemoteError(status, code, message)
