@@ -18,7 +18,7 @@ from .._json import body_value
 from ..backend import SettleItem
 from ..errors import LeaseLost, RedriveRefused, StoreError
 from ..policy import Backoff
-from ..rows import Held, audit_row, fence_held, judge_settles, redrive_refusal
+from ..rows import Held, fence_held, judge_settles, redrive_refusal
 from ..types import Lease, Settled
 from .txn import TxnCore
 
@@ -197,7 +197,6 @@ def redrive(tx: TxnCore, event_id: str, *, expected_generation: int, reason: str
     tx.wake()
     tx.moved("quarantined", "ready")
     tx.happened("redriven")
-    tx.append_audit([audit_row(event_id, "redrive", reason, actor, generation, now_ms,
-                               {"replaced_reason": row.reason, "attempts": row.attempts,
-                                "lifetime_attempts": row.lifetime_attempts})])
+    tx.record(event_id, "redrive", reason, actor, generation, now_ms,
+              {"replaced_reason": row.reason, "attempts": row.attempts, "lifetime_attempts": row.lifetime_attempts})
     return generation

@@ -18,7 +18,7 @@ from ..errors import LeaseLost
 from ..policy import Backoff
 from ..types import Lease, Settled
 from .._json import body_value
-from ..rows import Held as _Held, audit_row, fence_held as _fence, judge_settles, redrive_refusal
+from ..rows import Held as _Held, fence_held as _fence, judge_settles, redrive_refusal
 from .txn import TxnCore
 
 # The columns a settle, extend or redrive needs to judge a lease.
@@ -150,7 +150,6 @@ def redrive(tx: TxnCore, event_id: str, *, expected_generation: int, reason: str
     )
     tx.moved("quarantined", "ready")
     tx.happened("redriven")
-    tx.append_audit([audit_row(event_id, "redrive", reason, actor, generation, now_ms,
-                               {"replaced_reason": row.reason, "attempts": row.attempts,
-                                "lifetime_attempts": row.lifetime_attempts})])
+    tx.record(event_id, "redrive", reason, actor, generation, now_ms,
+              {"replaced_reason": row.reason, "attempts": row.attempts, "lifetime_attempts": row.lifetime_attempts})
     return generation
