@@ -1,4 +1,4 @@
-"""Queue.redrive_many: redrive a chosen set of quarantined events in one call.
+"""Queue.redrive and redrive_many: give quarantined events a new round, one or a chosen set.
 
 QueueRedrive is a base class of fairq.Queue. Each item is fenced by its own
 expected generation and judged on its own inside one write transaction: a
@@ -28,6 +28,30 @@ class QueueRedrive:
     def _requested(self, now: float | None, field: str = "now") -> tuple[int, bool]:
         raise NotImplementedError  # fairq.Queue picks the time
 
+    def redrive(
+        self, event_id: str, *, expected_generation: int, reason: str, actor: str | None = None,
+        now: float | None = None,
+    ) -> int:
+        """Give a quarantined event a new round; returns its new generation.
+
+        Refused (RedriveRefused) unless the event is quarantined at
+        expected_generation. Resets attempts (not lifetime_attempts) and
+        appends an audit row that keeps the quarantine reason it replaces.
+        """
+        event_id = v.identifier(event_id, "event_id")
+        expected_generation = v.count(expected_generation, "expected_generation", low=0, high=2**62)
+        reason = required_reason(reason)
+        actor = v.optional_identifier(actor, "actor")
+        requested = self._requested(now)
+        with self._store.transaction("redrive") as tx:
+            now_ms = tx.now(*requested)
+            [generation] = tx.redrive_many([(event_id, expected_generation)], reason=reason, actor=actor,
+                                           now_ms=now_ms)
+        if isinstance(generation, RedriveRefused):
+            raise generation
+        log.info("redrive %s -> generation %d by %s: %s", event_id, generation, actor, reason)
+        return generation
+
     def redrive_many(self, items: Iterable[Any], *, reason: str, actor: str | None = None,
                      now: float | None = None) -> list[int | RedriveRefused]:
         """Redrive each (event_id, expected_generation) pair, as redrive does
@@ -39,15 +63,9 @@ class QueueRedrive:
         reason = required_reason(reason)
         actor = v.optional_identifier(actor, "actor")
         requested = self._requested(now)
-        results: list[int | RedriveRefused] = []
         with self._store.transaction("redrive") as tx:  # its crash points are redrive's
             now_ms = tx.now(*requested)
-            for event_id, expected in checked:
-                try:
-                    results.append(tx.redrive(event_id, expected_generation=expected, reason=reason,
-                                              actor=actor, now_ms=now_ms))
-                except RedriveRefused as refused:  # raised before it wrote anything
-                    results.append(refused)
+            results = tx.redrive_many(checked, reason=reason, actor=actor, now_ms=now_ms)
         done = sum(isinstance(r, int) for r in results)
         log.info("redrive_many: %d redriven, %d refused, by %s: %s", done, len(results) - done, actor, reason)
         return results

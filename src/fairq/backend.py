@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from contextlib import AbstractContextManager
 from typing import Any, NamedTuple, Protocol, TypeVar
 
-from .errors import LeaseLost
+from .errors import LeaseLost, RedriveRefused
 from .policy import Backoff, Policy
 from .types import (AuditEntry, ClockReset, Enqueued, EventInfo, Lease, Misfire, Outcome, Schedule,
                     Settled, Stats)
@@ -171,9 +171,12 @@ class WriteTxn(Protocol):
 
     def extend(self, event_id: str, generation: int, *, lease_ms: int, now_ms: int) -> Lease: ...
 
-    def redrive(self, event_id: str, *, expected_generation: int, reason: str, actor: str | None,
-                now_ms: int) -> int:
-        """Give a quarantined head a new round; returns its new generation."""
+    def redrive_many(self, items: Sequence[tuple[str, int]], *, reason: str, actor: str | None,
+                     now_ms: int) -> list[int | RedriveRefused]:
+        """Give each quarantined head (event_id, expected_generation) a new
+        round: its new generation, or its RedriveRefused (nothing written), in
+        its slot. Every row named is locked before the first is judged, in the
+        store's one lock order, whatever the order of the items."""
 
     def set_weight(self, name: str, weight: int) -> None: ...
 

@@ -23,7 +23,7 @@ from ._queue_config import QueueConfig
 from ._queue_reads import QueueReads
 from ._queue_redrive import QueueRedrive
 from ._queue_wait import QueueWaits
-from ._requests import (batch_item, call_lease_ms, new_event, required_reason, requested_time, settle_item,
+from ._requests import (batch_item, call_lease_ms, new_event, requested_time, settle_item,
                         store_path, wall_clock)
 from .leases import lease_key, settle_parts
 from .backend import AppConnection, NewEvent, Store
@@ -346,30 +346,6 @@ class Queue(QueueReads, QueueRedrive, QueueMaintenance, QueueConfig, QueueWaits)
             if lease_ms is None:
                 lease_ms = to_ms(tx.policy().lease_seconds)
             return tx.extend(event_id, generation, lease_ms=lease_ms, now_ms=now_ms)
-
-    # -- redrive -------------------------------------------------------------------
-
-    def redrive(
-        self, event_id: str, *, expected_generation: int, reason: str, actor: str | None = None,
-        now: float | None = None,
-    ) -> int:
-        """Give a quarantined event a new round; returns its new generation.
-
-        Refused (RedriveRefused) unless the event is quarantined at
-        expected_generation. Resets attempts (not lifetime_attempts) and
-        appends an audit row that keeps the quarantine reason it replaces.
-        """
-        event_id = v.identifier(event_id, "event_id")
-        expected_generation = v.count(expected_generation, "expected_generation", low=0, high=2**62)
-        reason = required_reason(reason)
-        actor = v.optional_identifier(actor, "actor")
-        requested = self._requested(now)
-        with self._store.transaction("redrive") as tx:
-            now_ms = tx.now(*requested)
-            generation = tx.redrive(event_id, expected_generation=expected_generation, reason=reason,
-                                    actor=actor, now_ms=now_ms)
-        log.info("redrive %s -> generation %d by %s: %s", event_id, generation, actor, reason)
-        return generation
 
     # -- schedules ---------------------------------------------------------------------
 

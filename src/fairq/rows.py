@@ -14,7 +14,7 @@ runs SQL, names a driver or reads a clock; the decisions themselves stay in
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, NamedTuple, Protocol
 
 from . import rules
@@ -158,6 +158,31 @@ def redrive_refusal(row: Held | None, event_id: str, expected_generation: int) -
         return RedriveRefused(
             event_id, f"event {event_id!r} is at generation {row.generation}, not {expected_generation}")
     return None
+
+
+def redrive_each(items: Sequence[tuple[str, int]], rows: dict[str, Held],
+                 write: Callable[[Held, int], None]) -> list[int | RedriveRefused]:
+    """Judge each (event_id, expected_generation) against the rows as read
+    (all locked before the first is judged, in the store's one lock order)
+    and write(row, new_generation) the ones that may go on; each slot is the
+    new generation or the refusal, which wrote nothing. An id named twice is
+    judged the second time as the first left it."""
+    results: list[int | RedriveRefused] = []
+    for event_id, expected in items:
+        row = rows.get(event_id)
+        refused = redrive_refusal(row, event_id, expected)
+        if refused is not None or row is None:
+            results.append(refused or RedriveRefused(event_id, f"event {event_id!r} does not exist"))
+            continue
+        generation = row.generation + 1
+        try:
+            write(row, generation)
+        except RedriveRefused as exc:  # the store's compare-and-set found it changed
+            results.append(exc)
+            continue
+        rows[event_id] = row._replace(state="ready", generation=generation, attempts=0, reason=None)
+        results.append(generation)
+    return results
 
 
 # -- enqueue -------------------------------------------------------------------

@@ -18,7 +18,7 @@ from .._json import body_value
 from ..backend import SettleItem
 from ..errors import LeaseLost, RedriveRefused, StoreError
 from ..policy import Backoff
-from ..rows import Held, fence_held, judge_settles, redrive_refusal
+from ..rows import Held, fence_held, judge_settles, redrive_each
 from ..types import Lease, Settled
 from .txn import TxnCore
 
@@ -173,30 +173,32 @@ def extend(tx: TxnCore, event_id: str, generation: int, *, lease_ms: int, now_ms
                  got[5], int(got[6]) / 1000)
 
 
-def redrive(tx: TxnCore, event_id: str, *, expected_generation: int, reason: str, actor: str | None,
-            now_ms: int) -> int:
-    """Give a quarantined head a new round; returns its new generation."""
-    row = held(tx, [event_id], lock_flows=False).get(event_id)
-    refused = redrive_refusal(row, event_id, expected_generation)
-    if refused is not None:
-        raise refused
-    assert row is not None
-    generation = row.generation + 1
-    # A new round (compare-and-set on state and generation): attempts reset,
-    # the old reason moves to the audit row; still the head, in its old
-    # rotation place, claimable now.
-    changed = tx.execute(
-        "UPDATE event SET state = 'ready', generation = %(gen)s, attempts = 0, next_at_ms = %(now_ms)s, "
-        "reason = NULL WHERE id = %(id)s AND state = 'quarantined' AND generation = %(old)s",
-        {"id": row.id, "gen": generation, "old": row.generation, "now_ms": now_ms},
-    ).rowcount
-    if changed != 1:
-        raise RedriveRefused(event_id, f"event {event_id!r} changed while it was redriven; look again")
-    tx.execute("UPDATE head SET dispatch_ms = %(now_ms)s, runnable = true WHERE event_pk = %(id)s",
-               {"id": row.id, "now_ms": now_ms})
-    tx.wake()
-    tx.moved("quarantined", "ready")
-    tx.happened("redriven")
-    tx.record(event_id, "redrive", reason, actor, generation, now_ms,
-              {"replaced_reason": row.reason, "attempts": row.attempts, "lifetime_attempts": row.lifetime_attempts})
-    return generation
+def redrive_many(tx: TxnCore, items: Sequence[tuple[str, int]], *, reason: str, actor: str | None,
+                 now_ms: int) -> list[int | RedriveRefused]:
+    """Give each quarantined head (event_id, expected_generation) a new round:
+    its new generation, or its refusal, in its slot. Every head named is
+    locked first, in one statement and in event order (as settle locks
+    them), so two calls naming the same events in any order never deadlock."""
+    rows = held(tx, [event_id for event_id, _ in items], lock_flows=False)
+
+    def write(row: Held, generation: int) -> None:
+        # A new round (compare-and-set on state and generation): attempts
+        # reset, the old reason moves to the audit row; still the head, in
+        # its old rotation place, claimable now.
+        changed = tx.execute(
+            "UPDATE event SET state = 'ready', generation = %(gen)s, attempts = 0, next_at_ms = %(now_ms)s, "
+            "reason = NULL WHERE id = %(id)s AND state = 'quarantined' AND generation = %(old)s",
+            {"id": row.id, "gen": generation, "old": row.generation, "now_ms": now_ms},
+        ).rowcount
+        if changed != 1:
+            raise RedriveRefused(row.event_id, f"event {row.event_id!r} changed while it was redriven; look again")
+        tx.execute("UPDATE head SET dispatch_ms = %(now_ms)s, runnable = true WHERE event_pk = %(id)s",
+                   {"id": row.id, "now_ms": now_ms})
+        tx.wake()
+        tx.moved("quarantined", "ready")
+        tx.happened("redriven")
+        tx.record(row.event_id, "redrive", reason, actor, generation, now_ms,
+                  {"replaced_reason": row.reason, "attempts": row.attempts,
+                   "lifetime_attempts": row.lifetime_attempts})
+
+    return redrive_each(items, rows, write)

@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from ..backend import NewEvent, SettleItem
-from ..errors import LeaseLost
+from ..errors import LeaseLost, RedriveRefused
 from ..policy import Backoff, Policy, policy_json
 from ..types import ClockReset, Enqueued, Lease, Settled
 from . import claim, enqueue, maintenance, settle
@@ -114,10 +114,10 @@ class PgTxn(TxnCore):
     def extend(self, event_id: str, generation: int, *, lease_ms: int, now_ms: int) -> Lease:
         return settle.extend(self, event_id, generation, lease_ms=lease_ms, now_ms=now_ms)
 
-    def redrive(self, event_id: str, *, expected_generation: int, reason: str, actor: str | None,
-                now_ms: int) -> int:
-        return settle.redrive(self, event_id, expected_generation=expected_generation, reason=reason,
-                              actor=actor, now_ms=now_ms)
+    def redrive_many(self, items: Sequence[tuple[str, int]], *, reason: str, actor: str | None,
+                     now_ms: int) -> list[int | RedriveRefused]:
+        """Give each quarantined head a new round; its new generation or refusal in its slot."""
+        return settle.redrive_many(self, items, reason=reason, actor=actor, now_ms=now_ms)
 
     def set_weight(self, name: str, weight: int) -> None:
         """Set a flow's weight, creating the flow if it has never been seen."""

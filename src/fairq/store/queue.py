@@ -32,7 +32,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from ..backend import NewEvent, SettleItem
-from ..errors import LeaseLost, SchemaError
+from ..errors import LeaseLost, RedriveRefused, SchemaError
 from ..policy import Backoff, Policy, policy_json
 from ..types import ClockReset, Enqueued, Lease, Settled
 from . import claim, enqueue, settle
@@ -125,11 +125,10 @@ class QueueTxn(TxnCore):
         """Move a live lease's end to now + lease_ms (fenced like settle)."""
         return settle.extend(self, event_id, generation, lease_ms=lease_ms, now_ms=now_ms)
 
-    def redrive(self, event_id: str, *, expected_generation: int, reason: str, actor: str | None,
-                now_ms: int) -> int:
-        """Give a quarantined head a new round; returns its new generation."""
-        return settle.redrive(self, event_id, expected_generation=expected_generation, reason=reason,
-                              actor=actor, now_ms=now_ms)
+    def redrive_many(self, items: Sequence[tuple[str, int]], *, reason: str, actor: str | None,
+                     now_ms: int) -> list[int | RedriveRefused]:
+        """Give each quarantined head a new round; its new generation or refusal in its slot."""
+        return settle.redrive_many(self, items, reason=reason, actor=actor, now_ms=now_ms)
 
     def set_weight(self, name: str, weight: int) -> None:
         """Set a flow's weight, creating the flow if it has never been seen."""

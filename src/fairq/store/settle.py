@@ -14,11 +14,11 @@ import json
 from collections.abc import Sequence
 
 from ..backend import SettleItem
-from ..errors import LeaseLost
+from ..errors import LeaseLost, RedriveRefused
 from ..policy import Backoff
 from ..types import Lease, Settled
 from .._json import body_value
-from ..rows import Held as _Held, fence_held as _fence, judge_settles, redrive_refusal
+from ..rows import Held as _Held, fence_held as _fence, judge_settles, redrive_each
 from .txn import TxnCore
 
 # The columns a settle, extend or redrive needs to judge a lease.
@@ -129,27 +129,28 @@ def _flow_name(tx: TxnCore, flow_id: int | None) -> str | None:
     return name
 
 
-def redrive(tx: TxnCore, event_id: str, *, expected_generation: int, reason: str, actor: str | None,
-            now_ms: int) -> int:
-    """Give a quarantined head a new round; returns its new generation."""
-    row = _held(tx, [event_id]).get(event_id)
-    refused = redrive_refusal(row, event_id, expected_generation)
-    if refused is not None:
-        raise refused
-    assert row is not None
-    generation = row.generation + 1
-    # A new round: attempts reset, lifetime_attempts kept, the old reason
-    # moves to the audit row. The generation moves on, so no holder from
-    # before the quarantine can settle. Still the head, in its old
-    # rotation place, claimable now.
-    tx.connection.execute(
-        "UPDATE event SET state = 'ready', generation = :generation, attempts = 0, "
-        "next_at_ms = :now_ms, dispatch_ms = :now_ms, runnable = 1, reason = NULL "
-        "WHERE id = :id AND state = 'quarantined'",
-        {"id": row.id, "generation": generation, "now_ms": now_ms},
-    )
-    tx.moved("quarantined", "ready")
-    tx.happened("redriven")
-    tx.record(event_id, "redrive", reason, actor, generation, now_ms,
-              {"replaced_reason": row.reason, "attempts": row.attempts, "lifetime_attempts": row.lifetime_attempts})
-    return generation
+def redrive_many(tx: TxnCore, items: Sequence[tuple[str, int]], *, reason: str, actor: str | None,
+                 now_ms: int) -> list[int | RedriveRefused]:
+    """Give each quarantined head (event_id, expected_generation) a new round:
+    its new generation, or its refusal, in its slot (read under the file's
+    write lock, so nothing changes between the judgement and the write)."""
+    rows = _held(tx, sorted({event_id for event_id, _ in items}))
+
+    def write(row: _Held, generation: int) -> None:
+        # A new round: attempts reset, lifetime_attempts kept, the old reason
+        # moves to the audit row. The generation moves on, so no holder from
+        # before the quarantine can settle. Still the head, in its old
+        # rotation place, claimable now.
+        tx.connection.execute(
+            "UPDATE event SET state = 'ready', generation = :generation, attempts = 0, "
+            "next_at_ms = :now_ms, dispatch_ms = :now_ms, runnable = 1, reason = NULL "
+            "WHERE id = :id AND state = 'quarantined'",
+            {"id": row.id, "generation": generation, "now_ms": now_ms},
+        )
+        tx.moved("quarantined", "ready")
+        tx.happened("redriven")
+        tx.record(row.event_id, "redrive", reason, actor, generation, now_ms,
+                  {"replaced_reason": row.reason, "attempts": row.attempts,
+                   "lifetime_attempts": row.lifetime_attempts})
+
+    return redrive_each(items, rows, write)
