@@ -88,10 +88,10 @@ def test_a_server_that_never_answers_cannot_hang_an_open(blackhole: int, monkeyp
 def test_the_connect_timeout_is_fairqs_default_unless_the_url_or_the_environment_gives_one(
         monkeypatch) -> None:
     monkeypatch.delenv("PGCONNECT_TIMEOUT", raising=False)
-    assert parse("postgresql://h/db").connect_args() == {"connect_timeout": CONNECT_TIMEOUT} == {"connect_timeout": 10}
-    assert parse("postgresql://h/db?connect_timeout=3").connect_args() == {}  # the URL's own is kept
+    assert parse("postgresql://h/db").connect_args()["connect_timeout"] == CONNECT_TIMEOUT == 10
+    assert "connect_timeout" not in parse("postgresql://h/db?connect_timeout=3").connect_args()  # the URL's own is kept
     monkeypatch.setenv("PGCONNECT_TIMEOUT", "4")
-    assert parse("postgresql://h/db").connect_args() == {}  # libpq reads the environment's
+    assert "connect_timeout" not in parse("postgresql://h/db").connect_args()  # libpq reads the environment's
 
 
 def test_fairq_parameters_are_taken_out_of_the_url_and_the_rest_is_kept_as_written() -> None:

@@ -51,7 +51,7 @@ def test_a_version_1_queue_is_upgraded_on_open_with_its_misfire_records_listed(
         q.tick(now=600)
     monkeypatch.undo()
     with fairq.Queue(pg_url, clock="model") as q:
-        assert q.schema_version == LATEST == 2
+        assert q.schema_version == LATEST >= 2
         misfired = [a for a in q.audit() if a.action == "misfire"]
         assert misfired and q.schedules.misfires("beat", limit=100) == misfired[::-1]
     with psycopg.connect(pg_url) as conn:

@@ -6,14 +6,14 @@ import argparse
 import datetime
 import json
 import os
-import urllib.parse
 from collections.abc import Sequence
 from typing import Any
 
 from ..errors import FairqError
 from .._json import to_json
 from ..http.client import Client
-from ..postgres import is_postgres_url
+from ..postgres import is_postgres_url, stored_clock
+from ..postgres.url import redacted
 from ..queue import Queue
 from ..types import AuditEntry, EventInfo, Stats
 
@@ -72,14 +72,16 @@ def is_database_url(path: str) -> bool:
 
 
 def shown(path: str) -> str:
-    """The database for messages and logs: a file's path, or a URL without its password."""
-    if not is_database_url(path):
-        return path
-    parts = urllib.parse.urlsplit(path)
-    if parts.password is None:
-        return path
-    netloc = f"{parts.username or ''}:***@{parts.hostname or ''}" + (f":{parts.port}" if parts.port else "")
-    return urllib.parse.urlunsplit(parts._replace(netloc=netloc))
+    """The database for messages and logs: a file's path, or a URL without its
+    password (user:password@, ?password=, ?sslpassword=)."""
+    return redacted(path) if is_database_url(path) else path
+
+
+def queue_clock(path: str) -> dict[str, Any]:
+    """The Queue setting for the clock the queue at `path` runs at: a PostgreSQL
+    queue's stored clock, so a command measures leases as its workers do ({} for
+    a file, the server clock, or where there is no queue yet)."""
+    return {"clock": "model"} if is_database_url(path) and stored_clock(path) == "model" else {}
 
 
 def open_existing(args: argparse.Namespace, **settings: Any) -> Queue:
@@ -88,8 +90,9 @@ def open_existing(args: argparse.Namespace, **settings: Any) -> Queue:
     queue's tables were never created)."""
     path = database_path(args)
     if is_database_url(path):
-        Queue(path, readonly=True).close()  # SchemaError when no queue is there: nothing is created
-        return Queue(path, **settings)
+        clock = queue_clock(path)
+        Queue(path, readonly=True, **clock).close()  # SchemaError when no queue is there: nothing is created
+        return Queue(path, **clock, **settings)
     if not os.path.exists(path):
         raise FairqError(f"no fairq database at {path} (set --db or FAIRQ_DB, or run fairq init)")
     if os.path.isdir(path):
@@ -100,7 +103,8 @@ def open_existing(args: argparse.Namespace, **settings: Any) -> Queue:
 def open_to_read(args: argparse.Namespace) -> Queue:
     """The queue at the chosen path, opened read-only: never creates, upgrades
     or writes the file; refuses a missing, empty, foreign or older one."""
-    return Queue(database_path(args), readonly=True)
+    path = database_path(args)
+    return Queue(path, readonly=True, **queue_clock(path))
 
 
 def read_target(args: argparse.Namespace) -> Queue | Client:

@@ -8,7 +8,7 @@ import sys
 from .. import ingest
 from ..errors import FairqError
 from ..queue import Queue
-from ._common import EXIT_OK, EXIT_REFUSED, database_path, open_existing, print_json, shown
+from ._common import EXIT_OK, EXIT_REFUSED, database_path, open_existing, print_json, queue_clock, shown
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -31,7 +31,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def init(args: argparse.Namespace) -> int:
     path = database_path(args)
-    Queue(path).close()  # creates the file or its fairq tables; refuses a foreign or newer file
+    Queue(path, **queue_clock(path)).close()  # creates the file or its fairq tables; refuses a foreign or newer file
     print(f"fairq database ready: {shown(path)}")
     return EXIT_OK
 

@@ -12,7 +12,7 @@ from .._json import to_json
 from ..policy import to_ms
 from ..queue import Queue
 from ..types import Misfire, Schedule, slot_text
-from ._common import EXIT_OK, EXIT_REFUSED, database_path, open_existing, open_to_read, print_json
+from ._common import EXIT_OK, EXIT_REFUSED, database_path, open_existing, open_to_read, print_json, queue_clock
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -72,7 +72,8 @@ def tick(args: argparse.Namespace) -> int:
 
 def add(args: argparse.Namespace) -> int:
     body = None if args.body is None else _json_argument(args.body, "body")
-    with Queue(database_path(args)) as q:
+    path = database_path(args)
+    with Queue(path, **queue_clock(path)) as q:
         schedule = q.schedules.add(
             args.name, every=args.every, cron=args.cron, tz=args.tz, body=body, flow=args.flow,
             overlap=args.overlap, start=args.start, misfire=args.misfire, grace=args.grace,

@@ -29,7 +29,7 @@ from ..http.server import (
     check_settings,
 )
 from ..queue import Queue
-from ._common import EXIT_OK, database_path, shown
+from ._common import EXIT_OK, database_path, queue_clock, shown
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -79,7 +79,7 @@ def serve(args: argparse.Namespace) -> int:
         notes.append("fairq: not ticking schedules (--no-tick)")
     if args.read_only:
         notes.append("fairq: read-only (--read-only): every request but GET is refused; not ticking")
-    with Queue(path) as queue:
+    with Queue(path, **queue_clock(path)) as queue:
         run(queue, settings, notes, lambda url: f"fairq: serving {shown(path)} at {url}")
     return EXIT_OK
 

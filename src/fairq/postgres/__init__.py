@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["DUE_CHANNEL", "READY_CHANNEL", "is_postgres_url", "open_pg_store"]
+__all__ = ["DUE_CHANNEL", "READY_CHANNEL", "is_postgres_url", "open_pg_store", "stored_clock"]
 
 #: The LISTEN/NOTIFY channel a transaction notifies (once, with an empty
 #: payload) when it makes a head claimable now; workers LISTEN on it.
@@ -37,3 +37,17 @@ def open_pg_store(url: str, *, readonly: bool, policy: Any, server_clock: bool) 
     from .store import PgStore  # psycopg is imported here, not by `import fairq`
 
     return PgStore(url, readonly=readonly, policy=policy, server_clock=server_clock)
+
+
+def stored_clock(url: str) -> str | None:
+    """The clock the queue at `url` runs at, as stored with it ("server" or
+    "model"); None where there is no queue yet (or one from before fairq
+    stored its clock). Reads only, on a read-only session."""
+    from .connection import PgDatabase
+    from .schema import current_state
+
+    db = PgDatabase(url, readonly=True)
+    try:
+        return db.read(current_state)[1]
+    finally:
+        db.close()

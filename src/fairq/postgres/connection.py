@@ -5,15 +5,17 @@ Holds every BEGIN, COMMIT and ROLLBACK of the PostgreSQL store. Writes run
 at READ COMMITTED (each verb takes explicit row locks where a decision
 depends on a read); reads run in one REPEATABLE READ READ ONLY snapshot.
 Threads take turns through one lock, so each transaction has the connection
-to itself. psycopg is imported here, lazily: a missing driver is a UsageError
+to itself. Every session fairq opens is bounded (url.SESSION_BOUNDS): a
+session frozen inside a transaction is ended by the server, which releases
+its locks. psycopg is imported here, lazily: a missing driver is a UsageError
 naming the `fairq[postgres]` extra. Knows nothing about queues.
 """
 
 from __future__ import annotations
 
 import contextlib
+import re
 import threading
-import urllib.parse
 import weakref
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -21,7 +23,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from .. import _crash
 from ..errors import InvalidInput, ReadOnly, StoreError, Unavailable, UsageError
 from .failures import from_application, reraise, typed
-from .url import parse
+from .url import Target, parse, redacted, scrubbed
 
 if TYPE_CHECKING:
     import psycopg
@@ -43,14 +45,22 @@ def load_psycopg() -> Any:
     return psycopg
 
 
-def redacted(url: str) -> str:
-    """The URL without its password, for messages."""
-    parts = urllib.parse.urlsplit(url)
-    if parts.password is None:
-        return url
-    host = parts.hostname or ""
-    netloc = f"{parts.username or ''}:***@{host}" + (f":{parts.port}" if parts.port else "")
-    return urllib.parse.urlunsplit(parts._replace(netloc=netloc))
+def checked_target(driver: Any, url: str) -> Target:
+    """The URL taken apart (url.parse) and checked as libpq will read it:
+    InvalidInput naming the parameter it refuses, before anything connects."""
+    target = parse(url)
+    try:
+        params = driver.conninfo.conninfo_to_dict(target.conninfo)
+    except driver.ProgrammingError as exc:  # its text may quote a secret: scrubbed, and not kept as the cause
+        text = scrubbed(str(exc), target.conninfo)
+        named = re.search(r'parameter: "([^"]*)"', text)
+        field = named.group(1) if named else "url"
+        raise InvalidInput(field, f"is not valid in {redacted(target.conninfo)}: {text}") from None
+    ports = str(params.get("port") or "").split(",")
+    if not all(port.strip().isdigit() or not port.strip() for port in ports):
+        raise InvalidInput("port", f"must be a port number (or a list of them, one per host), "
+                                   f"got {params['port']!r}")
+    return target
 
 
 def in_transaction(conn: Any) -> bool:
@@ -68,7 +78,7 @@ class PgDatabase:
 
     def __init__(self, url: str, *, readonly: bool = False) -> None:
         self._driver = load_psycopg()
-        self._target = parse(url)
+        self._target = checked_target(self._driver, url)
         self.url = redacted(self._target.conninfo)
         self.readonly = readonly
         self.closed = False
@@ -84,9 +94,10 @@ class PgDatabase:
             conn: psycopg.Connection[Any] = self._driver.connect(
                 self._target.conninfo, autocommit=True, **self._target.connect_args())
         except Exception as exc:
-            reraise(exc, self.url, wrote_nothing=True)
+            reraise(exc, self.url, wrote_nothing=True, url=self._target.conninfo)
             raise
         try:
+            self._bound(conn)
             if self.readonly:
                 # Every transaction of this connection is read-only.
                 conn.execute("SET default_transaction_read_only = on")
@@ -94,13 +105,27 @@ class PgDatabase:
             row = conn.execute("SELECT current_database(), current_schema()").fetchone()
         except Exception as exc:
             conn.close()
-            reraise(exc, self.url, wrote_nothing=True)
+            reraise(exc, self.url, wrote_nothing=True, url=self._target.conninfo)
             raise
         if row is None or row[1] is None:
             conn.close()
             raise StoreError(self.url, f"{self.url}: no schema to create the queue in (search_path is empty)")
         _OWN.add(conn)
         return conn, (row[0], row[1])
+
+    def _bound(self, conn: Any) -> None:
+        """Ask the server for fairq's session bounds (url.SESSION_BOUNDS) where
+        nothing set them; a fairq_ URL parameter's value wins over any."""
+        session = self._target.session
+        # Only settings still at the server's built-in default (or named by a
+        # fairq_ URL parameter) change: the server's, database's, role's and the
+        # URL's own options=-c settings are kept.
+        conn.execute(
+            "SELECT set_config(s.name, s.value, false) "
+            "FROM unnest(%(names)s::text[], %(values)s::text[]) AS s (name, value) "
+            "JOIN pg_settings AS p ON p.name = s.name "
+            "WHERE p.source = 'default' OR s.name = ANY(%(forced)s::text[])",
+            {"names": list(session), "values": list(session.values()), "forced": sorted(self._target.forced)})
 
     def _live(self) -> Any:
         """The connection, opened again first if the last one was lost (call under the lock)."""
@@ -127,7 +152,7 @@ class PgDatabase:
 
     def _fail(self, exc: BaseException, *, wrote_nothing: bool = False) -> None:
         """Raise the fairq error for `exc` (if any); a lost connection is replaced on the next call."""
-        err = typed(exc, self.url, wrote_nothing=wrote_nothing)
+        err = typed(exc, self.url, wrote_nothing=wrote_nothing, url=self._target.conninfo)
         if err is None:
             return
         if isinstance(err, Unavailable):

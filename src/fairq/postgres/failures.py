@@ -12,6 +12,7 @@ error is always the __cause__. An error an application's callback raised
 from __future__ import annotations
 
 from ..errors import Busy, DiskFull, FairqError, ReadOnly, StoreError, TransientError, Unavailable
+from .url import scrubbed
 
 #: Marks a driver error raised inside an application's callback.
 _APPLICATION_MARK = "_fairq_application_error"
@@ -19,7 +20,10 @@ _APPLICATION_MARK = "_fairq_application_error"
 # SQLSTATE classes and codes fairq tells apart.
 _TRANSIENT = {"40001": "a serialization failure", "40P01": "a deadlock", "40003": "an unknown commit outcome"}
 _UNAVAILABLE = {"57P01": "the server is shutting down", "57P02": "the server crashed",
-                "57P03": "the server is not accepting connections yet", "53300": "too many connections"}
+                "57P03": "the server is not accepting connections yet", "53300": "too many connections",
+                "25P03": "the server ended the session, idle inside a transaction for longer than "
+                         "idle_in_transaction_session_timeout",
+                "57P05": "the server ended the session, idle for longer than idle_session_timeout"}
 
 
 def from_application(exc: BaseException) -> None:
@@ -35,15 +39,19 @@ def _is_driver_error(exc: BaseException) -> bool:
     return type(exc).__module__.startswith("psycopg")
 
 
-def typed(exc: BaseException, where: str, *, wrote_nothing: bool = False) -> BaseException | None:
+def typed(exc: BaseException, where: str, *, wrote_nothing: bool = False,
+          url: str | None = None) -> BaseException | None:
     """The fairq error for a driver error of fairq's own statements (raise it
     `from exc`); None for anything else, which the caller re-raises as it is.
     wrote_nothing: the error came where nothing can have been written (connecting,
-    BEGIN, a read-only snapshot)."""
+    BEGIN, a read-only snapshot). url: the URL connected to, whose secrets the
+    driver's text may quote (they are replaced by ***)."""
     if isinstance(exc, FairqError) or not _is_driver_error(exc) or getattr(exc, _APPLICATION_MARK, False):
         return None
     state = getattr(exc, "sqlstate", None) or ""
     text = str(exc).strip() or type(exc).__name__
+    if url is not None:
+        text = scrubbed(text, url)
     if state in _TRANSIENT:
         return TransientError(f"{where}: {_TRANSIENT[state]} ({text}); nothing from this call was "
                               "written: make the call again")
@@ -70,8 +78,8 @@ def _connection_error(exc: BaseException) -> bool:
     return name in ("OperationalError", "InterfaceError", "ConnectionTimeout")
 
 
-def reraise(exc: BaseException, where: str, *, wrote_nothing: bool = False) -> None:
+def reraise(exc: BaseException, where: str, *, wrote_nothing: bool = False, url: str | None = None) -> None:
     """Raise the fairq error for `exc` from it, if there is one; else return."""
-    err = typed(exc, where, wrote_nothing=wrote_nothing)
+    err = typed(exc, where, wrote_nothing=wrote_nothing, url=url)
     if err is not None:
         raise err from exc

@@ -2,7 +2,8 @@
 with the effect, in one transaction (fairq.Inbox uses it for a URL).
 
 The receipts table (fairq_receipt) lives in the queue schema beside the
-application's own tables. A delivery takes a transaction-level advisory
+application's own tables; an Inbox creates only that table, so the first
+Queue opened there creates the queue with its own policy and clock. A delivery takes a transaction-level advisory
 lock on its flow (or id), so two receivers of one flow take turns and the
 sequence check holds. Never reads a clock: the time comes in.
 """
@@ -14,7 +15,7 @@ from typing import Any
 
 from ..types import Receipt
 from .connection import PgDatabase
-from .schema import ensure_schema
+from .schema import ensure_receipts
 
 _LOCK_SPACE = 0x6673
 
@@ -25,7 +26,7 @@ class PgInbox:
     def __init__(self, url: str) -> None:
         self.db = PgDatabase(url)
         try:
-            ensure_schema(self.db, None)
+            ensure_receipts(self.db)
         except BaseException:
             self.db.close()
             raise

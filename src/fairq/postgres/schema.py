@@ -1,11 +1,14 @@
 """Create or upgrade the queue's tables in a PostgreSQL schema: a migration ladder.
 
-Table fairq_schema holds one row per applied step. Each step runs in one
-transaction under a transaction-level advisory lock keyed on the schema, so
-concurrent opens wait for each other and apply every step exactly once. A
-schema with a newer version than this fairq knows is refused (SchemaError);
-a read-only open never creates or migrates. The open that creates the
-tables stores its retry policy in the same transaction (the `seed`).
+Table fairq_schema holds one row per applied step. The steps an open
+applies run in one transaction under a transaction-level advisory lock keyed
+on the schema, so concurrent opens wait for each other and apply every step
+exactly once. A schema with a newer version than this fairq knows is refused
+(SchemaError); a read-only open never creates or migrates. The open that
+creates the tables stores its retry policy and its clock in the same
+transaction (the `seed`); one that upgrades a queue to the step that records
+the clock stores its clock. An Inbox opened where no queue is creates only
+its receipts table (ensure_receipts), never the queue.
 """
 
 from __future__ import annotations
@@ -19,8 +22,13 @@ from .connection import PgDatabase
 from .failures import reraise
 
 #: STEPS[v] upgrades a schema from version v - 1 to version v.
-STEPS: dict[int, str] = {1: "migrations/0001_initial.sql", 2: "migrations/0002_console.sql"}
-LATEST = 2
+STEPS: dict[int, str] = {1: "migrations/0001_initial.sql", 2: "migrations/0002_console.sql",
+                         3: "migrations/0003_clock_mode.sql"}
+LATEST = 3
+#: The first version that records the queue's clock (queue_clock.mode).
+CLOCK_VERSION = 3
+#: The receipts table of an Inbox: made with step 1, or alone (ensure_receipts).
+RECEIPTS = "migrations/receipts.sql"
 
 #: Advisory lock space for migrations (the second key is the schema's hash).
 _LOCK_SPACE = 0x6671
@@ -41,9 +49,26 @@ def current_version(conn: Any) -> int:
     return int(row[0]) if row else 0
 
 
-def require_current(db: PgDatabase) -> int:
-    """For a read-only open: the schema must already be current."""
-    version = db.read(current_version)
+def current_state(conn: Any) -> tuple[int, str | None]:
+    """(the applied version, the queue's clock: "server" or "model"; None
+    before the version that records it)."""
+    version = current_version(conn)
+    if version < CLOCK_VERSION:
+        return version, None
+    # The one clock row, written with the queue.
+    row = conn.execute("SELECT mode FROM queue_clock WHERE id = 1").fetchone()
+    return version, str(row[0])
+
+
+def store_clock(conn: Any, mode: str) -> None:
+    """Record the clock of the open that creates the queue (or upgrades it to CLOCK_VERSION)."""
+    # Written once, in the transaction that creates (or upgrades) the queue.
+    conn.execute("UPDATE queue_clock SET mode = %(mode)s WHERE id = 1", {"mode": mode})
+
+
+def require_current(db: PgDatabase) -> tuple[int, str | None]:
+    """For a read-only open: the schema must already be current; (version, clock)."""
+    version, mode = db.read(current_state)
     if version == 0:
         raise SchemaError(f"no fairq queue in {db.url} (schema {db.place[1]}); run `fairq init` or "
                           "enqueue to create it")
@@ -51,38 +76,67 @@ def require_current(db: PgDatabase) -> int:
     if version < LATEST:
         raise SchemaError(f"{db.url} has fairq schema version {version}, older than this fairq's "
                           f"({LATEST}); open it for writing once to upgrade it")
-    return version
+    return version, mode
 
 
-def ensure_schema(db: PgDatabase, seed: Callable[[Any], None] | None) -> int:
-    """Make the schema a current fairq queue; return its version. seed(conn)
-    runs in the transaction that creates the tables, never after another
-    process did."""
-    version = db.read(current_version)
+def ensure_schema(db: PgDatabase, seed: Callable[[Any], None] | None,
+                  clock: str | None = None) -> tuple[int, str | None]:
+    """Make the schema a current fairq queue; (its version, its clock). The
+    steps missing run in one transaction. seed(conn) runs in the transaction
+    that creates the tables, never after another process did; `clock` is
+    recorded by the one that creates them or upgrades them to CLOCK_VERSION."""
+    version, mode = db.read(current_state)
     _refuse_newer(db, version)
-    while version < LATEST:
-        with db.write("migrate", lambda: None) as conn:
-            # One migrator per schema at a time; the others wait here, then see its work.
-            conn.execute("SELECT pg_advisory_xact_lock(%(space)s, hashtext(current_schema()))",
-                         {"space": _LOCK_SPACE})
-            conn.execute("CREATE TABLE IF NOT EXISTS fairq_schema ("
-                         "version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())")
-            version = current_version(conn)
-            _refuse_newer(db, version)
-            if version >= LATEST:
-                break
-            step = version + 1
-            try:
-                conn.execute(read_step(STEPS[step]).encode())
-            except Exception as exc:
-                reraise(exc, db.url)
-                raise
-            # The step is recorded in its own transaction: applied once, or not at all.
+    if version >= LATEST:
+        return version, mode
+    with db.write("migrate", lambda: None) as conn:
+        _lock(conn)
+        conn.execute("CREATE TABLE IF NOT EXISTS fairq_schema ("
+                     "version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())")
+        start = current_version(conn)
+        _refuse_newer(db, start)
+        for step in range(start + 1, LATEST + 1):
+            _run(db, conn, STEPS[step])
+            if step == 1:
+                _run(db, conn, RECEIPTS)
+            # Each step is recorded in the transaction that applies it: applied once, or not at all.
             conn.execute("INSERT INTO fairq_schema (version) VALUES (%(v)s)", {"v": step})
-            if step == 1 and seed is not None:
-                seed(conn)
-            version = step
-    return version
+        if start == 0 and seed is not None:
+            seed(conn)
+        if start < CLOCK_VERSION <= LATEST and clock is not None:
+            store_clock(conn, clock)
+        found = current_state(conn)
+    return found
+
+
+def ensure_receipts(db: PgDatabase) -> None:
+    """Make sure an Inbox's receipts table exists, creating nothing else: the
+    queue (and its policy and clock) is created by the first Queue opened."""
+    def look(conn: Any) -> tuple[int, bool]:
+        present = conn.execute("SELECT to_regclass('fairq_receipt') IS NOT NULL").fetchone()
+        return current_version(conn), bool(present and present[0])
+
+    version, present = db.read(look)
+    _refuse_newer(db, version)
+    if present:
+        return
+    with db.write("inbox_migrate", lambda: None) as conn:
+        _lock(conn)
+        _refuse_newer(db, current_version(conn))
+        _run(db, conn, RECEIPTS)
+
+
+def _lock(conn: Any) -> None:
+    # One migrator per schema at a time; the others wait here, then see its work.
+    conn.execute("SELECT pg_advisory_xact_lock(%(space)s, hashtext(current_schema()))", {"space": _LOCK_SPACE})
+
+
+def _run(db: PgDatabase, conn: Any, path: str) -> None:
+    try:
+        conn.execute(read_step(path).encode())
+    except Exception as exc:
+        reraise(exc, db.url)
+        raise
 
 
 def _refuse_newer(db: PgDatabase, version: int) -> None:

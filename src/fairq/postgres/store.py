@@ -2,7 +2,8 @@
 (fairq.backend.WriteTxn), one method per verb.
 
 PgStore opens one connection, creates or upgrades the schema (unless
-readonly) and hands out transactions and read snapshots. PgTxn runs each
+readonly), refuses an open whose clock is not the queue's, and hands out
+transactions and read snapshots. PgTxn runs each
 verb's SQL (enqueue, claim, settle, maintenance) inside one transaction that
 txn.TxnCore keeps. The invariants are the SQLite store's (fairq.store.queue):
 a flow's head is its lowest unacked event and has exactly one head row;
@@ -19,7 +20,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from ..backend import NewEvent, SettleItem
-from ..errors import LeaseLost, RedriveRefused
+from ..errors import LeaseLost, RedriveRefused, UsageError
 from ..policy import Backoff, Policy, policy_json
 from ..types import ClockReset, Enqueued, Lease, Settled
 from . import claim, enqueue, maintenance, settle
@@ -42,12 +43,19 @@ class PgStore:
                  server_clock: bool = True) -> None:
         """readonly: never create or migrate; every transaction is read-only.
         policy: stored if this open creates the tables. server_clock: run at
-        the database server's time (else the stored model clock)."""
+        the database server's time (else the stored model clock); stored if
+        this open creates the tables, else it must be the queue's (UsageError)."""
         self.db = PgDatabase(url, readonly=readonly)
         self.server_clock = server_clock
         seed = None if policy is None else functools.partial(store_policy, policy=policy)
         try:
-            self.version = require_current(self.db) if readonly else ensure_schema(self.db, seed)
+            self.version, stored = (require_current(self.db) if readonly
+                                    else ensure_schema(self.db, seed, clock_name(server_clock)))
+            if stored is not None and stored != clock_name(server_clock):
+                raise UsageError(
+                    f"{self.db.url} is a queue on the {stored} clock, opened here with the "
+                    f"{clock_name(server_clock)} clock: one queue's leases and due times are measured by one "
+                    f"clock; open it with clock={stored!r}" + (" (or a callable clock)" if stored == "model" else ""))
         except BaseException:
             self.db.close()
             raise
@@ -79,6 +87,11 @@ class PgStore:
         """When the next waiting head becomes claimable (ms of the queue's
         clock), None when no head waits: how long a worker may sleep."""
         return self.read(lambda reads: reads.earliest_ready_ms())
+
+
+def clock_name(server_clock: bool) -> str:
+    """How the queue's clock is stored and named: "server" or "model"."""
+    return "server" if server_clock else "model"
 
 
 class PgTxn(TxnCore):

@@ -158,13 +158,6 @@ CREATE TABLE policy (
 );
 INSERT INTO policy VALUES (1, 5, 30000, 1.0, 2.0, 300.0, true, 1);
 
--- The receiving end of a relay (fairq.Inbox): receipts beside the
--- application's own tables, so a receipt and its effect commit together.
-CREATE TABLE fairq_receipt (
-    event_id     text PRIMARY KEY,
-    flow         text,
-    seq          bigint NOT NULL CHECK (seq >= 1),
-    body         text NOT NULL,
-    received_ms  bigint NOT NULL,
-    UNIQUE (flow, seq)
-);
+-- The receiving end of a relay (fairq.Inbox): table fairq_receipt, in
+-- receipts.sql, which this step's transaction runs after it (an Inbox opened
+-- where no queue is yet runs it alone).
