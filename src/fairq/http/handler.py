@@ -3,10 +3,11 @@
 Per request: read the head under its deadline (fairq.http.framing), judge
 the body's framing, check the token (every route but /healthz), find the
 route, read and check the body under its deadline, make the endpoint's one
-Queue call (fairq.http.routes), and answer JSON (fairq.http.wire). Which
-connections may be closed to make room, and the drain on shutdown, are the
-Server's; this module only tells it when a request begins (its whole head
-has arrived) and ends.
+Queue call (fairq.http.routes), and answer JSON (fairq.http.wire), which
+the client must take within the server's send_timeout. Which connections
+may be closed to make room, and the drain on shutdown, are the Server's;
+this module only tells it when a request begins (its whole head has
+arrived, with or without the token) and ends.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 from .._json import StrictJSONError, canonical, loads_strict
 from ..errors import FairqError, InvalidInput, StoreError
-from .framing import DeadlineReader, Headers, HeadRefused, body_length, is_json_type, parse_head, read_head
+from .framing import DeadlineReader, Head, Headers, HeadRefused, body_length, is_json_type, parse_head, read_head
 from . import console_api as _console_api  # noqa: F401  (registers the console's endpoints)
 from .routes import Edge, Refusal, Request, Route, Text, matching
 from .wire import STATUS, error_code, error_json, queue_error_json
@@ -33,12 +34,10 @@ from .wire import STATUS, error_code, error_json, queue_error_json
 if TYPE_CHECKING:
     from .server import Server
 
-__all__ = ["Handler", "is_loopback", "digest_of", "SEND_TIMEOUT"]
+__all__ = ["Handler", "is_loopback", "digest_of"]
 
 log = logging.getLogger("fairq")
 
-#: Seconds an answer may take to be sent (a client that does not read loses its connection).
-SEND_TIMEOUT = 30.0
 _MAX_QUERY_FIELDS = 20
 _BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
 # Refusals of the request head itself (bad request line or header lines, oversize
@@ -103,23 +102,25 @@ class Handler(BaseHTTPRequestHandler):
             return  # reset by the client
         if head is None:
             return  # the client closed, or the connection was closed to make room
-        # The whole head has arrived: from now on the connection is not closed to make room.
-        if not self.server._begin_request(self.connection):
-            return  # stopping, or closed to make room just now: nothing was done
+        self.raw_requestline = head[0]
+        self.requestline = str(head[0], "iso-8859-1").rstrip("\r\n")
         try:
-            self._handle_head(*head)
-        finally:
-            self.server._end_request(self.connection)
-
-    def _handle_head(self, raw_requestline: bytes, header_block: bytes) -> None:
-        """Parse the head that arrived and answer its request (or refuse it)."""
-        self.raw_requestline = raw_requestline
-        self.requestline = str(raw_requestline, "iso-8859-1").rstrip("\r\n")
-        try:
-            head = parse_head(raw_requestline, header_block)
+            parsed = parse_head(*head)
         except HeadRefused as refused:
             self.send_error(refused.status, refused.message)
             return
+        # The whole head has arrived: from now on, if it shows the token, the
+        # connection is not closed to make room (without it, it still may be).
+        self._unauthorized = self._token_refusal(parsed.headers)
+        if not self.server._begin_request(self.connection, with_token=self._unauthorized is None):
+            return  # stopping, or closed to make room just now: nothing was done
+        try:
+            self._handle_head(parsed)
+        finally:
+            self.server._end_request(self.connection)
+
+    def _handle_head(self, head: Head) -> None:
+        """Answer the request whose head arrived (or refuse it)."""
         self.command, self.path, self.request_version = head.command, head.path, head.version
         self.headers = head.headers
         self.close_connection = not head.keep_alive
@@ -195,18 +196,24 @@ class Handler(BaseHTTPRequestHandler):
         return route.endpoint(self.server.queue, request)
 
     def _authenticate(self) -> None:
+        if self._unauthorized is not None:  # judged once, when the head arrived
+            raise self._unauthorized
+
+    def _token_refusal(self, headers: Headers) -> Refusal | None:
+        """Why a request with these headers may not use the API, or None if it may."""
         digest = self.server.token_digest
         if digest is None:
-            host = self.headers.get("Host")
+            host = headers.get("Host")
             if host is not None and not is_loopback(_hostname(host)):
-                raise Refusal("forbidden", "without a token, only requests to a loopback host are served")
-            return
+                return Refusal("forbidden", "without a token, only requests to a loopback host are served")
+            return None
         challenge = {"WWW-Authenticate": 'Bearer realm="fairq"'}
-        scheme, _, token = self.headers.get("Authorization", "").partition(" ")
+        scheme, _, token = headers.get("Authorization", "").partition(" ")
         if scheme.lower() != "bearer" or not token.strip():
-            raise Refusal("unauthorized", "an Authorization: Bearer token is required", headers=challenge)
+            return Refusal("unauthorized", "an Authorization: Bearer token is required", headers=challenge)
         if not hmac.compare_digest(digest_of(token.strip().encode("latin-1")), digest):
-            raise Refusal("unauthorized", "the token is not accepted", headers=challenge)
+            return Refusal("unauthorized", "the token is not accepted", headers=challenge)
+        return None
 
     def _body(self, route: Route, length: int | None) -> dict[str, Any]:
         if route.method not in _BODY_METHODS:
@@ -250,7 +257,7 @@ class Handler(BaseHTTPRequestHandler):
             headers = {**payload.headers, **headers}
         else:
             body = b"" if payload is None else canonical(payload).encode("utf-8")
-        self.connection.settimeout(SEND_TIMEOUT)
+        self.connection.settimeout(self.server.send_timeout)  # the whole answer's deadline (sendall)
         if log.isEnabledFor(logging.DEBUG):
             self.log_request(status, len(body))
         if self.request_version == "HTTP/0.9":  # no head at all, as http.server answers it

@@ -16,10 +16,14 @@ together share one COMMIT (fairq.store.group), and each is answered after it.
 
 Each connection has its own thread, at most `max_connections` at once. A
 connection waiting for a request head (new, or idle between requests) has
-not shown a token: when every thread is taken, the one that has waited
-longest is closed to make room for a new connection, so clients that
-trickle their heads cannot lock out those with a token. Only when every
-thread is answering a request does a new connection wait to be accepted.
+not shown a token, and neither has one being answered a request without
+the token (a console file, /healthz, a 401): when every thread is taken,
+the one of those that has waited longest is closed to make room for a new
+connection, even in the middle of an answer, so clients that trickle
+their heads, or pipeline requests and never read the answers, cannot lock
+out those with a token. Every answer must be taken within `send_timeout`,
+or its connection is closed. Only when every thread is answering a
+request with the token does a new connection wait to be accepted.
 `server_close()` (after `shutdown()`) lets the requests in flight finish and
 returns only when every connection thread has ended, so the Queue can be
 closed after it without pulling the connection from under a call.
@@ -43,7 +47,7 @@ from .ticker import DEFAULT_TICK_SECONDS, Ticker
 
 __all__ = ["Server", "is_loopback", "check_settings", "DEFAULT_TICK_SECONDS", "DEFAULT_SAMPLE_SECONDS", "DEFAULT_HOST", "DEFAULT_PORT", "DEFAULT_MAX_REQUEST_BYTES",
            "DEFAULT_MAX_CONNECTIONS", "DEFAULT_DRAIN_SECONDS", "DEFAULT_HEAD_TIMEOUT",
-           "DEFAULT_BODY_TIMEOUT"]
+           "DEFAULT_BODY_TIMEOUT", "DEFAULT_SEND_TIMEOUT"]
 
 log = logging.getLogger("fairq")
 
@@ -59,6 +63,8 @@ DEFAULT_DRAIN_SECONDS = 5.0
 DEFAULT_HEAD_TIMEOUT = 5.0
 #: Seconds a request has to deliver its body, once its head is accepted.
 DEFAULT_BODY_TIMEOUT = 30.0
+#: Seconds an answer has to be taken by the client, from its first byte to its last.
+DEFAULT_SEND_TIMEOUT = 10.0
 
 
 class Server(ThreadingHTTPServer):
@@ -70,12 +76,14 @@ class Server(ThreadingHTTPServer):
     rebinding). max_request_bytes: the largest request body. port=0 picks a
     free port; `url` says which. max_connections: connections served at
     once, each on its own thread; when all are taken, the one that has waited
-    longest for a request head is closed to make room, and only when every
-    one is answering a request does a new connection wait in the listen
-    queue. head_timeout: seconds a connection has to deliver a request's
+    longest for a request head, or that is being answered without having
+    shown the token, is closed to make room; only when every one is
+    answering a request that showed the token does a new connection wait
+    in the listen queue. head_timeout: seconds a connection has to deliver a request's
     line and headers, from being accepted or answered (else 408, or closed
     if it sent nothing); body_timeout: seconds for the body, after the head
-    (else 408). drain_seconds: after `shutdown()`, how long
+    (else 408); send_timeout: seconds the client has to take a whole
+    answer (else the connection is closed). drain_seconds: after `shutdown()`, how long
     `server_close()` lets requests in flight finish before it drops their
     connections; a request whose Queue call has begun is always finished
     and answered. tick_seconds: tick the queue's schedules this often while
@@ -96,17 +104,18 @@ class Server(ThreadingHTTPServer):
                  drain_seconds: float = DEFAULT_DRAIN_SECONDS, head_timeout: float = DEFAULT_HEAD_TIMEOUT,
                  body_timeout: float = DEFAULT_BODY_TIMEOUT, tick_seconds: float | None = None,
                  read_only: bool = False, console_only: bool = False,
-                 sample_seconds: float | None = None) -> None:
+                 sample_seconds: float | None = None, send_timeout: float = DEFAULT_SEND_TIMEOUT) -> None:
         check_settings(token=token, host=host, port=port, max_request_bytes=max_request_bytes,
                        max_connections=max_connections, drain_seconds=drain_seconds, head_timeout=head_timeout,
                        body_timeout=body_timeout, tick_seconds=tick_seconds, read_only=read_only,
-                       console_only=console_only, sample_seconds=sample_seconds)
+                       console_only=console_only, sample_seconds=sample_seconds, send_timeout=send_timeout)
         self.queue = queue
         self.max_request_bytes = max_request_bytes
         self.max_connections = max_connections
         self.drain_seconds = drain_seconds
         self.head_timeout = head_timeout
         self.body_timeout = body_timeout
+        self.send_timeout = send_timeout
         self.token_digest = None if token is None else digest_of(token.encode("ascii"))
         #: The schedule ticker (None: this server does not tick); runs while serve_forever() does.
         self.ticker = None if tick_seconds is None or read_only else Ticker(queue, tick_seconds)
@@ -114,9 +123,10 @@ class Server(ThreadingHTTPServer):
         self.console_only = console_only
         #: The claims/acks sampler for GET /v1/rates (None: not sampling); runs while serve_forever() does.
         self.rates = None if sample_seconds is None else Rates(queue, sample_seconds)
-        # Connections with a thread; those of them waiting for a request head,
-        # longest-waiting first; those answering a request, each mapped to
-        # whether its Queue call has begun; those closed to make room whose
+        # Connections with a thread; those of them that may be closed to make
+        # room (waiting for a request head, or answering one that showed no
+        # token), longest-waiting first; those answering a request that
+        # showed the token, each mapped to whether its Queue call has begun; those closed to make room whose
         # thread has not ended yet. `_changed` is notified whenever any of
         # them shrinks or the server stops.
         self._open: set[socket.socket] = set()
@@ -197,24 +207,29 @@ class Server(ThreadingHTTPServer):
                 self._evicted.discard(request)
                 self._changed.notify_all()
 
-    def _begin_request(self, connection: socket.socket) -> bool:
-        """A request's whole head has arrived: mark the connection as answering it, no
-        longer to be closed to make room (only those still waiting for bytes of a head
-        are); False if it was closed for that already or the server is stopping."""
+    def _begin_request(self, connection: socket.socket, *, with_token: bool) -> bool:
+        """A request's whole head has arrived: if it shows the token, mark the
+        connection as answering it, no longer to be closed to make room; one
+        without the token keeps its place in line, and may still be closed
+        while it is answered. False if the connection was closed to make room
+        already or the server is stopping."""
         with self._changed:
             if self._stopping or connection not in self._waiting:
                 return False
-            del self._waiting[connection]
-            self._busy[connection] = False
+            if with_token:
+                del self._waiting[connection]
+                self._busy[connection] = False
             return True
 
     def _calling(self, connection: socket.socket) -> None:
         """The request's Queue call begins: from now on it is finished and answered, even past the drain."""
         with self._changed:
-            self._busy[connection] = True
+            if connection in self._busy:
+                self._busy[connection] = True
 
     def _end_request(self, connection: socket.socket) -> None:
-        """The request on this connection is answered: it waits for its next head, last in line."""
+        """The request on this connection is answered: one that showed the token
+        waits for its next head, last in line; the others keep their place."""
         with self._changed:
             if self._busy.pop(connection, None) is not None:
                 self._waiting[connection] = None
@@ -253,7 +268,7 @@ class Server(ThreadingHTTPServer):
 def check_settings(*, token: str | None, host: str, port: int, max_request_bytes: int, max_connections: int,
                    drain_seconds: float, head_timeout: float, body_timeout: float,
                    tick_seconds: float | None, read_only: bool = False, console_only: bool = False,
-                   sample_seconds: float | None = None) -> None:
+                   sample_seconds: float | None = None, send_timeout: float = DEFAULT_SEND_TIMEOUT) -> None:
     """Refuse, naming the field, what Server would refuse, before anything is opened."""
     if not isinstance(host, str) or not host:
         raise InvalidInput("host", "must be a host name or an address")
@@ -269,6 +284,7 @@ def check_settings(*, token: str | None, host: str, port: int, max_request_bytes
     v.seconds(drain_seconds, "drain_seconds")
     v.seconds(head_timeout, "head_timeout", positive=True)
     v.seconds(body_timeout, "body_timeout", positive=True)
+    v.seconds(send_timeout, "send_timeout", positive=True)
     if tick_seconds is not None:
         v.seconds(tick_seconds, "tick_seconds", positive=True)
     if sample_seconds is not None:
