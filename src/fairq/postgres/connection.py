@@ -50,12 +50,14 @@ def checked_target(driver: Any, url: str) -> Target:
     InvalidInput naming the parameter it refuses, before anything connects."""
     target = parse(url)
     try:
-        params = driver.conninfo.conninfo_to_dict(target.conninfo)
-    except driver.ProgrammingError as exc:  # its text may quote a secret: scrubbed, and not kept as the cause
-        text = scrubbed(str(exc), target.conninfo)
+        params, problem = driver.conninfo.conninfo_to_dict(target.conninfo), None
+    except driver.ProgrammingError as exc:
+        params, problem = {}, str(exc)
+    if problem is not None:  # the driver's text may quote a secret: scrubbed, and its error not kept
+        text = scrubbed(problem, target.conninfo)
         named = re.search(r'parameter: "([^"]*)"', text)
         field = named.group(1) if named else "url"
-        raise InvalidInput(field, f"is not valid in {redacted(target.conninfo)}: {text}") from None
+        raise InvalidInput(field, f"is not valid in {redacted(target.conninfo)}: {text}")
     ports = str(params.get("port") or "").split(",")
     if not all(port.strip().isdigit() or not port.strip() for port in ports):
         raise InvalidInput("port", f"must be a port number (or a list of them, one per host), "

@@ -91,7 +91,10 @@ def query_pairs(url: str) -> list[tuple[str, str]]:
 def parse(url: str) -> Target:
     """The URL's fairq_* settings (refusing unknown ones) and the rest for libpq,
     unchanged; InvalidInput naming the first bad parameter, before anything connects."""
-    parts = urllib.parse.urlsplit(url)
+    try:
+        parts = urllib.parse.urlsplit(url)
+    except ValueError as exc:  # its text quotes nothing of the URL
+        raise InvalidInput("url", f"is not a valid PostgreSQL URL ({exc})") from None
     kept, ours = [], {}
     for piece in parts.query.split("&") if parts.query else []:
         key, _, value = piece.partition("=")
@@ -143,7 +146,10 @@ def _idle_bound(value: str) -> str | None:
 def redacted(url: str) -> str:
     """The URL as it may be shown: a password in it (user:password@, ?password=,
     ?sslpassword=) replaced by ***; anything else as written."""
-    parts = urllib.parse.urlsplit(url)
+    try:
+        parts = urllib.parse.urlsplit(url)
+    except ValueError:
+        return url.partition(":")[0] + "://(a URL that cannot be read)"
     netloc = parts.netloc
     userinfo, at, hosts = netloc.rpartition("@")
     if at and ":" in userinfo:
@@ -160,7 +166,10 @@ def secrets(url: str) -> list[str]:
     """The secret values in a URL (its password and secret parameters, as
     written and decoded, longest first), to be kept out of any text that
     might echo them (a driver's message may quote the URL or a token of it)."""
-    parts = urllib.parse.urlsplit(url)
+    try:
+        parts = urllib.parse.urlsplit(url)
+    except ValueError:
+        return []
     userinfo = parts.netloc.rpartition("@")[0]
     raw = [userinfo.partition(":")[2]] if ":" in userinfo else []
     for piece in parts.query.split("&") if parts.query else []:
