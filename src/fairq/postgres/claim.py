@@ -1,19 +1,21 @@
 """The SQL of claim on PostgreSQL: lease the next heads in rotation order, fairly,
 with many claimers at once.
 
-Runs inside a queue write transaction (TxnCore); never commits. One
-statement promotes the heads whose time has come (it waits for row locks
-rather than skipping, in event order, so every due head is seen). Then, per
-page: candidates are read in rotation order without locking; only the
-candidates whose position (pass, turn) is still the one read are locked,
-FOR UPDATE SKIP LOCKED. A head another claimer re-queued meanwhile is not
-taken at its new position, which would let virtual time run ahead and
-flatten the weights. The rotation step (fairq.rules.rotate) and what an
-expired lease becomes (fairq.rules.expired_lease_fate) are the rules' to say.
-Lock order everywhere: flow, then head, then event. Promotion waits only
-for transactions that hold a due head: other claims (short), or a settle
-whose effect has outlived its lease (claims wait for that effect, as every
-writer waits for it on SQLite); it keeps exact rotation order.
+Runs inside a queue write transaction (TxnCore); never commits. A claim
+never waits for a row another transaction holds. One statement promotes the
+heads whose time has come, skipping any head another transaction has
+locked: that head is being settled, extended or redriven (which decides its
+next place itself), or promoted by another claim (it is claimable once that
+claim commits, which then wakes sleeping workers). Then, per page:
+candidates are read in rotation order without locking; only the candidates
+whose position (pass, turn) is still the one read are locked, FOR UPDATE
+SKIP LOCKED. A head another claimer re-queued meanwhile is not taken at its
+new position, which would let virtual time run ahead and flatten the
+weights. Rotation order is exact among the heads no other transaction
+holds; a held head keeps its place and is taken by a later claim. The
+rotation step (fairq.rules.rotate) and what an expired lease becomes
+(fairq.rules.expired_lease_fate) are the rules' to say. Lock order
+everywhere: flow, then head, then event.
 """
 
 from __future__ import annotations
@@ -34,12 +36,12 @@ def claim_many(tx: TxnCore, n: int, *, owner: str | None, now_ms: int, lease_ms:
                max_attempts: int) -> list[Lease]:
     """Claim up to n heads, one per flow, lowest rotation position first."""
     # Heads whose time has come (delay or backoff over, lease expired) enter
-    # the rotation index; heads still waiting cost nothing here.
-    # Locked in event order (as settle locks heads), through head_waiting;
-    # then updated by primary key.
+    # the rotation index; heads still waiting cost nothing here. Locked in
+    # event order through head_waiting, skipping heads another transaction
+    # holds (never waiting for one); then updated by primary key.
     promoted = tx.execute(
         "UPDATE head SET runnable = true WHERE event_pk = ANY(ARRAY(SELECT event_pk FROM head "
-        "WHERE NOT runnable AND dispatch_ms <= %(now_ms)s ORDER BY event_pk FOR UPDATE))",
+        "WHERE NOT runnable AND dispatch_ms <= %(now_ms)s ORDER BY event_pk FOR UPDATE SKIP LOCKED))",
         {"now_ms": now_ms},
     ).rowcount
     leases: list[Lease] = []
@@ -81,6 +83,10 @@ def claim_many(tx: TxnCore, n: int, *, owner: str | None, now_ms: int, lease_ms:
         _write_claims(tx, claimed, owner=owner, now_ms=now_ms, lease_until=lease_until)
     tx.moved("ready", "inflight", from_ready)
     tx.happened("claimed", len(leases))
+    if promoted > len(leases):
+        # Heads this claim promoted and left were invisible to claims running
+        # beside it: they look again once it commits.
+        tx.wake()
     if not promoted:
         tx.leave_time_unstored()
     return leases

@@ -6,8 +6,15 @@ or the stored clock row with clock="model"), the rotation register, the
 turn sequence, the counters, the audit log and the wake-up notification.
 Counters and the rotation register are sharded: a transaction adds its
 changes to one shard, once, just before COMMIT, so no row is locked by
-every transaction. The verbs' SQL lives beside it (enqueue, claim, settle,
-maintenance); PgTxn (store) puts them together. Never commits by itself.
+every transaction. It takes a shard no other transaction holds (SKIP
+LOCKED on the rotation row, which guards that shard's counter rows too), so
+a stopped or slow transaction's shard is never waited for; only when every
+shard is held does it wait for one. A transaction joined to an
+application's (the outbox), which may stay open for long, takes no shard:
+it appends its counters to rows of its own, outside the shards, which
+transactions on fairq's own connections fold into theirs later. The verbs'
+SQL lives beside it (enqueue, claim, settle, maintenance); PgTxn (store)
+puts them together. Never commits by itself.
 """
 
 from __future__ import annotations
@@ -29,6 +36,11 @@ from .policy_store import POLICY_COLUMNS, policy_from_row, read_policy
 #: Rows of the rotation register and of each counter (schema step 1 makes 32).
 SHARDS = 32
 
+#: One in FOLD_EVERY transactions on fairq's own connections folds up to
+#: FOLD_ROWS counter rows appended by outbox transactions into its shard.
+FOLD_EVERY = 16
+FOLD_ROWS = 256
+
 #: The server clock in integer milliseconds (clock_timestamp: the time now,
 #: not the transaction's start).
 SERVER_NOW = "SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint"
@@ -41,6 +53,43 @@ _SERVER_STATE = (f"SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint
 _MODEL_STATE = (f"SELECT c.now_ms, {_ROTATION}{POLICY_COLUMNS} FROM queue_clock AS c JOIN policy ON policy.id = 1 "
                 "WHERE c.id = 1 FOR UPDATE OF c")
 
+# The shard of a transaction on fairq's own connection: one that no other
+# transaction holds, never waited for (its rotation row guards its counters).
+_FREE_SHARD = "SELECT shard FROM rotation ORDER BY random() LIMIT 1 FOR UPDATE SKIP LOCKED"
+# A shard this transaction already holds (it waited for one: every shard was held).
+_HELD_SHARD = "SELECT %(held)s::integer AS shard"
+# An outbox transaction's own counter rows, below the shards, keyed by its
+# transaction id: no other transaction writes them until it has committed.
+_OWN_ROWS = "SELECT -1 - mod(txid_current(), 2147483647)::integer AS shard"
+# Everything a transaction leaves behind, in one statement just before COMMIT.
+_WRITES = (
+    # The stored clock moves under its row lock (model clock only).
+    "clock AS (UPDATE queue_clock SET now_ms = %(now_ms)s WHERE id = 1 AND %(store_time)s), "
+    # A max-register: a shard only moves forward; readers take the max of all shards.
+    "rotation AS (UPDATE rotation SET vtime = greatest(rotation.vtime, %(vtime)s), "
+    "tail = greatest(rotation.tail, %(tail)s) FROM taken WHERE rotation.shard = taken.shard AND %(move)s), "
+    # Counter rows appended by committed outbox transactions, which only a
+    # fold touches after that: taken over into the shard taken (skipping
+    # those another fold has), never when no shard was taken.
+    "foldable AS MATERIALIZED (SELECT name, shard FROM counter WHERE shard < 0 AND EXISTS (SELECT FROM taken) "
+    "LIMIT %(fold)s FOR UPDATE SKIP LOCKED), "
+    "folded AS (DELETE FROM counter USING foldable WHERE counter.name = foldable.name "
+    "AND counter.shard = foldable.shard RETURNING counter.name, counter.n), "
+    # Each counter's true value is the sum of its rows; one shard (or the
+    # outbox's own rows) per transaction, with what it folded.
+    "counters AS (INSERT INTO counter (name, shard, n) SELECT c.name, taken.shard, sum(c.n) "
+    "FROM (SELECT * FROM unnest(%(names)s::text[], %(ns)s::bigint[]) UNION ALL SELECT * FROM folded) "
+    "AS c(name, n) CROSS JOIN taken GROUP BY c.name, taken.shard ORDER BY c.name "
+    "ON CONFLICT (name, shard) DO UPDATE SET n = counter.n + excluded.n) "
+    # Sleeping workers wake, or learn of an earlier due time; delivered
+    # at commit, never for a rollback. The shard taken (NULL: every one was held).
+    "SELECT (SELECT shard FROM taken), (SELECT pg_notify(%(channel)s, '') WHERE %(notify)s), "
+    "(SELECT pg_notify(%(due_channel)s, %(due)s::text) WHERE %(due)s::text IS NOT NULL)"
+)
+_FLUSH_FREE = "WITH taken AS MATERIALIZED (" + _FREE_SHARD + "), " + _WRITES
+_FLUSH_HELD = "WITH taken AS (" + _HELD_SHARD + "), " + _WRITES
+_FLUSH_OUTBOX = "WITH taken AS MATERIALIZED (" + _OWN_ROWS + "), " + _WRITES
+
 SERVER_CLOCK_MESSAGE = ("is refused on the server clock: a PostgreSQL queue runs at its database "
                         "server's time; open it with clock='model' to give explicit times")
 
@@ -51,6 +100,7 @@ class TxnCore(AuditTrail):
     def __init__(self, db: PgDatabase, name: str, conn: Any, *, server_clock: bool) -> None:
         self._cm = db.write(name, self._flush) if conn is None else db.join(conn, self._flush)
         self._db = db
+        self._joined = conn is not None  # in the application's transaction (the outbox)
         self.server_clock = server_clock
         self.connection: Any = None
         self._clock_ms: int | None = None  # the stored clock (model) or the server time read
@@ -191,25 +241,22 @@ class TxnCore(AuditTrail):
             return
         names = sorted(changes)
         vtime, tail = self._rotation if self._rotation is not None else (0, 0)
-        self.execute(
-            # The stored clock moves under its row lock (model clock only).
-            "WITH clock AS (UPDATE queue_clock SET now_ms = %(now_ms)s WHERE id = 1 AND %(store_time)s), "
-            # A max-register: a shard only moves forward; readers take the max of all shards.
-            "rotation AS (UPDATE rotation SET vtime = greatest(vtime, %(vtime)s), tail = greatest(tail, %(tail)s) "
-            "WHERE shard = %(shard)s AND %(move)s), "
-            # Each counter's true value is the sum of its shards; one shard per transaction.
-            "counters AS (INSERT INTO counter (name, shard, n) SELECT c.name, %(shard)s, c.n "
-            "FROM unnest(%(names)s::text[], %(ns)s::bigint[]) AS c(name, n) ORDER BY c.name "
-            "ON CONFLICT (name, shard) DO UPDATE SET n = counter.n + excluded.n) "
-            # Sleeping workers wake, or learn of an earlier due time; delivered
-            # at commit, never for a rollback.
-            "SELECT (SELECT pg_notify(%(channel)s, '') WHERE %(notify)s), "
-            "(SELECT pg_notify(%(due_channel)s, %(due)s::text) WHERE %(due)s::text IS NOT NULL)",
-            {"now_ms": self._clock_ms, "store_time": store_time, "vtime": vtime, "tail": tail,
-             "shard": random.randrange(SHARDS), "move": self._rotation_dirty, "names": names,
-             "ns": [changes[k] for k in names], "channel": READY_CHANNEL, "notify": self._notify,
-             "due_channel": DUE_CHANNEL, "due": due},
-        )
+        params = {"now_ms": self._clock_ms, "store_time": store_time, "vtime": vtime, "tail": tail,
+                  "move": self._rotation_dirty, "names": names, "ns": [changes[k] for k in names],
+                  "fold": 0, "channel": READY_CHANNEL, "notify": self._notify, "due_channel": DUE_CHANNEL,
+                  "due": due}
+        if self._joined and not self._rotation_dirty:
+            # The application's transaction may stay open for long: it holds
+            # no row that another transaction's bookkeeping needs.
+            self.execute(_FLUSH_OUTBOX, params)
+        elif self.execute(_FLUSH_FREE, {**params, "fold": FOLD_ROWS if random.randrange(FOLD_EVERY) == 0 else 0}
+                          ).fetchone()[0] is None:
+            # Every shard is held (as many transactions committing at once,
+            # or stopped ones): wait for one, then write what is left.
+            held = random.randrange(SHARDS)
+            self.execute("SELECT shard FROM rotation WHERE shard = %(held)s FOR UPDATE", {"held": held})
+            self.execute(_FLUSH_HELD, {**params, "held": held, "store_time": False, "notify": False,
+                                       "due": None})
         self._time_dirty = self._rotation_dirty = self._notify = False
         self._due_ms = None
         self._moved.clear()

@@ -1,0 +1,142 @@
+"""A process stopped while it holds row locks (SIGSTOP: as a paused VM, or a
+host gone without a TCP reset) stalls no call on other flows. Stopped inside
+a claim, inside a settle, or inside a settle's effect, its transaction stays
+open; claims skip the heads it holds and every transaction takes a shard of
+the bookkeeping that no other one holds. Real processes, a real server."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+import fairq
+from helpers import ROOT, SUPPORT
+from pgcheck import check_pg_invariants
+from pgcluster import require_psycopg
+
+psycopg = require_psycopg()
+
+SRC = str(ROOT / "src")
+#: Seconds any one call beside the stopped process may take (it used to wait until that process died).
+BOUND = 2.0
+#: A call still running after this long: the stopped process is killed, so the test fails instead of hanging.
+WATCHDOG = 8.0
+#: Seconds to wait for a condition (the child to stop, the server to see it gone).
+PATIENCE = 30.0
+
+
+def stopped(pid: int) -> bool:
+    """Is the process stopped (state T in /proc)?"""
+    with open(f"/proc/{pid}/stat") as stat:
+        return stat.read().rsplit(")", 1)[1].split()[0] == "T"
+
+
+def until(condition: Callable[[], Any], what: str) -> Any:
+    """Poll condition() until it is true, for at most PATIENCE seconds."""
+    deadline = time.monotonic() + PATIENCE
+    while not (result := condition()):
+        assert time.monotonic() < deadline, f"gave up waiting for {what}"
+        time.sleep(0.02)
+    return result
+
+
+def due_heads_waiting(url: str) -> int:
+    """Heads due now that no committed claim has made runnable (a claim's promotion meets these)."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        return int(conn.execute(
+            "SELECT count(*) FROM head WHERE NOT runnable AND dispatch_ms <= "
+            "(extract(epoch FROM clock_timestamp()) * 1000)::bigint").fetchone()[0])
+
+
+@contextlib.contextmanager
+def frozen(url: str, mode: str) -> Iterator[subprocess.Popen[bytes]]:
+    """A child stopped inside its write (pg_frozen_child.py), killed after the block."""
+    env = {**os.environ, "PYTHONPATH": SRC}
+    env.pop("FAIRQ_FREEZE_AT", None)
+    if mode != "effect":
+        env["FAIRQ_FREEZE_AT"] = f"{mode}.before_commit"
+    child = subprocess.Popen([sys.executable, str(SUPPORT / "pg_frozen_child.py"), url, mode, "0.3"], env=env,
+                             stderr=subprocess.PIPE)
+    try:
+        until(lambda: child.poll() is not None or stopped(child.pid), "the child to stop")
+        assert child.poll() is None, child.stderr.read() if child.stderr else b""
+        yield child
+    finally:
+        child.kill()
+        child.wait(timeout=PATIENCE)
+
+
+def timed(child: subprocess.Popen[bytes], call: Callable[[], Any]) -> tuple[float, Any]:
+    """(seconds the call took, its result), asserting it took less than BOUND;
+    a call still running after WATCHDOG kills the child (so it ends)."""
+    watchdog = threading.Timer(WATCHDOG, child.kill)
+    watchdog.start()
+    began = time.monotonic()
+    try:
+        result = call()
+    finally:
+        watchdog.cancel()
+    seconds = time.monotonic() - began
+    assert seconds < BOUND, f"a call on another flow waited {seconds:.1f} s for the stopped process"
+    return seconds, result
+
+
+@pytest.mark.parametrize("mode", ["claim", "settle", "effect"])
+def test_calls_on_other_flows_do_not_wait_for_a_process_stopped_holding_locks(pg_url: str, mode: str) -> None:
+    with fairq.Queue(pg_url) as q:
+        if mode == "claim":
+            # Three heads due together: the stopped claim promotes all three and takes one.
+            q.enqueue_many([{"event_id": f"h{i}", "body": {}, "flow": f"H{i}", "delay": 0.2} for i in range(3)])
+            until(lambda: due_heads_waiting(pg_url) == 3, "the delayed heads to be due")
+        else:
+            q.enqueue_many([("f1", {}, "F"), ("f2", {}, "F")])
+        took: dict[str, list[float]] = {"enqueue": [], "claim": [], "ack": []}
+        with frozen(pg_url, mode) as child:
+            # The stopped process holds a head that is due (its lease of 0.3 s
+            # has ended, or it promoted it): every claim's promotion meets it.
+            until(lambda: due_heads_waiting(pg_url), "a held head to be due")
+            for i in range(20):
+                seconds, _ = timed(child, lambda: q.enqueue(f"u{i}", {}, flow=f"U{i}"))
+                took["enqueue"].append(seconds)
+                seconds, lease = timed(child, q.claim)
+                took["claim"].append(seconds)
+                assert lease is not None and lease.event_id == f"u{i}"
+                seconds, _ = timed(child, lambda: q.ack(lease))
+                took["ack"].append(seconds)
+            assert child.poll() is None  # stopped all along
+        # Once the process is gone, what it held comes back.
+        held = {"h0", "h1", "h2"} if mode == "claim" else {"f1"}
+        got: set[str] = set()
+        until(lambda: got.update(lease.event_id for lease in q.claim_many(3)) or got == held,
+              "the held heads to come back")
+        stats = q.stats()
+        assert stats.totals["acked"] == stats.counts["acked"] == 20
+        assert stats.counts["inflight"] == len(held)
+    check_pg_invariants(pg_url)
+
+
+def test_a_call_waits_for_a_shard_only_when_every_shard_is_held(pg_url: str) -> None:
+    with fairq.Queue(pg_url) as q, psycopg.connect(pg_url) as holder:
+        q.enqueue("warm", {}, flow="W")
+        holder.execute("SELECT shard FROM rotation FOR UPDATE")
+        pid = int(holder.execute("SELECT pg_backend_pid()").fetchone()[0])
+        enqueued = threading.Thread(target=lambda: q.enqueue("e1", {}, flow="E"))
+        enqueued.start()
+        with psycopg.connect(pg_url, autocommit=True) as watcher:
+            until(lambda: watcher.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE %(pid)s = ANY(pg_blocking_pids(pid))",
+                {"pid": pid}).fetchone()[0], "the enqueue to wait for a shard")
+        assert enqueued.is_alive()
+        holder.rollback()
+        enqueued.join(timeout=PATIENCE)
+        assert not enqueued.is_alive()
+        assert q.stats().counts["ready"] == q.stats().totals["enqueued"] == 2
+    check_pg_invariants(pg_url)
