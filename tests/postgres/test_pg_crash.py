@@ -44,11 +44,11 @@ def test_a_process_killed_before_commit_stores_nothing_and_after_commit_everythi
         if verb != "enqueue":
             q.enqueue_many([("a", {}, "F"), ("b", {}, "G")], now=0)
     assert run(pg_url, verb, f"{verb}.before_commit", now=1) == 86
-    with fairq.Queue(pg_url) as q:
+    with fairq.Queue(pg_url, clock="model") as q:
         assert q.stats().counts[moved] == 0
         assert q.stats().totals[{"enqueue": "enqueued", "claim": "claimed", "settle": "acked"}[verb]] == 0
     # At 100 the settle child's committed claims have expired: the next child takes them over.
     assert run(pg_url, verb, f"{verb}.after_commit", now=100) == 86
-    with fairq.Queue(pg_url) as q:
+    with fairq.Queue(pg_url, clock="model") as q:
         after = q.stats()
         assert after.counts[moved] == (3 if verb == "enqueue" else 2)

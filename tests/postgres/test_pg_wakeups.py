@@ -70,7 +70,7 @@ def test_a_rolled_back_transaction_wakes_nobody(pg_url: str, listener) -> None:
 
 
 def test_earliest_ready_ms_is_the_next_waiting_heads_time(pg_url: str) -> None:
-    store = PgStore(pg_url)
+    store = PgStore(pg_url, server_clock=False)  # the model clock, as the queue below
     try:
         assert store.earliest_ready_ms() is None
         with fairq.Queue(pg_url, clock="model") as q:
