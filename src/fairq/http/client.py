@@ -25,7 +25,7 @@ import http.client
 import json
 import os
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import urlencode, urlsplit
 
 from .. import _validate as v
@@ -47,9 +47,11 @@ from ..types import (
 from .keepalive import Connections
 from .paths import query, segment
 from .remote_schedules import RemoteSchedules
-from .wire import check_json, error_from_json, from_json
+from .wire import MAX_PAGE, check_json, error_from_json, from_json
 
 __all__ = ["Client"]
+
+T = TypeVar("T")
 
 
 class Client:
@@ -221,14 +223,19 @@ class Client:
 
     def events(self, *, state: State | str | None = None, flow: str | None = None,
                limit: int = 100, after: str | None = None) -> list[EventInfo]:
-        """Queue.events on the server."""
-        data = self._call("GET", "/v1/events", query(text={"state": state, "flow": flow, "after": after},
-                                                      ints={"limit": limit}))
-        return [from_json(EventInfo, e) for e in data["events"]]
+        """Queue.events on the server, a page of at most MAX_PAGE events a request."""
+        limit = v.count(limit, "limit", low=1, high=1_000_000)  # as Queue.events
+        return self._pages("/v1/events", "events", EventInfo, limit,
+                           {"state": state, "flow": flow, "after": after})
 
     def audit(self, event_id: str | None = None, *, limit: int | None = None) -> list[AuditEntry]:
-        """Queue.audit on the server."""
-        data = self._call("GET", "/v1/audit", query(text={"event_id": event_id}, ints={"limit": limit}))
+        """Queue.audit on the server, which answers at most MAX_PAGE rows: without
+        a limit, a listing with more raises InvalidInput naming `limit`."""
+        data = self._call("GET", "/v1/audit", query(text={"event_id": event_id},
+                                                    ints={"limit": MAX_PAGE if limit is None else limit}))
+        if limit is None and data.get("more"):
+            raise InvalidInput("limit", f"the audit listing has more than {MAX_PAGE} rows, the most a "
+                               f"server answers; pass a limit (at most {MAX_PAGE}) for the oldest ones")
         return [from_json(AuditEntry, a) for a in data["audit"]]
 
     def why_blocked(self, flow: str, *, now: None = None) -> Blocked:
@@ -237,11 +244,23 @@ class Client:
         return self._here(from_json(Blocked, self._call("GET", "/v1/flows/" + segment(flow, "flow") + "/why_blocked")))
 
     def flows(self, *, after: str | None = None, limit: int = 100, now: None = None) -> list[FlowInfo]:
-        """Queue.flows on the server; each quarantined head's redrive command runs from here."""
+        """Queue.flows on the server, a page of at most MAX_PAGE flows a request; each
+        quarantined head's redrive command runs from here."""
         _server_side(now=now)
-        data = self._call("GET", "/v1/flows", query(text={"after": after}, ints={"limit": limit}))
-        found = [from_json(FlowInfo, f) for f in data["flows"]]
+        limit = v.count(limit, "limit", low=1, high=10_000)  # as Queue.flows
+        found = self._pages("/v1/flows", "flows", FlowInfo, limit, {"after": after})
         return [dataclasses.replace(f, blocked=self._here(f.blocked)) for f in found]
+
+    def _pages(self, path: str, name: str, cls: type[T], limit: int, text: dict[str, Any]) -> list[T]:
+        """Up to `limit` rows of a keyed listing, at most MAX_PAGE a request,
+        each page going on after the last (the server's `next`)."""
+        rows: list[T] = []
+        while True:
+            data = self._call("GET", path, query(text=text, ints={"limit": min(limit - len(rows), MAX_PAGE)}))
+            rows += [from_json(cls, row) for row in data[name]]
+            if data.get("next") is None or len(rows) >= limit:
+                return rows
+            text = {**text, "after": data["next"]}
 
     def _here(self, blocked: Blocked) -> Blocked:
         """A Blocked whose redrive command goes through this server."""

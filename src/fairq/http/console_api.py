@@ -2,9 +2,8 @@
 
 Each /v1 endpoint here is one Queue call, like those of fairq.http.routes
 (GET /v1/rates answers from the server's sampler and calls nothing). The
-listings page by keyset (`after` = the last key of the previous page),
-never by offset. /ui/ serves the console's files (fairq.http.static)
-without a token: they hold no data.
+listings it pages through are in fairq.http.listings. /ui/ serves the
+console's files (fairq.http.static) without a token: they hold no data.
 """
 
 from __future__ import annotations
@@ -16,14 +15,9 @@ from ..policy import policy_json
 from ..queue import MAX_BATCH, Queue
 from .routes import Refusal, Reply, Request, Text, route
 from .static import console_file
-from .wire import queue_error_json, to_json
+from .wire import queue_error_json
 
 __all__: list[str] = []
-
-
-@route("GET", "/v1/flows", console=True)
-def flows(q: Queue, req: Request) -> Reply:
-    return 200, {"flows": to_json(q.flows(**req.params(text=("after",), ints=("limit",))))}
 
 
 @route("POST", "/v1/redrive_many", console=True)
@@ -46,12 +40,6 @@ def redrive_many(q: Queue, req: Request) -> Reply:
         else:
             redriven.append({"index": i, "event_id": item["event_id"], "generation": result})
     return 200, {"redriven": redriven, "refused": refused}
-
-
-@route("GET", "/v1/schedules/{name}/misfires", console=True)
-def misfires(q: Queue, req: Request) -> Reply:
-    found = q.schedules.misfires(req.path["name"], **req.params(ints=("limit",)))
-    return 200, {"misfires": to_json(found)}
 
 
 @route("GET", "/v1/info", console=True)

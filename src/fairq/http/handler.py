@@ -28,6 +28,7 @@ from .._json import StrictJSONError, canonical, loads_strict
 from ..errors import FairqError, InvalidInput, StoreError
 from .framing import DeadlineReader, Head, Headers, HeadRefused, body_length, is_json_type, parse_head, read_head
 from . import console_api as _console_api  # noqa: F401  (registers the console's endpoints)
+from . import listings as _listings  # noqa: F401  (registers the listings)
 from .routes import Edge, Refusal, Request, Route, Text, matching
 from .wire import STATUS, error_code, error_json, queue_error_json
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import builtins
+import sys
 from typing import TYPE_CHECKING, Any
 
 from ..types import AuditEntry, Misfire, Schedule
@@ -37,8 +38,8 @@ class RemoteSchedules:
         return from_json(Schedule, self._client._call("GET", _schedule_path(name)))
 
     def list(self) -> list[Schedule]:
-        """Schedules.list on the server: every schedule, by name."""
-        return [from_json(Schedule, s) for s in self._client._call("GET", "/v1/schedules")["schedules"]]
+        """Schedules.list on the server: every schedule, by name (a page of at most MAX_PAGE a request)."""
+        return self._client._pages("/v1/schedules", "schedules", Schedule, sys.maxsize, {})
 
     def misfires(self, name: str, *, limit: int = 20) -> builtins.list[AuditEntry]:
         """Schedules.misfires on the server; UnknownSchedule if there is none."""

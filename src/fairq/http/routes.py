@@ -268,16 +268,6 @@ def why_blocked(q: Queue, req: Request) -> Reply:
     return 200, to_json(q.why_blocked(req.path["flow"]))
 
 
-@route("GET", "/v1/events", console=True)
-def events(q: Queue, req: Request) -> Reply:
-    return 200, {"events": to_json(q.events(**req.params(text=("state", "flow", "after"), ints=("limit",))))}
-
-
-@route("GET", "/v1/audit", console=True)
-def audit(q: Queue, req: Request) -> Reply:
-    return 200, {"audit": to_json(q.audit(**req.params(text=("event_id",), ints=("limit",))))}
-
-
 @route("GET", "/v1/stats", console=True)
 def stats(q: Queue, req: Request) -> Reply:
     return 200, to_json(q.stats(**req.params(ints=("top",))))
@@ -296,11 +286,6 @@ def add_schedule(q: Queue, req: Request) -> Reply:
     args = req.fields("name", optional=("every", "cron", "tz", "body", "flow", "overlap", "start", "misfire",
                                         "grace"))
     return 200, to_json(q.schedules.add(**args))
-
-
-@route("GET", "/v1/schedules", console=True)
-def list_schedules(q: Queue, req: Request) -> Reply:
-    return 200, {"schedules": to_json(q.schedules.list())}
 
 
 @route("GET", "/v1/schedules/{name}", console=True)

@@ -564,8 +564,8 @@ function redriveForm(info) {
 
 // -- Schedules -----------------------------------------------------------------------------
 
-async function schedules() {
-  const data = await api("GET", "/v1/schedules");
+async function schedules(arg, params) {
+  const data = await api("GET", "/v1/schedules" + query({ limit: 100, after: params.after }));
   const misfires = await Promise.all(data.schedules.map((s) =>
     api("GET", "/v1/schedules/" + encodeURIComponent(s.name) + "/misfires?limit=20")));
   const rows = data.schedules.map((s, i) => scheduleRow(s, misfires[i].misfires));
@@ -573,7 +573,11 @@ async function schedules() {
     el("thead", {}, el("tr", {}, ["schedule", "every / cron", "flow", "next slot", "last slot", "misfire policy",
       "recent misfires", "state", ""].map((h, i) => el("th", { class: i === 2 ? "optional" : "" }, h)))),
     el("tbody", {}, rows));
+  const pages = el("div", { class: "toolbar" },
+    params.after ? el("a", { href: link("schedules") }, "first page") : null,
+    data.next ? el("a", { href: link("schedules", null, { after: data.next }) }, "next page") : null);
   return el("section", { id: "page-schedules" }, el("h1", {}, "Schedules"),
+    params.after || data.next ? pages : null,
     rows.length ? el("div", { class: "scroll" }, table) : el("p", { class: "muted" }, "No schedule yet."));
 }
 
