@@ -47,7 +47,7 @@ from ..types import (
 from .keepalive import Connections
 from .paths import query, segment
 from .remote_schedules import RemoteSchedules
-from .wire import MAX_PAGE, check_json, error_from_json, from_json
+from .wire import MAX_PAGE, check_json, error_from_json, from_json, unencodable
 
 __all__ = ["Client"]
 
@@ -85,6 +85,8 @@ class Client:
             raise InvalidInput("url", f"has a port that is not a number from 0 to 65535: {url!r}") from None
         if token is not None and not isinstance(token, str):
             raise InvalidInput("token", f"must be a str, not {type(token).__name__}")
+        if token is not None and not (token and all("!" <= ch <= "~" for ch in token)):
+            raise InvalidInput("token", "must be non-empty printable ASCII without spaces, as the server's is")
         self.url = url.rstrip("/")
         self.timeout = v.seconds(timeout, "timeout", positive=True)
         self.lease_seconds = v.seconds(lease_seconds, "lease_seconds", positive=True)
@@ -307,7 +309,11 @@ class Client:
         target = self._path + path + (f"?{urlencode(query)}" if query else "")
         data, headers = None, self._headers
         if payload is not None:
-            data = json.dumps(payload, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode("utf-8")
+            text = json.dumps(payload, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+            try:
+                data = text.encode("utf-8")
+            except UnicodeEncodeError:
+                raise unencodable(payload) from None
             headers = self._post_headers
         try:
             status, raw = self._connections.exchange(method, target, data, headers)

@@ -26,6 +26,11 @@ def query(*, text: Mapping[str, Any] = {}, ints: Mapping[str, Any] = {}) -> dict
         if value is not None:
             if not isinstance(value, str):
                 raise InvalidInput(name, f"must be a str, not {type(value).__name__}")
+            if not value.isascii():
+                try:
+                    value.encode("utf-8")
+                except UnicodeEncodeError:
+                    raise InvalidInput(name, "is not valid Unicode (lone surrogate)") from None
             out[name] = str(value)
     for name, value in ints.items():
         if value is not None:

@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple, TypeVar
 
 from .. import _validate as v
-from .. import _json
+from .. import _json, cron
 from .._json import json_type
 from ..errors import (
     Busy,
@@ -42,6 +42,7 @@ __all__ = [
     "to_json",
     "from_json",
     "check_json",
+    "unencodable",
     "error_code",
     "error_json",
     "queue_error_json",
@@ -218,6 +219,45 @@ def check_json(value: Any, field: str) -> None:
     if not v._plain_json(value, 0):
         v._check_json(value, field)
 
+
+def unencodable(payload: dict[str, Any]) -> InvalidInput:
+    """The refusal of a payload that UTF-8 cannot encode (a lone surrogate),
+    naming the field as the Queue does: a key of the payload, a key of a batch
+    item (`items[2].flow`), or a whole `body`, wherever in it the surrogate is."""
+    for name, value in payload.items():
+        field = _surrogate_at(value, name)
+        if field == "cron":
+            cron.parse(value)  # the Queue's own refusal names the part of the expression
+        if field is not None:
+            return InvalidInput(field, "is not valid Unicode (lone surrogate)")
+    return InvalidInput("request", "is not valid Unicode (lone surrogate)")
+
+
+def _surrogate_at(value: Any, path: str) -> str | None:
+    """Where in `value` a string UTF-8 cannot encode is (a body as a whole), or None."""
+    if isinstance(value, str):
+        return None if _encodes(value) else path
+    if not isinstance(value, (dict, list)):
+        return None
+    if path == "body" or path.endswith(".body"):
+        return None if _encodes(_json.canonical(value)) else path
+    items = value.items() if isinstance(value, dict) else enumerate(value)
+    for key, item in items:
+        inner = f"{path}.{key}" if isinstance(value, dict) else f"{path}[{key}]"
+        if isinstance(key, str) and not _encodes(key):
+            return inner
+        found = _surrogate_at(item, inner)
+        if found is not None:
+            return found
+    return None
+
+
+def _encodes(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 # -- refusals ---------------------------------------------------------------------------
