@@ -1,28 +1,63 @@
-"""fairq on PostgreSQL beside fairq on SQLite, on the same machine.
+"""fairq on PostgreSQL against a raw SKIP LOCKED queue on the same server, in one run.
 
-    python benchmarks/postgres.py --quick          # tiny sizes: checks that it runs (seconds)
-    python benchmarks/postgres.py                  # the full run (many minutes; 1M events)
-    python benchmarks/postgres.py --url postgresql://user@host:port/db --output results.json
+    python3 benchmarks/postgres.py --quick       # tiny sizes, RTT 0 and 1 ms, 1 and 2 processes, 1 run per cell
+    python3 benchmarks/postgres.py               # the full run (an hour or more; a 1M-event backlog)
+    python3 benchmarks/postgres.py --events 4000 --repeat 3 --rtt-ms 0,1 --workers 1,4,8 --backlog 0
+    python3 benchmarks/postgres.py --url postgresql://user@host:port/db --output results.json
+    python3 benchmarks/postgres.py --only trips  # some sections only: drains, trips, cost, worker
 
-Two measurements, each on a fresh queue:
+Without --url it starts its own throwaway PostgreSQL cluster (initdb, as the
+`postgres` user when run as root) with fsync on, synchronous_commit on and
+shared_buffers 256MB, and removes it afterwards. Everything runs on the one
+machine: clients, server and the delay proxy share its cores, so run it alone
+and read absolute numbers as this machine on this day; the ratios compare two
+queues measured in the same run, interleaved, on the same server.
 
-1. claim+ack per second (the median of --repeat runs, 3 by default) through fairq.Worker (a handler that does nothing)
-   with 1, 4, 8 and 16 worker processes, each process one Worker thread,
-   over 100 flows; the clock starts when every process has opened its queue.
-   (--quick runs 1 and 2 processes only.)
-   SQLite: one file, synchronous=full. PostgreSQL: the server below.
-2. the cost of one claim (claim then ack, serially, median and p99 in ms)
-   with 1k and with 1M events waiting (ready, over up to 1,000 flows), and beside 100k blocked flows (each
-   flow's head claimed under a long lease, so the flow's next event waits).
-   The backlogs are made with Queue.enqueue_many in batches of 10,000
-   events (no SQL outside fairq's own), and ANALYZE runs on PostgreSQL
-   before the claims are timed.
+Sections and what each figure means:
 
-Without --url the benchmark starts its own throwaway PostgreSQL cluster
-(initdb as the `postgres` user when run as root) with fsync ON and the
-default synchronous_commit, so a commit waits for its flush as SQLite's
-synchronous=full does; it is removed afterwards. Absolute numbers only
-describe this machine on this day; run it alone on the machine.
+1. drains (benchmarks/pg_drain.py). A fresh schema is filled with --events
+   events (single items) or --batch-events (batches of 100), then N processes
+   (--workers, default 1,4,8,16; --quick 1,2) each open a connection, wait on
+   a barrier, and claim and ack until every event is acked. "raw" is the
+   reference queue of benchmarks/pg_raw.py (one autocommit statement per
+   claim and per ack, filled by COPY); "fairq" is a plain q.claim() /
+   q.ack(lease) loop (batches: q.claim_many(100) / q.settle_many) over 100
+   flows filled with enqueue_many; ANALYZE before the clock starts.
+   raw /s, fairq /s: events acked per second from the barrier to the last
+   ack, the median of --repeat runs (default 3; --quick 1), raw and fairq
+   runs interleaved. fairq ÷ raw: the ratio of those medians. Scaling: the
+   8-process figure ÷ the 1-process figure (or the largest ÷ the smallest
+   process count run), for each queue.
+   Every cell is measured at each --rtt-ms round trip (default 0,1): at 0 the
+   processes connect straight to the server; otherwise through
+   benchmarks/latency_proxy.py, a TCP proxy on 127.0.0.1 that holds each
+   direction's bytes for half the round trip. "RTT check" prints SELECT 1
+   round trips straight and through each proxy, so the added delay is seen,
+   not assumed.
+2. lock waits (benchmarks/pg_waits.py), during every run of the 8-process
+   drains (or the largest count up to 8): pg_stat_activity sampled every
+   ~10 ms for the drain's backends. Lock samples ÷ claim: backends seen
+   waiting with wait_event_type 'Lock', divided by claim calls that got
+   work; ≈ lock wait ms ÷ claim: the same times the sampling interval, an
+   estimate of time spent waiting on row and transaction locks per claim;
+   top wait events with their share of backend samples ("Client:ClientRead":
+   waiting for its client, "active:on CPU": running). "SELECT 1 ms
+   during drain": the sampler times a SELECT 1 through the drain's proxy
+   before each sample; beside the 0 ms row it shows the round trip the proxy
+   really added while the machine was busy with the drain.
+3. round trips per verb (benchmarks/pg_trips.py): one call of each verb on a
+   warm queue, counted on the wire by the proxy (no delay): round trips
+   (client speaks again after the server answered) and statements (Query and
+   Execute messages), BEGIN and COMMIT included; the raw queue's verbs as a
+   check (one each).
+4. claim cost: serial claim+ack rounds on one connection (median and p99 of
+   the claim, ms) with 1k and --backlog (default 1M, --quick 2k; 0 skips it)
+   events waiting, and beside 100k blocked flows; fairq on SQLite
+   (synchronous=full) beside it.
+5. worker: claim+ack per second through fairq.Worker (no-op handler, one
+   thread per process) on SQLite and PostgreSQL, 0 ms only (the older figure).
+
+--output FILE writes every figure (and each run's raw numbers) as JSON.
 """
 
 from __future__ import annotations
@@ -36,6 +71,7 @@ import statistics
 import sys
 import tempfile
 import time
+import urllib.parse
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -44,24 +80,99 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "tests" / "support"))  # pgcluster, pgops: a throwaway cluster, databases
+sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import fairq  # noqa: E402
+import pg_report  # noqa: E402
+import pg_trips  # noqa: E402
 import pgcluster  # noqa: E402
 import pgops  # noqa: E402
+from latency_proxy import LatencyProxy, select1_ms  # noqa: E402
+from pg_drain import DrainPool  # noqa: E402
+from pg_waits import merge  # noqa: E402
 
 SPAWN = multiprocessing.get_context("spawn")
 FLOWS = 100
 BATCH = 10_000
+CLAIM_BATCH = 100  # items per claim_many / settle_many in the batch drains
+SECTIONS = ("drains", "trips", "cost", "worker")
 
-FULL = {"events": 20_000, "workers": (1, 4, 8, 16), "small": 1_000, "large": 1_000_000, "blocked": 100_000,
-        "claims": 500}
-QUICK = {"events": 300, "workers": (1, 2), "small": 100, "large": 2_000, "blocked": 500, "claims": 50}
+FULL = {"events": 4_000, "batch_events": 40_000, "workers": (1, 4, 8, 16), "repeat": 3, "small": 1_000,
+        "backlog": 1_000_000, "blocked": 100_000, "claims": 500, "worker_events": 4_000}
+QUICK = {"events": 100, "batch_events": 1_000, "workers": (1, 2), "repeat": 1, "small": 100, "backlog": 2_000,
+         "blocked": 500, "claims": 50, "worker_events": 200}
 
 
-# -- throughput ------------------------------------------------------------------
+def progress(text: str) -> None:
+    print(f"  .. {text}", file=sys.stderr, flush=True)
 
 
-def _drain(target: str, barrier: Any) -> None:
+# -- drains: raw and fairq, each RTT ------------------------------------------------
+
+
+def run_drains(server: str, sizes: dict[str, Any], rtts: list[float], results: dict[str, Any]) -> None:
+    parts = urllib.parse.urlsplit(server)
+    host, port = parts.hostname or "127.0.0.1", parts.port or 5432
+    workers = sizes["workers"]
+    sampled = max([n for n in workers if n <= 8] or [min(workers)])
+    high, low = (8 if 8 in workers else max(workers)), (1 if 1 in workers else min(workers))
+    check = {"straight to the server": select1_ms(server)}
+    rows: list[dict[str, Any]] = []
+    scale, waits = [], []
+    with DrainPool(list(workers)) as pool:
+        for rtt in rtts:
+            proxy = LatencyProxy(host, port, rtt) if rtt > 0 else None
+            try:
+                if proxy is not None:
+                    check[f"through the proxy, {rtt:g} ms"] = select1_ms(proxy.via_proxy(server))
+                for batch, events in ((1, sizes["events"]), (CLAIM_BATCH, sizes["batch_events"])):
+                    for n in workers:
+                        row, runs = cell(pool, server, events, n, batch, sizes["repeat"], proxy, n == sampled)
+                        rows.append({"rtt_ms": rtt, **row})
+                        if n == sampled:
+                            waits += [{"rtt_ms": rtt, "batch": batch, "processes": n, "kind": kind,
+                                       "waits": merge([r["waits"] for r in runs[kind]])} for kind in runs]
+                    rates = {r["processes"]: r for r in rows if r["rtt_ms"] == rtt and r["batch"] == batch}
+                    if high in rates and low in rates and high != low:
+                        scale.append({"rtt_ms": rtt, "batch": batch, "high": high, "low": low, **{
+                            kind: rates[high][f"{kind}_per_s"] / rates[low][f"{kind}_per_s"]
+                            for kind in ("raw", "fairq")}})
+            finally:
+                if proxy is not None:
+                    proxy.close()
+    results.update(rtt_check=check, drains=rows, scaling=scale, waits=waits)
+    print("\n## RTT check\n", *pg_report.rtt_check(check), sep="\n")
+    print("\n## Drains: raw SKIP LOCKED queue and fairq's claim/ack loop\n",
+          *pg_report.drains(rows, sizes["repeat"]), sep="\n")
+    print("\n## Scaling\n", *pg_report.scaling(scale), sep="\n")
+    print(f"\n## Lock waits during the {sampled}-process drains (all runs of the cell)\n",
+          *pg_report.waits(waits), sep="\n")
+
+
+def cell(pool: DrainPool, server: str, events: int, n: int, batch: int, repeat: int, proxy: LatencyProxy | None,
+         sample: bool) -> tuple[dict[str, Any], dict[str, list[dict[str, Any]]]]:
+    """One table row: `repeat` raw and fairq drains, interleaved; their medians and ratio."""
+    runs: dict[str, list[dict[str, Any]]] = {"raw": [], "fairq": []}
+    for _ in range(repeat):
+        for kind in ("raw", "fairq"):
+            runs[kind].append(pool.drain(kind, server, events, n, batch, via=proxy, sample=sample))
+    raw = statistics.median(r["items_per_s"] for r in runs["raw"])
+    fq = statistics.median(r["items_per_s"] for r in runs["fairq"])
+    progress(f"RTT {proxy.rtt_ms if proxy else 0:g} ms, batch {batch}, {n} processes: "
+             f"raw {raw:,.0f}/s, fairq {fq:,.0f}/s")
+    return ({"batch": batch, "processes": n, "events": events, "raw_per_s": raw, "fairq_per_s": fq,
+             "ratio": fq / raw, "raw_runs": [_plain(r) for r in runs["raw"]],
+             "fairq_runs": [_plain(r) for r in runs["fairq"]]}, runs)
+
+
+def _plain(run: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in run.items() if k != "waits"}
+
+
+# -- the fairq.Worker figure ---------------------------------------------------------
+
+
+def _worker_drain(target: str, barrier: Any) -> None:
     """A worker process: open the queue, wait for the others, claim and ack until idle."""
     with fairq.Queue(target) as q:
         worker = fairq.Worker(q, lambda job: None)
@@ -70,12 +181,12 @@ def _drain(target: str, barrier: Any) -> None:
 
 
 def throughput(target: str, events: int, processes: int) -> float:
-    """claim+ack per second of `processes` worker processes draining `events` events."""
+    """claim+ack per second of `processes` fairq.Worker processes draining `events` events."""
     with fairq.Queue(target) as q:
         for start in range(0, events, BATCH):
             q.enqueue_many([(f"e{i}", {"i": i}, f"f{i % FLOWS}") for i in range(start, min(events, start + BATCH))])
     barrier = SPAWN.Barrier(processes + 1)
-    procs = [SPAWN.Process(target=_drain, args=(target, barrier)) for _ in range(processes)]
+    procs = [SPAWN.Process(target=_worker_drain, args=(target, barrier)) for _ in range(processes)]
     for p in procs:
         p.start()
     barrier.wait()
@@ -135,25 +246,66 @@ def analyze(target: str) -> None:
         conn.execute("ANALYZE")  # the planner sees the backlog, as autovacuum would soon
 
 
+def run_claim_cost(targets: Targets, sizes: dict[str, Any], results: dict[str, Any]) -> None:
+    cases = [("waiting", sizes["small"], 0)]
+    if sizes["backlog"]:
+        cases.append(("waiting", sizes["backlog"], 0))
+    cases.append(("beside blocked flows", sizes["small"], sizes["blocked"]))
+    for label, waiting, blocked in cases:
+        name = f"{waiting} {label}" + (f" ({blocked} blocked)" if blocked else "")
+        row = {}
+        for store in ("sqlite", "postgres"):
+            with targets.fresh(store) as target, fairq.Queue(target) as q:
+                if blocked:
+                    block(q, blocked)
+                fill(q, waiting, "w", flows=min(waiting, 1_000))
+                analyze(target)
+                row[store] = claim_cost(q, sizes["claims"])
+        results["claim_ms"][name] = row
+        progress(f"claim cost, {name}")
+    print("\n## Claim cost\n", *pg_report.claim_cost(results["claim_ms"], sizes["claims"]), sep="\n")
+
+
+def run_worker(targets: Targets, sizes: dict[str, Any], results: dict[str, Any]) -> None:
+    for n in sizes["workers"]:
+        row = {}
+        for store in ("sqlite", "postgres"):
+            runs = []
+            for _ in range(sizes["repeat"]):
+                with targets.fresh(store) as target:
+                    runs.append(throughput(target, sizes["worker_events"], n))
+            row[store] = statistics.median(runs)
+        results["throughput"][n] = row
+        progress(f"worker, {n} processes")
+    print(f"\n## fairq.Worker, {sizes['worker_events']} events over {FLOWS} flows\n",
+          *pg_report.worker(results["throughput"]), sep="\n")
+
+
 # -- stores ----------------------------------------------------------------------
 
 
 @contextmanager
-def postgres(url: str | None) -> Iterator[tuple[str, str]]:
-    """(server URL, its fsync setting): the one given, or a throwaway cluster with fsync on."""
+def postgres(url: str | None, shared_buffers: str) -> Iterator[str]:
+    """The server URL: the one given, or a throwaway cluster with fsync on."""
     if url is not None:
-        yield url, _fsync(url)
+        yield url
         return
-    with pgcluster.cluster(fsync=True) as cluster:
-        yield cluster.url, _fsync(cluster.url)
+    cluster = pgcluster.Cluster(fsync=True).init()
+    try:
+        with open(cluster.data / "postgresql.conf", "a") as conf:
+            conf.write(f"synchronous_commit = on\nshared_buffers = '{shared_buffers}'\n")
+        cluster.start()
+        yield cluster.url
+    finally:
+        cluster.remove()
 
 
-def _fsync(url: str) -> str:
+def settings(url: str) -> dict[str, str]:
     import psycopg
 
+    names = ("server_version", "fsync", "synchronous_commit", "shared_buffers", "max_connections")
     with psycopg.connect(url) as conn:
-        row = conn.execute("SHOW fsync").fetchone()
-    return str(row[0]) if row else "?"
+        return {name: str(conn.execute(f"SHOW {name}").fetchone()[0]) for name in names}  # type: ignore[index]
 
 
 class Targets:
@@ -174,51 +326,66 @@ class Targets:
             yield url
 
 
-def main() -> None:
+def arguments() -> tuple[argparse.Namespace, dict[str, Any]]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="tiny sizes: check that it runs")
     parser.add_argument("--url", help="a PostgreSQL server to create databases on (default: start one, fsync on)")
     parser.add_argument("--output", help="also write the results here as JSON")
-    parser.add_argument("--events", type=int, help="events drained per throughput run (default: 20,000; --quick 300)")
-    parser.add_argument("--repeat", type=int, default=3, help="throughput runs per cell; the median is reported")
+    parser.add_argument("--events", type=int, help="events per single-item drain (default 4,000; --quick 100)")
+    parser.add_argument("--batch-events", type=int, help="events per batch drain (default 40,000; --quick 1,000)")
+    parser.add_argument("--repeat", type=int, help="runs per cell; the median is reported (default 3; --quick 1)")
+    parser.add_argument("--workers", help="process counts, e.g. 1,4,8,16 (the default; --quick 1,2)")
+    parser.add_argument("--rtt-ms", default="0,1", help="round trips added by the proxy, ms (default 0,1)")
+    parser.add_argument("--backlog", type=int, help="the large claim-cost backlog (default 1M; --quick 2k; 0: skip)")
+    parser.add_argument("--only", default=",".join(SECTIONS), help=f"sections to run, of {','.join(SECTIONS)}")
+    parser.add_argument("--shared-buffers", default="256MB", help="of the throwaway cluster (default 256MB)")
     args = parser.parse_args()
     sizes = dict(QUICK if args.quick else FULL)
-    if args.events is not None:
-        sizes["events"] = args.events
-    results: dict[str, Any] = {"sizes": sizes, "python": sys.version.split()[0], "machine": platform.platform(),
-                               "cpus": os.cpu_count(), "throughput": {}, "claim_ms": {}}
-    with postgres(args.url) as (server, fsync), tempfile.TemporaryDirectory(prefix="fairq-bench-") as folder:
-        results["postgres_fsync"] = fsync
+    for key in ("events", "batch_events", "repeat", "backlog"):
+        if getattr(args, key) is not None:
+            sizes[key] = getattr(args, key)
+    if args.workers:
+        sizes["workers"] = tuple(int(n) for n in args.workers.split(","))
+    unknown = set(args.only.split(",")) - set(SECTIONS)
+    if unknown:
+        parser.error(f"--only: unknown section(s) {', '.join(sorted(unknown))}")
+    return args, sizes
+
+
+def main() -> None:
+    args, sizes = arguments()
+    only = args.only.split(",")
+    rtts = [float(x) for x in args.rtt_ms.split(",")]
+    results: dict[str, Any] = {"sizes": sizes, "rtt_ms": rtts, "python": sys.version.split()[0],
+                               "machine": platform.platform(), "cpus": os.cpu_count(),
+                               "load_average_start": os.getloadavg(), "throughput": {}, "claim_ms": {}}
+    began = time.monotonic()
+    with postgres(args.url, args.shared_buffers) as server, \
+            tempfile.TemporaryDirectory(prefix="fairq-bench-") as folder:
+        results["server"] = found = settings(server)
+        results["postgres_fsync"] = found["fsync"]
+        print(f"# PostgreSQL {found['server_version']}: fsync={found['fsync']}, synchronous_commit="
+              f"{found['synchronous_commit']}, shared_buffers={found['shared_buffers']}; {os.cpu_count()} CPUs; "
+              f"load average {'/'.join(f'{x:.1f}' for x in os.getloadavg())} (1/5/15 min)")
+        print(f"# drains: {sizes['events']} single events, {sizes['batch_events']} in batches of {CLAIM_BATCH}, "
+              f"over {FLOWS} fairq flows; processes {','.join(map(str, sizes['workers']))}; "
+              f"RTT {args.rtt_ms} ms; {sizes['repeat']} run(s) per cell")
+        if "drains" in only:
+            run_drains(server, sizes, rtts, results)
+        if "trips" in only:
+            parts = urllib.parse.urlsplit(server)
+            results["round_trips"] = verbs = pg_trips.per_verb(server, parts.hostname or "127.0.0.1",
+                                                               parts.port or 5432)
+            print("\n## Round trips per verb (warm queue, counted on the wire)\n", *pg_report.trips(verbs), sep="\n")
         targets = Targets(server, folder)
-        print(f"PostgreSQL fsync={fsync}; SQLite synchronous=full; {sizes['events']} events over {FLOWS} flows")
-        print(f"{'workers':>8} {'sqlite/s':>10} {'postgres/s':>11}")
-        for n in sizes["workers"]:
-            row = {}
-            for store in ("sqlite", "postgres"):
-                runs = []
-                for _ in range(args.repeat):
-                    with targets.fresh(store) as target:
-                        runs.append(throughput(target, sizes["events"], n))
-                row[store] = statistics.median(runs)
-            results["throughput"][n] = row
-            print(f"{n:>8} {row['sqlite']:>10.0f} {row['postgres']:>11.0f}")
-        print(f"\nclaim cost, ms (median / p99 of {sizes['claims']} claim+ack rounds)")
-        cases = (("waiting", sizes["small"], 0), ("waiting", sizes["large"], 0),
-                 ("beside blocked flows", sizes["small"], sizes["blocked"]))
-        for label, waiting, blocked in cases:
-            name = f"{waiting} {label}" + (f" ({blocked} blocked)" if blocked else "")
-            row = {}
-            for store in ("sqlite", "postgres"):
-                with targets.fresh(store) as target:
-                    with fairq.Queue(target) as q:
-                        if blocked:
-                            block(q, blocked)
-                        fill(q, waiting, "w", flows=min(waiting, 1_000))
-                        analyze(target)
-                        row[store] = claim_cost(q, sizes["claims"])
-            results["claim_ms"][name] = row
-            print(f"  {name:<40} sqlite {row['sqlite'][0]:6.2f} / {row['sqlite'][1]:6.2f}   "
-                  f"postgres {row['postgres'][0]:6.2f} / {row['postgres'][1]:6.2f}")
+        if "cost" in only:
+            run_claim_cost(targets, sizes, results)
+        if "worker" in only and not (args.quick and args.only == ",".join(SECTIONS)):
+            run_worker(targets, sizes, results)
+    results["load_average_end"] = os.getloadavg()
+    results["seconds"] = time.monotonic() - began
+    print(f"\n# {results['seconds']:.0f} s; load average at the end "
+          f"{'/'.join(f'{x:.1f}' for x in results['load_average_end'])}")
     if args.output:
         Path(args.output).write_text(json.dumps(results, indent=2, sort_keys=True))
 
