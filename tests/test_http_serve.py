@@ -152,7 +152,8 @@ def test_serve_refuses_a_bad_port_as_a_usage_error_without_creating_the_database
 
 
 @pytest.mark.parametrize("args", [("--host", "0.0.0.0", "--no-auth"), ("--max-connections", "0"),
-                                  ("--head-timeout", "0"), ("--drain-seconds", "-1")])
+                                  ("--head-timeout", "0"), ("--send-timeout", "0"),
+                                  ("--drain-seconds", "-1")])
 def test_a_refused_serve_creates_no_database(tmp_path, args) -> None:
     done = refused_serve(tmp_path / "x.db", "--port", "0", *args, env={"FAIRQ_TOKEN": TOKEN})
     assert done.returncode == 1 and done.stderr.startswith("fairq: ") and "Traceback" not in done.stderr

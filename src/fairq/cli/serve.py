@@ -24,6 +24,7 @@ from ..http.server import (
     DEFAULT_MAX_REQUEST_BYTES,
     DEFAULT_PORT,
     DEFAULT_SAMPLE_SECONDS,
+    DEFAULT_SEND_TIMEOUT,
     DEFAULT_TICK_SECONDS,
     Server,
     check_settings,
@@ -49,6 +50,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                         f"requests (default {DEFAULT_HEAD_TIMEOUT:g})")
     p.add_argument("--body-timeout", type=float, default=DEFAULT_BODY_TIMEOUT, metavar="S",
                    help=f"seconds a request has to send its body (default {DEFAULT_BODY_TIMEOUT:g})")
+    p.add_argument("--send-timeout", type=float, default=DEFAULT_SEND_TIMEOUT, metavar="S",
+                   help="seconds a client has to take a whole answer before its connection is closed "
+                        f"(default {DEFAULT_SEND_TIMEOUT:g})")
     p.add_argument("--no-tick", action="store_true",
                    help=f"do not tick schedules (by default the server ticks every {DEFAULT_TICK_SECONDS:g} s)")
     p.add_argument("--read-only", action="store_true",
@@ -69,7 +73,7 @@ def serve(args: argparse.Namespace) -> int:
     token = None if args.no_auth else token_from(args)
     settings = dict(token=token, host=args.host, port=args.port, max_request_bytes=args.max_request_bytes,
                     max_connections=args.max_connections, drain_seconds=args.drain_seconds,
-                    head_timeout=args.head_timeout, body_timeout=args.body_timeout,
+                    head_timeout=args.head_timeout, body_timeout=args.body_timeout, send_timeout=args.send_timeout,
                     tick_seconds=None if args.no_tick else DEFAULT_TICK_SECONDS, read_only=args.read_only,
                     sample_seconds=DEFAULT_SAMPLE_SECONDS)
     check_settings(**settings)  # before the database is opened: a refusal creates nothing
