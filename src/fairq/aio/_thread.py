@@ -1,4 +1,5 @@
-"""One dedicated thread per queue, and how a coroutine waits for a call on it.
+"""A dedicated thread of fairq's own (one per queue, one per running AsyncWorker's
+waits), how a coroutine waits for a call on it, and how it completes work it must not drop.
 
 DbThread runs blocking calls one at a time on its own thread (never the
 loop's default executor), each in a copy of the caller's contextvars. A
@@ -62,3 +63,14 @@ async def finish(waiting: asyncio.Future[R]) -> R:
         except asyncio.CancelledError:
             if waiting.cancelled():
                 raise
+
+
+async def completing(work: Awaitable[R]) -> R:
+    """Await `work` to its end even if this task is cancelled meanwhile (a settle
+    that must be written); a cancellation that came meanwhile is raised after it."""
+    future = asyncio.ensure_future(work)
+    try:
+        return await asyncio.shield(future)
+    except asyncio.CancelledError:
+        await finish(future)
+        raise

@@ -70,8 +70,23 @@ async def run_handler(handler: Callable[[Job], Awaitable[Any]], job: AsyncJob, t
             _consume(task)
             return Outcome.RETRY, TIMEOUT, None
     except asyncio.CancelledError:
-        task.cancel()
+        task.cancel()  # nothing if it has returned already: ended() reads its outcome
         raise
+    return _decision(job, task)
+
+
+def ended(job: AsyncJob) -> Decision | None:
+    """The decision of a handler that ended by itself (returned or raised), though the
+    run_handler() awaiting it was cancelled before it saw so; None if its task was
+    cancelled, still runs, or never started."""
+    task = job.task
+    if task is None or not task.done() or task.cancelled():
+        return None
+    return _decision(job, task)
+
+
+def _decision(job: AsyncJob, task: asyncio.Task[Any]) -> Decision:
+    """What the finished handler task says: release if the lease was lost meanwhile."""
     if job.lost:
         _consume(task)
         return RELEASE

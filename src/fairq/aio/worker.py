@@ -4,7 +4,9 @@ A round claims up to `batch` events, runs the handler on each in turn (a
 task, under the timeout, while a heartbeat task extends the batch's leases)
 and settles them in one settle_many; `concurrency` rounds run at once.
 Whatever the queue raises propagates and is never a retry; a heartbeat's
-queue error is raised after its batch is settled. run() stops on SIGINT /
+queue error is raised after its batch is settled. Once its handlers are
+done, a batch's settle is written even if the round is cancelled meanwhile
+(the stop timeout). run() stops on SIGINT /
 SIGTERM (loop.add_signal_handler), on stop(), or in a stop mode (until_idle,
 until_empty), as Worker.run does, and waits out Unavailable as it does
 (fairq.worker.outage). No SQL, no policy here.
@@ -30,9 +32,9 @@ from ..worker.settings import check_settings
 from ..worker.signals import exit_now
 from ..worker.stops import fair_share, log_tick, log_tick_failed, only_quarantined_left, stop_mode
 from ..worker.verbs import REQUIRED, waiter
-from ._thread import finish
+from ._thread import completing
 from .heartbeat import LoopWatch, beat
-from .job import AsyncJob, check_async_handler, run_handler
+from .job import AsyncJob, check_async_handler, ended, run_handler
 
 log = logging.getLogger("fairq.worker")
 
@@ -95,7 +97,9 @@ class AsyncWorker:
         or its caller cancelled): the running handler is cancelled and its
         event retried with reason "stop_timeout" (counted abandoned), finished
         jobs are settled as decided, unstarted ones released; then
-        CancelledError. A claim cancelled midway gives its leases back.
+        CancelledError. Once the handlers are done, the settle is written even
+        if the step is cancelled while it waits for the database thread (then
+        CancelledError follows it). A claim cancelled midway gives its leases back.
         """
         leases = await self.queue.claim_many(await self._claim_size(), owner=self.owner,
                                              lease_seconds=self.lease_seconds)
@@ -111,20 +115,38 @@ class AsyncWorker:
                 release = i > 0 and self._stop.is_set()
                 decisions.append(RELEASE if release else await run_handler(self.handler, job, self.timeout))
         except asyncio.CancelledError:
-            beating.cancel()
-            started = len(decisions)  # the index of the job whose handler was running
-            self.tally.add("abandoned")
-            log.warning("worker.abandoned event_id=%s", jobs[started].event_id)
-            left = [(Outcome.RETRY, STOPPED, None)] + [RELEASE] * (len(jobs) - started - 1)
-            await finish(asyncio.ensure_future(self._settle(jobs, decisions + left, abandoned=started)))
+            abandoned = self._cut_short(jobs, decisions)
+            await completing(self._end_batch(beating, jobs, decisions, abandoned))
             raise
-        finally:
+        except BaseException:
             beating.cancel()
-            await asyncio.wait({beating})
-        handled = await self._settle(jobs, decisions)
+            raise
+        handled = await completing(self._end_batch(beating, jobs, decisions))
         if failures:
             raise failures[0]
         return handled
+
+    def _cut_short(self, jobs: Sequence[AsyncJob], decisions: list[Decision]) -> int | None:
+        """The step was cancelled while the handler of jobs[len(decisions)] ran: decide the
+        rest of the batch in `decisions`. That handler, unless it ended by itself meanwhile,
+        is abandoned (retried "stop_timeout"); its index is returned. Later jobs are released."""
+        running = len(decisions)
+        decision = ended(jobs[running])
+        abandoned = None
+        if decision is None:
+            abandoned = running
+            self.tally.add("abandoned")
+            log.warning("worker.abandoned event_id=%s", jobs[running].event_id)
+            decision = (Outcome.RETRY, STOPPED, None)
+        decisions += [decision] + [RELEASE] * (len(jobs) - running - 1)
+        return abandoned
+
+    async def _end_batch(self, beating: asyncio.Future[None], jobs: Sequence[AsyncJob],
+                         decisions: Sequence[Decision], abandoned: int | None = None) -> list[Handled]:
+        """Stop the batch's heartbeat, then settle its jobs as decided."""
+        beating.cancel()
+        await asyncio.wait({beating})
+        return await self._settle(jobs, decisions, abandoned)
 
     async def _claim_size(self) -> int:
         """`batch`, or with concurrent rounds, no more than a fair share of the open heads."""
