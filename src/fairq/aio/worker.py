@@ -9,7 +9,8 @@ done, a batch's settle is written even if the round is cancelled meanwhile
 (the stop timeout). run() stops on SIGINT /
 SIGTERM (loop.add_signal_handler), on stop(), or in a stop mode (until_idle,
 until_empty), as Worker.run does, and waits out Unavailable as it does
-(fairq.worker.outage). No SQL, no policy here.
+(fairq.worker.outage); its idle waits and back-offs run on a thread of the
+run's own (fairq.aio.waits). No SQL, no policy here.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from ..worker.verbs import REQUIRED, waiter
 from ._thread import completing
 from .heartbeat import LoopWatch, beat
 from .job import AsyncJob, check_async_handler, ended, run_handler
+from .waits import Waits
 
 log = logging.getLogger("fairq.worker")
 
@@ -50,7 +52,7 @@ class AsyncWorker:
     anything else (retry). A plain function is refused (InvalidInput): use
     fairq.Worker. concurrency: rounds (so handlers) at once. batch, owner,
     lease_seconds, tick, stop_timeout, idle_min, idle_max, listen: as for fairq.Worker
-    (listening waits in a thread of the default executor).
+    (idle rounds share one wait on one thread of the run's own, never the loop's default executor).
     timeout: seconds a handler may run; past it its task is cancelled and
     its event retried with reason "timeout". A lost lease (found by the
     heartbeat) sets job.lost and cancels the handler's task; nothing of it
@@ -191,6 +193,7 @@ class AsyncWorker:
         mode = stop_mode(until_idle, until_empty)
         loop = asyncio.get_running_loop()
         self._stop, self._wake = threading.Event(), asyncio.Event()
+        waits = Waits(self._waiter, self._outage, self._stop, self._wake)  # on a thread of the run's own
         installed = []
         if signals and threading.current_thread() is threading.main_thread():
             for signum in (signal.SIGINT, signal.SIGTERM):
@@ -200,12 +203,14 @@ class AsyncWorker:
         self.watch.start()
         log.info("worker.start owner=%s concurrency=%d batch=%d lease_seconds=%s timeout=%s stop=%s async=True",
                  self.owner, self.concurrency, self.batch, self.lease_seconds, self.timeout, mode or "signal")
-        rounds = [asyncio.ensure_future(self._loop(mode)) for _ in range(self.concurrency)]
+        rounds = [asyncio.ensure_future(self._loop(mode, waits)) for _ in range(self.concurrency)]
         try:
             await self._supervise(rounds)
         finally:
             for signum in installed:
                 loop.remove_signal_handler(signum)
+            self._stop.set()  # ends the waits still on the thread (a cancelled run)
+            await waits.close()
             await self.watch.stop()
             self._stop = threading.Event()
         counts = self.counts()
@@ -240,7 +245,7 @@ class AsyncWorker:
         finally:
             stopping.cancel()
 
-    async def _loop(self, mode: str | None) -> None:
+    async def _loop(self, mode: str | None, waits: Waits) -> None:
         """One round after another until stopping; idle rounds (and Unavailable, waited out
         and reconnected as fairq.Worker does) back off from idle_min to idle_max."""
         pause = self.idle_min
@@ -250,14 +255,14 @@ class AsyncWorker:
             try:
                 handled, done = await self._round(mode)
             except Unavailable as exc:
-                await asyncio.to_thread(self._outage.recover, exc, reconnects, self._stop, pause)
+                await waits.recover(exc, reconnects, pause)
                 pause = min(pause * 2, self.idle_max)
                 continue
             if done:
                 self.stop()
             elif handled:
                 pause = self.idle_min
-            elif await self._pause(pause):
+            elif await waits.pause(pause):
                 pause = self.idle_max  # a notification ends the wait: no need to poll sooner
             else:
                 pause = min(pause * 2, self.idle_max)
@@ -273,18 +278,6 @@ class AsyncWorker:
             if handled:
                 self._busy_rounds += 1
         return handled, await self._stop_mode_reached(handled, seen, mode)
-
-    async def _pause(self, seconds: float) -> bool:
-        """An idle round's wait (a stop ends it); through the queue's wait_for_work, on a
-        thread, when it has one. True when it listened for new work the whole time."""
-        if self._waiter is not None:
-            return await asyncio.to_thread(self._waiter.wait_for_work, seconds, self._stop)
-        assert self._wake is not None
-        try:
-            await asyncio.wait_for(self._wake.wait(), seconds)
-        except asyncio.TimeoutError:
-            pass
-        return False
 
     async def _tick_if_due(self) -> None:
         """With tick=True, turn due schedule slots into events, at most once per idle_max."""
