@@ -18,6 +18,8 @@ from typing import Any
 import pytest
 
 import fairq
+from fairq.postgres import READY_CHANNEL
+from fairq.postgres.txn import TxnCore
 from helpers import ROOT, SUPPORT
 from pgcheck import check_pg_invariants
 from pgcluster import require_psycopg
@@ -140,3 +142,38 @@ def test_a_call_waits_for_a_shard_only_when_every_shard_is_held(pg_url: str) -> 
         assert not enqueued.is_alive()
         assert q.stats().counts["ready"] == q.stats().totals["enqueued"] == 2
     check_pg_invariants(pg_url)
+
+
+def test_a_claim_beside_another_claims_promotion_skips_its_heads_and_is_woken_when_it_commits(
+        pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    a, b = fairq.Queue(pg_url), fairq.Queue(pg_url)
+    try:
+        a.enqueue_many([{"event_id": f"h{i}", "body": {}, "flow": f"H{i}", "delay": 0.2} for i in range(3)])
+        until(lambda: due_heads_waiting(pg_url) == 3, "the delayed heads to be due")
+        with psycopg.connect(pg_url, autocommit=True) as listener:
+            listener.execute(f"LISTEN {READY_CHANNEL}")
+            real = TxnCore.execute
+            beside: list[Any] = []
+
+            def execute(self: TxnCore, sql: str, params: Any = None) -> Any:
+                result = real(self, sql, params)
+                if sql.startswith("UPDATE head SET runnable = true") and not beside:
+                    # A has promoted all three heads and holds them: B, beside it, does not wait.
+                    claimer = threading.Thread(target=lambda: beside.append(b.claim()))
+                    beside.append(claimer)
+                    claimer.start()
+                    claimer.join(timeout=WATCHDOG)
+                    assert not claimer.is_alive(), "a claim waited for heads another claim was promoting"
+                return result
+
+            monkeypatch.setattr(TxnCore, "execute", execute)
+            taken = a.claim()
+            monkeypatch.undo()
+            assert beside[1:] == [None]  # B found nothing claimable while A held the heads
+            assert taken is not None and taken.event_id == "h0"
+            # A took one of the three it promoted: its commit wakes workers for the other two.
+            assert [n.channel for n in listener.notifies(timeout=2, stop_after=1)] == [READY_CHANNEL]
+        assert [lease.event_id for lease in b.claim_many(3)] == ["h1", "h2"]
+    finally:
+        a.close()
+        b.close()

@@ -5,7 +5,10 @@ one advisory lock per distinct id (so two enqueues of one id take turns and
 the second sees the first), one read of the ids already known, the flows
 locked (by flow_id, existing ones first) while their seqs are allocated,
 one read of which flows already have a head, one insert of events and
-heads. Whether a repeat matches (fairq.rules.check_repeat) and where a new
+heads. It waits only for transactions on the same ids or the same flows
+(an enqueue, or a settle of a flow's last event), never for another flow's:
+a transaction left open after it (the outbox) holds nothing more that
+others need. Whether a repeat matches (fairq.rules.check_repeat) and where a new
 head joins the rotation (fairq.rules.join_pass) are the rules' to say.
 """
 
