@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import statistics
 from typing import Any
 
 from pg_trips import first_words
@@ -20,10 +21,12 @@ def rtt_check(check: dict[str, Any]) -> list[str]:
 
 def drains(rows: list[dict[str, Any]], repeat: int) -> list[str]:
     lines = [f"claim+ack per second, median of {repeat} run(s) per cell (raw and fairq interleaved)", "",
-             "| RTT ms | items | processes | raw /s | fairq /s | fairq ÷ raw |", "|---:|---|---:|---:|---:|---:|"]
+             "| RTT ms | items | processes | raw /s | fairq /s | fairq ÷ raw | fairq empty claims |",
+             "|---:|---|---:|---:|---:|---:|---:|"]
     for r in rows:
+        empty = statistics.median(run["empty_claims"] for run in r["fairq_runs"])
         lines.append(f"| {r['rtt_ms']:g} | {_items(r['batch'])} | {r['processes']} | {r['raw_per_s']:,.0f} | "
-                     f"{r['fairq_per_s']:,.0f} | {r['ratio']:.2f} |")
+                     f"{r['fairq_per_s']:,.0f} | {r['ratio']:.2f} | {empty:,.0f} |")
     return lines
 
 

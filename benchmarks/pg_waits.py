@@ -15,9 +15,8 @@ whose application_name is the drain's. summary(claims) gives:
   top              the commonest "type:event" pairs; "active:on CPU" is a
                    backend running, "Client:ClientRead" one waiting for its client
   probe_ms_median  (merge) a `SELECT 1` the sampler times before each
-                   sample: it talks through the drain's delay proxy, so beside
-                   the 0 ms figure this is the round trip the proxy really
-                   added during the drain (a loaded machine wakes it late)
+                   sample, through the drain's delay proxy: the round trip a
+                   request really saw during the drain (delay and queueing)
 """
 
 from __future__ import annotations

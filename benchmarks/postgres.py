@@ -25,7 +25,12 @@ Sections and what each figure means:
    flows filled with enqueue_many; ANALYZE before the clock starts.
    raw /s, fairq /s: events acked per second from the barrier to the last
    ack, the median of --repeat runs (default 3; --quick 1), raw and fairq
-   runs interleaved. fairq ÷ raw: the ratio of those medians. Scaling: the
+   runs interleaved. fairq ÷ raw: the ratio of those medians. fairq empty
+   claims: claims that came back empty while others held the remaining work
+   (median per run; each is retried after 1 ms and is a whole transaction):
+   fairq leases at most one event per flow, so with 100 flows one
+   claim_many(100) can hold every flow's head and leave the other processes
+   nothing until it settles. Scaling: the
    8-process figure ÷ the 1-process figure (or the largest ÷ the smallest
    process count run), for each queue.
    Every cell is measured at each --rtt-ms round trip (default 0,1): at 0 the
@@ -43,8 +48,9 @@ Sections and what each figure means:
    top wait events with their share of backend samples ("Client:ClientRead":
    waiting for its client, "active:on CPU": running). "SELECT 1 ms
    during drain": the sampler times a SELECT 1 through the drain's proxy
-   before each sample; beside the 0 ms row it shows the round trip the proxy
-   really added while the machine was busy with the drain.
+   before each sample: the round trip a request really saw during the drain
+   (the proxy's delay, woken late on a busy machine, plus the server's
+   queueing; the 0 ms row has the second alone).
 3. round trips per verb (benchmarks/pg_trips.py): one call of each verb on a
    warm queue, counted on the wire by the proxy (no delay): round trips
    (client speaks again after the server answered) and statements (Query and
@@ -55,7 +61,8 @@ Sections and what each figure means:
    events waiting, and beside 100k blocked flows; fairq on SQLite
    (synchronous=full) beside it.
 5. worker: claim+ack per second through fairq.Worker (no-op handler, one
-   thread per process) on SQLite and PostgreSQL, 0 ms only (the older figure).
+   thread per process) on SQLite and PostgreSQL, 0 ms only (the older figure;
+   --quick runs it only when --only names it).
 
 --output FILE writes every figure (and each run's raw numbers) as JSON.
 """
