@@ -101,11 +101,11 @@ def _serve(tasks: Any, barriers: dict[int, Any], done: Any, failed: Any, results
     """A pooled drain process: runs the drains it is given until told to stop (None)."""
     while (task := tasks.get()) is not None:
         kind, url, batch, events, processes = task
-        _drain_once(kind, url, batch, events, processes, barriers[processes], done, failed, results)
+        _drain_once(kind, url, batch, events, barriers[processes], done, failed, results)
 
 
-def _drain_once(kind: str, url: str, batch: int, events: int, processes: int, barrier: Any, done: Any,
-                failed: Any, results: Any) -> None:
+def _drain_once(kind: str, url: str, batch: int, events: int, barrier: Any, done: Any, failed: Any,
+                results: Any) -> None:
     """One process's part of a drain: open, wait for the others, claim and ack until all `events` are acked."""
     try:
         client: Any = pg_raw.RawClient(url) if kind == "raw" else FairqClient(url, batch)
