@@ -92,12 +92,14 @@ def ready_queue(pg_url: str) -> Iterator[fairq.Queue]:
         yield q
 
 
-@pytest.mark.parametrize("end", ["commit", "rollback"])
+@pytest.mark.parametrize(("end", "isolation"), [("commit", "READ_COMMITTED"), ("rollback", "READ_COMMITTED"),
+                                                ("commit", "SERIALIZABLE")])
 def test_an_open_outbox_transaction_stalls_no_call_on_other_flows(pg_url: str, ready_queue: fairq.Queue,
-                                                                  end: str) -> None:
+                                                                  end: str, isolation: str) -> None:
     q = ready_queue
     calls = Calls(pg_url)
     with psycopg.connect(pg_url) as app:
+        app.isolation_level = psycopg.IsolationLevel[isolation]
         app.execute("CREATE TABLE orders (id text PRIMARY KEY)")
         app.commit()
         app.execute("INSERT INTO orders VALUES ('o1'), ('o2')")

@@ -71,7 +71,7 @@ _WRITES = (
     # Counter rows appended by committed outbox transactions, which only a
     # fold touches after that: taken over into the shard taken (skipping
     # those another fold has), never when no shard was taken.
-    "foldable AS MATERIALIZED (SELECT name, shard FROM counter WHERE shard < 0 AND EXISTS (SELECT FROM taken) "
+    "foldable AS (SELECT name, shard FROM counter WHERE shard < 0 AND EXISTS (SELECT FROM taken) "
     "LIMIT %(fold)s FOR UPDATE SKIP LOCKED), "
     "folded AS (DELETE FROM counter USING foldable WHERE counter.name = foldable.name "
     "AND counter.shard = foldable.shard RETURNING counter.name, counter.n), "
@@ -86,9 +86,9 @@ _WRITES = (
     "SELECT (SELECT shard FROM taken), (SELECT pg_notify(%(channel)s, '') WHERE %(notify)s), "
     "(SELECT pg_notify(%(due_channel)s, %(due)s::text) WHERE %(due)s::text IS NOT NULL)"
 )
-_FLUSH_FREE = "WITH taken AS MATERIALIZED (" + _FREE_SHARD + "), " + _WRITES
+_FLUSH_FREE = "WITH taken AS (" + _FREE_SHARD + "), " + _WRITES
 _FLUSH_HELD = "WITH taken AS (" + _HELD_SHARD + "), " + _WRITES
-_FLUSH_OUTBOX = "WITH taken AS MATERIALIZED (" + _OWN_ROWS + "), " + _WRITES
+_FLUSH_OUTBOX = "WITH taken AS (" + _OWN_ROWS + "), " + _WRITES
 
 SERVER_CLOCK_MESSAGE = ("is refused on the server clock: a PostgreSQL queue runs at its database "
                         "server's time; open it with clock='model' to give explicit times")
