@@ -13,6 +13,7 @@ import os
 import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -167,6 +168,16 @@ def own_cluster() -> Iterator[pgcluster.Cluster]:
         pytest.skip(pgcluster.HOW_TO)
     with pgcluster.cluster() as cluster:
         yield cluster
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def either_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
+    """Where a queue lives, once per store: a SQLite file, or a fresh schema on
+    the session's PostgreSQL (for tests outside tests/contract/ that run on both)."""
+    if request.param == "sqlite":
+        yield tmp_path / "queue.db"
+    else:
+        yield request.getfixturevalue("pg_url")
 
 
 @pytest.fixture

@@ -9,8 +9,6 @@ import asyncio
 import statistics
 import threading
 import time
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -22,15 +20,6 @@ SETTLE = 1.5  # seconds for the idle rounds' pauses to grow to idle_max before m
 SAMPLES = 20
 QUICK = 0.1  # seconds: the median to_thread may take (a no-op; it took seconds with fairq in the pool)
 HANG = 60  # seconds; only to stop a hung test
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-def target(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
-    """Where the queue lives: a SQLite file, or a fresh schema on the session's PostgreSQL."""
-    if request.param == "sqlite":
-        yield tmp_path / "queue.db"
-    else:
-        yield request.getfixturevalue("pg_url")
 
 
 def noop() -> None:
@@ -55,7 +44,7 @@ def fairq_threads() -> set[threading.Thread]:
 
 @pytest.mark.parametrize("concurrency", [16, 32])
 def test_an_idle_async_worker_leaves_the_default_executor_to_the_application(
-        target: Any, concurrency: int) -> None:
+        either_store: Any, concurrency: int) -> None:
     before = fairq_threads()
     in_handler: list[float] = []
 
@@ -63,7 +52,7 @@ def test_an_idle_async_worker_leaves_the_default_executor_to_the_application(
         in_handler.extend(await to_thread_seconds(SAMPLES // 2))
 
     async def main() -> list[float]:
-        async with fairq.aio.AsyncQueue(target) as q:
+        async with fairq.aio.AsyncQueue(either_store) as q:
             worker = fairq.aio.AsyncWorker(q, handle, concurrency=concurrency, idle_max=1.0)
             running = asyncio.ensure_future(worker.run(signals=False))
             await asyncio.sleep(SETTLE)

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -22,15 +20,6 @@ ROUNDS = 3
 STOP_TIMEOUT = 0.3  # seconds the running handlers get once the worker stops
 EARLY = 0.02  # the handlers are let go this long before the stop timeout ends
 HANG = 60  # seconds; only to stop a hung test
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-def target(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
-    """Where the queue lives: a SQLite file, or a fresh schema on the session's PostgreSQL."""
-    if request.param == "sqlite":
-        yield tmp_path / "queue.db"
-    else:
-        yield request.getfixturevalue("pg_url")
 
 
 async def one_stop(q: fairq.aio.AsyncQueue, tag: str) -> tuple[set[str], set[str], dict[str, int]]:
@@ -70,10 +59,10 @@ def left_inflight(queue: fairq.Queue, ids: set[str]) -> list[str]:
     return sorted(i for i in ids if queue.get(i).state is fairq.State.INFLIGHT)
 
 
-def test_every_handler_that_returned_is_settled_before_a_stopped_async_worker_returns(target: Any) -> None:
+def test_every_handler_that_returned_is_settled_before_a_stopped_async_worker_returns(either_store: Any) -> None:
     async def main() -> list[tuple[int, ...]]:
         rows = []
-        async with fairq.aio.AsyncQueue(target, lease_seconds=60) as q:
+        async with fairq.aio.AsyncQueue(either_store, lease_seconds=60) as q:
             for r in range(ROUNDS):
                 started, returned, counts = await one_stop(q, f"r{r}")
                 stranded = await q.run(left_inflight, returned)
