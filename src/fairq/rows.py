@@ -83,6 +83,13 @@ class Tally(Protocol):
     def happened(self, total: str, n: int = 1) -> None: ...
 
 
+class Recorder(Tally, Protocol):
+    """A store's transaction that counts and appends audit rows."""
+
+    def record(self, event_id: str, action: str, reason: str | None, actor: str | None,
+               generation: int | None, now_ms: int, detail: dict[str, Any]) -> None: ...
+
+
 class Judged:
     """A settle batch judged: the answer for each item, in order, and the rows
     each kind of write takes (the store turns them into its statements'
@@ -160,11 +167,13 @@ def redrive_refusal(row: Held | None, event_id: str, expected_generation: int) -
     return None
 
 
-def redrive_each(items: Sequence[tuple[str, int]], rows: dict[str, Held],
-                 write: Callable[[Held, int], None]) -> list[int | RedriveRefused]:
+def redrive_each(tx: Recorder, items: Sequence[tuple[str, int]], rows: dict[str, Held],
+                 write: Callable[[Held, int], None], *, reason: str, actor: str | None,
+                 now_ms: int) -> list[int | RedriveRefused]:
     """Judge each (event_id, expected_generation) against the rows as read
     (all locked before the first is judged, in the store's one lock order)
-    and write(row, new_generation) the ones that may go on; each slot is the
+    and write(row, new_generation) the ones that may go on, each counted and
+    audited (the audit row keeps the reason it replaces); each slot is the
     new generation or the refusal, which wrote nothing. An id named twice is
     judged the second time as the first left it."""
     results: list[int | RedriveRefused] = []
@@ -180,6 +189,11 @@ def redrive_each(items: Sequence[tuple[str, int]], rows: dict[str, Held],
         except RedriveRefused as exc:  # the store's compare-and-set found it changed
             results.append(exc)
             continue
+        tx.moved("quarantined", "ready")
+        tx.happened("redriven")
+        tx.record(event_id, "redrive", reason, actor, generation, now_ms,
+                  {"replaced_reason": row.reason, "attempts": row.attempts,
+                   "lifetime_attempts": row.lifetime_attempts})
         rows[event_id] = row._replace(state="ready", generation=generation, attempts=0, reason=None)
         results.append(generation)
     return results

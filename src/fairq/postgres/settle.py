@@ -195,10 +195,5 @@ def redrive_many(tx: TxnCore, items: Sequence[tuple[str, int]], *, reason: str, 
         tx.execute("UPDATE head SET dispatch_ms = %(now_ms)s, runnable = true WHERE event_pk = %(id)s",
                    {"id": row.id, "now_ms": now_ms})
         tx.wake()
-        tx.moved("quarantined", "ready")
-        tx.happened("redriven")
-        tx.record(row.event_id, "redrive", reason, actor, generation, now_ms,
-                  {"replaced_reason": row.reason, "attempts": row.attempts,
-                   "lifetime_attempts": row.lifetime_attempts})
 
-    return redrive_each(items, rows, write)
+    return redrive_each(tx, items, rows, write, reason=reason, actor=actor, now_ms=now_ms)

@@ -147,10 +147,5 @@ def redrive_many(tx: TxnCore, items: Sequence[tuple[str, int]], *, reason: str, 
             "WHERE id = :id AND state = 'quarantined'",
             {"id": row.id, "generation": generation, "now_ms": now_ms},
         )
-        tx.moved("quarantined", "ready")
-        tx.happened("redriven")
-        tx.record(row.event_id, "redrive", reason, actor, generation, now_ms,
-                  {"replaced_reason": row.reason, "attempts": row.attempts,
-                   "lifetime_attempts": row.lifetime_attempts})
 
-    return redrive_each(items, rows, write)
+    return redrive_each(tx, items, rows, write, reason=reason, actor=actor, now_ms=now_ms)
