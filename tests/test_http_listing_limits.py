@@ -48,7 +48,7 @@ LISTINGS = [  # (path, key of its rows, how the answer says whether rows were le
     ("/v1/events", "events", "next", DEFAULT_PAGE),
     ("/v1/flows", "flows", "next", DEFAULT_PAGE),
     ("/v1/schedules", "schedules", "next", DEFAULT_PAGE),
-    ("/v1/audit", "audit", "more", DEFAULT_PAGE),
+    ("/v1/audit", "audit", "next", DEFAULT_PAGE),
     ("/v1/schedules/beat/misfires", "misfires", "more", 20),
 ]
 
@@ -133,15 +133,20 @@ def test_the_client_pages_for_its_caller_so_its_listings_match_the_queue(served)
         assert refused.value.field == local.value.field == "limit"
 
 
-def test_a_client_audit_without_a_limit_refuses_a_log_longer_than_one_page(served) -> None:
+def test_the_audit_log_pages_by_row_id_and_the_client_reads_all_of_it(served) -> None:
     server, q, client = served
     _quarantined(q, MAX_PAGE + 5)
+    log = q.audit()
+    ids = [e.id for e in log]
+    assert ids == sorted(ids) and len(set(ids)) == len(ids) == MAX_PAGE + 5
+    assert _walk(server, "/v1/audit", "audit", "id", 300) == ids  # every row exactly once, in order
+    assert client.audit() == log  # past one page, as the Queue answers
+    assert client.audit(limit=7, after=ids[3]) == q.audit(limit=7, after=ids[3]) == log[4:11]
+    one = log[0].event_id
+    assert client.audit(one) == q.audit(one)
     with pytest.raises(fairq.InvalidInput) as refused:
-        client.audit()
-    assert refused.value.field == "limit"
-    assert client.audit(limit=MAX_PAGE) == q.audit(limit=MAX_PAGE)
-    one = q.audit()[0].event_id
-    assert client.audit(one) == q.audit(one)  # one event's history fits a page
+        client.audit(after=-1)
+    assert refused.value.field == "after"
 
 
 def test_the_reported_request_for_a_million_events_is_refused_before_anything_is_read(served) -> None:

@@ -45,12 +45,15 @@ class QueueReads:
         after = v.optional_identifier(after, "after")
         return self._store.read(lambda tx: tx.events(state=state, flow=flow, limit=limit, after=after))
 
-    def audit(self, event_id: str | None = None, *, limit: int | None = None) -> list[AuditEntry]:
-        """Audit rows, oldest first: for one event, or for the whole queue."""
+    def audit(self, event_id: str | None = None, *, after: int | None = None,
+              limit: int | None = None) -> list[AuditEntry]:
+        """Audit rows, oldest first: for one event, or for the whole queue;
+        with `after` (an AuditEntry's id), only the rows after it (keyset paging)."""
         event_id = v.optional_identifier(event_id, "event_id")
+        start = 0 if after is None else v.count(after, "after", low=0, high=2**62)
         if limit is not None:
             limit = v.count(limit, "limit", low=1, high=10_000_000)
-        return self._store.read(lambda tx: tx.audit(event_id, limit=limit))
+        return self._store.read(lambda tx: tx.audit(event_id, after=start, limit=limit))
 
     def stats(self, *, now: float | None = None, top: int = 10) -> Stats:
         """Counts by state (zeros included), flows, oldest ready age, totals,

@@ -114,7 +114,8 @@ class Snapshot(Protocol):
         """Up to `limit` events in listing order (a flow's: by seq; else by
         enqueue order), those after the event `after` when given (keyset
         paging); InvalidInput naming "after" if no event has that id."""
-    def audit(self, event_id: str | None, *, limit: int | None) -> list[AuditEntry]: ...
+    def audit(self, event_id: str | None, *, after: int, limit: int | None) -> list[AuditEntry]:
+        """Up to `limit` audit rows (None: all), oldest first, those whose id is above `after`."""
     def stats(self, now_ms: int, *, top: int) -> Stats: ...
     def policy(self) -> Policy: ...
 

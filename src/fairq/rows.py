@@ -293,9 +293,9 @@ def event_info(row: Sequence[Any]) -> EventInfo:
 
 
 def audit_entry(row: Sequence[Any]) -> AuditEntry:
-    """An audit row read as (event_id, action, reason, actor, generation, at_ms, detail)."""
+    """An audit row read as (event_id, action, reason, actor, generation, at_ms, detail, id)."""
     return AuditEntry(row[0], row[1], row[2], row[3], None if row[4] is None else int(row[4]),
-                      int(row[5]) / 1000, json.loads(row[6]))
+                      int(row[5]) / 1000, json.loads(row[6]), int(row[7]))
 
 
 def schedule(row: Sequence[Any]) -> Schedule:

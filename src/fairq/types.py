@@ -169,6 +169,7 @@ class AuditEntry:
     generation: int | None
     at: float
     detail: dict[str, Any] = field(default_factory=dict)
+    id: int = 0  # the row's place in the log, increasing: the next page starts after it (audit(after=id))
 
 
 #: The names of Stats.totals, in the order they are shown.

@@ -162,3 +162,24 @@ def test_a_schedules_misfires_are_listed_newest_slot_first_and_only_its_own(q) -
     assert all(m.detail["schedule"] == "beat@x" for m in q.schedules.misfires("beat@x", limit=100))
     with pytest.raises(fairq.UnknownSchedule):
         q.schedules.misfires("nope")
+
+
+def test_the_audit_log_pages_after_a_row_id_oldest_first_for_the_queue_and_for_one_event(q) -> None:
+    for i in range(5):
+        quarantine(q, f"bad-{i}", f"flow-{i}")
+    q.redrive("bad-2", expected_generation=1, reason="fixed", now=1)
+    log = q.audit()
+    ids = [entry.id for entry in log]
+    assert len(log) == 6 and ids == sorted(ids) and len(set(ids)) == 6
+    pages, after = [], None
+    while page := q.audit(after=after, limit=2):
+        pages.append(page)
+        after = page[-1].id
+    assert [len(p) for p in pages] == [2, 2, 2] and [e for p in pages for e in p] == log
+    assert q.audit(after=ids[-1]) == []
+    history = q.audit("bad-2")
+    assert [e.action for e in history] == ["quarantine", "redrive"]
+    assert q.audit("bad-2", after=history[0].id) == history[1:]
+    with pytest.raises(fairq.InvalidInput) as refused:
+        q.audit(after=-1)
+    assert refused.value.field == "after"

@@ -230,15 +230,12 @@ class Client:
         return self._pages("/v1/events", "events", EventInfo, limit,
                            {"state": state, "flow": flow, "after": after})
 
-    def audit(self, event_id: str | None = None, *, limit: int | None = None) -> list[AuditEntry]:
-        """Queue.audit on the server, which answers at most MAX_PAGE rows: without
-        a limit, a listing with more raises InvalidInput naming `limit`."""
-        data = self._call("GET", "/v1/audit", query(text={"event_id": event_id},
-                                                    ints={"limit": MAX_PAGE if limit is None else limit}))
-        if limit is None and data.get("more"):
-            raise InvalidInput("limit", f"the audit listing has more than {MAX_PAGE} rows, the most a "
-                               f"server answers; pass a limit (at most {MAX_PAGE}) for the oldest ones")
-        return [from_json(AuditEntry, a) for a in data["audit"]]
+    def audit(self, event_id: str | None = None, *, after: int | None = None,
+              limit: int | None = None) -> list[AuditEntry]:
+        """Queue.audit on the server, a page of at most MAX_PAGE rows a request."""
+        if limit is not None:
+            limit = v.count(limit, "limit", low=1, high=10_000_000)  # as Queue.audit
+        return self._pages("/v1/audit", "audit", AuditEntry, limit, {"event_id": event_id}, {"after": after})
 
     def why_blocked(self, flow: str, *, now: None = None) -> Blocked:
         """Queue.why_blocked on the server; the redrive command it holds runs from here."""
@@ -253,16 +250,23 @@ class Client:
         found = self._pages("/v1/flows", "flows", FlowInfo, limit, {"after": after})
         return [dataclasses.replace(f, blocked=self._here(f.blocked)) for f in found]
 
-    def _pages(self, path: str, name: str, cls: type[T], limit: int, text: dict[str, Any]) -> list[T]:
-        """Up to `limit` rows of a keyed listing, at most MAX_PAGE a request,
-        each page going on after the last (the server's `next`)."""
+    def _pages(self, path: str, name: str, cls: type[T], limit: int | None, text: dict[str, Any],
+               ints: dict[str, Any] | None = None) -> list[T]:
+        """Up to `limit` rows (None: all) of a keyed listing, at most MAX_PAGE a
+        request, each page going on after the last (the server's `next`, text
+        or, with `ints`, a number)."""
         rows: list[T] = []
+        ints = dict(ints or {})
         while True:
-            data = self._call("GET", path, query(text=text, ints={"limit": min(limit - len(rows), MAX_PAGE)}))
+            page = MAX_PAGE if limit is None else min(limit - len(rows), MAX_PAGE)
+            data = self._call("GET", path, query(text=text, ints={**ints, "limit": page}))
             rows += [from_json(cls, row) for row in data[name]]
-            if data.get("next") is None or len(rows) >= limit:
+            if data.get("next") is None or (limit is not None and len(rows) >= limit):
                 return rows
-            text = {**text, "after": data["next"]}
+            if "after" in ints:
+                ints["after"] = data["next"]
+            else:
+                text = {**text, "after": data["next"]}
 
     def _here(self, blocked: Blocked) -> Blocked:
         """A Blocked whose redrive command goes through this server."""

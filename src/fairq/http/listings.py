@@ -3,11 +3,11 @@
 Each listing takes `limit` (a default page when absent, at most MAX_PAGE; a
 larger one is refused naming `limit`) and asks its one Queue call for one
 row more than the page, only to know whether rows were left off. A listing
-with a key (events, flows, schedules) takes `after`, the key of the last
-row of the previous page, and answers `next`: the `after` that gets the
-next page, or null when this page ends the listing. The audit log and a
-schedule's misfires have no key here; they answer `more`: whether rows
-were left off. Nothing here knows about sockets or tokens.
+with a key (events, flows, schedules, the audit log by its rows' ids)
+takes `after`, the key of the last row of the previous page, and answers
+`next`: the `after` that gets the next page, or null when this page ends
+the listing. A schedule's misfires (newest first) have no key here; they
+answer `more`: whether rows were left off. Nothing here knows about sockets or tokens.
 """
 
 from __future__ import annotations
@@ -81,9 +81,11 @@ def schedules(q: Queue, req: Request) -> Reply:
 
 @route("GET", "/v1/audit", console=True)
 def audit(q: Queue, req: Request) -> Reply:
-    args = req.params(text=("event_id",), ints=("limit",))
+    args = req.params(text=("event_id",), ints=("after", "limit"))
     size = _page_size(args, DEFAULT_PAGE)
-    return _unkeyed("audit", q.audit(**args, limit=size + 1), size)
+    rows = q.audit(**args, limit=size + 1)
+    page = rows[:size]
+    return 200, {"audit": to_json(list(page)), "next": page[-1].id if len(rows) > size else None}
 
 
 @route("GET", "/v1/schedules/{name}/misfires", console=True)

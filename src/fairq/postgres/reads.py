@@ -21,7 +21,7 @@ from .policy_store import read_policy
 from .schedules import PgSchedules
 from .txn import SERVER_NOW
 
-_SELECT_AUDIT = "SELECT event_id, action, reason, actor, generation, at_ms, detail FROM audit "
+_SELECT_AUDIT = "SELECT event_id, action, reason, actor, generation, at_ms, detail, id FROM audit "
 
 _EVENT_COLUMNS = (
     "e.event_id, f.name, e.seq, e.body, e.state, e.generation, e.attempts, "
@@ -112,15 +112,17 @@ class PgReads:
                                            {"after": after, "limit": limit})
         return [FlowHead(r[0], int(r[1]), int(r[2]), None if r[3] is None else event_info(r[3:])) for r in rows]
 
-    def audit(self, event_id: str | None, *, limit: int | None) -> list[AuditEntry]:
-        params = {"event_id": event_id, "limit": limit}
+    def audit(self, event_id: str | None, *, after: int, limit: int | None) -> list[AuditEntry]:
+        params = {"event_id": event_id, "after": after, "limit": limit}
         if event_id is None:
-            # The whole log, oldest first.
-            rows = self.connection.execute(_SELECT_AUDIT + "ORDER BY id LIMIT %(limit)s", params)
+            # The whole log, oldest first, from the row after `after` (by the primary key).
+            rows = self.connection.execute(_SELECT_AUDIT + "WHERE id > %(after)s ORDER BY id LIMIT %(limit)s",
+                                           params)
         else:
             # One event's history, through audit_event (event_id, id).
             rows = self.connection.execute(
-                _SELECT_AUDIT + "WHERE event_id = %(event_id)s ORDER BY id LIMIT %(limit)s", params)
+                _SELECT_AUDIT + "WHERE event_id = %(event_id)s AND id > %(after)s ORDER BY id LIMIT %(limit)s",
+                params)
         return [audit_entry(r) for r in rows]
 
     def counters(self) -> dict[str, int]:

@@ -39,7 +39,7 @@ class PgSchedules:
         # ("{name}@{slot}", time order in byte order), walked backwards from
         # the newest slot with no sort, stopping at `limit`.
         rows = self.connection.execute(
-            "SELECT event_id, action, reason, actor, generation, at_ms, detail FROM audit "
+            "SELECT event_id, action, reason, actor, generation, at_ms, detail, id FROM audit "
             "WHERE action = 'misfire' AND (detail::jsonb ->> 'schedule') = %(name)s "
             "ORDER BY (event_id COLLATE \"C\") DESC, id DESC LIMIT %(limit)s",
             {"name": name, "limit": limit})

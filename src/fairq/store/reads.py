@@ -121,16 +121,17 @@ class QueueReads:
             out.append(FlowHead(name, weight, found[0], found[1]))
         return out
 
-    def audit(self, event_id: str | None, *, limit: int | None) -> list[AuditEntry]:
-        params = {"event_id": event_id, "limit": limit}
+    def audit(self, event_id: str | None, *, after: int, limit: int | None) -> list[AuditEntry]:
+        params = {"event_id": event_id, "after": after, "limit": limit}
         if event_id is None:
-            # The whole log, oldest first.
+            # The whole log, oldest first, from the row after `after` (by the primary key).
             rows = self.connection.execute(
-                _SELECT_AUDIT + "ORDER BY id LIMIT coalesce(:limit, -1)", params)
+                _SELECT_AUDIT + "WHERE id > :after ORDER BY id LIMIT coalesce(:limit, -1)", params)
         else:
             # One event's history, through audit_event (event_id, id).
             rows = self.connection.execute(
-                _SELECT_AUDIT + "WHERE event_id = :event_id ORDER BY id LIMIT coalesce(:limit, -1)", params)
+                _SELECT_AUDIT + "WHERE event_id = :event_id AND id > :after ORDER BY id "
+                "LIMIT coalesce(:limit, -1)", params)
         return [audit_entry(r) for r in rows]
 
     def stats(self, now_ms: int, *, top: int) -> Stats:
@@ -186,7 +187,7 @@ class QueueReads:
         )
 
 
-_SELECT_AUDIT = "SELECT event_id, action, reason, actor, generation, at_ms, detail FROM audit "
+_SELECT_AUDIT = "SELECT event_id, action, reason, actor, generation, at_ms, detail, id FROM audit "
 
 _SELECT_EVENT = (
     "SELECT e.event_id, f.name, e.seq, e.body, e.state, e.generation, e.attempts, "

@@ -48,7 +48,7 @@ class ScheduleTxn:
         # sort, stopping at `limit` misfires; the detail names the schedule,
         # which a name holding "@" could share.
         rows = self.connection.execute(
-            "SELECT event_id, action, reason, actor, generation, at_ms, detail FROM audit "
+            "SELECT event_id, action, reason, actor, generation, at_ms, detail, id FROM audit "
             "WHERE event_id >= :low AND event_id < :high AND action = 'misfire' "
             "AND json_extract(detail, '$.schedule') = :name ORDER BY event_id DESC, id DESC LIMIT :limit",
             {"low": name + "@", "high": name + "A", "name": name, "limit": limit})
