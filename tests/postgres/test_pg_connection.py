@@ -106,8 +106,8 @@ def test_fairq_parameters_are_taken_out_of_the_url_and_the_rest_is_kept_as_writt
 
 def test_unknown_fairq_parameters_and_bad_values_are_refused_naming_them(pg_url: str) -> None:
     with pytest.raises(fairq.InvalidInput) as info:
-        fairq.Queue(f"{pg_url}&fairq_prepared=off&fairq_pool=3")
-    assert info.value.field == "fairq_pool" and "fairq_prepared" in str(info.value)
+        fairq.Queue(f"{pg_url}&fairq_prepared=off&fairq_pools=3")
+    assert info.value.field == "fairq_pools" and "fairq_prepared" in str(info.value)
     with pytest.raises(fairq.InvalidInput) as info:
         fairq.Queue(f"{pg_url}&fairq_prepare=never")
     assert info.value.field == "fairq_prepare"

@@ -1,13 +1,14 @@
-"""One psycopg connection to a queue's database: opening, reads, write
+"""A queue's psycopg connections (a small pool): opening, reads, write
 transactions (own or joined to an application's), callbacks.
 
 Holds every BEGIN, COMMIT and ROLLBACK of the PostgreSQL store. Writes run
 at READ COMMITTED (each verb takes explicit row locks where a decision
 depends on a read); reads run in one REPEATABLE READ READ ONLY snapshot.
-Threads take turns through one lock, so each transaction has the connection
-to itself. Every session fairq opens is bounded (url.SESSION_BOUNDS): a
-session frozen inside a transaction is ended by the server, which releases
-its locks. psycopg is imported here, lazily: a missing driver is a UsageError
+Each call takes a connection of the pool (pool.Pool, at most the URL's
+fairq_pool) and has it to itself from BEGIN to the end, so threads sharing
+a queue run their calls at once. Every session fairq opens is bounded
+(url.SESSION_BOUNDS): a session frozen inside a transaction is ended by the
+server, which releases its locks. psycopg is imported here, lazily: a missing driver is a UsageError
 naming the `fairq[postgres]` extra. Knows nothing about queues.
 """
 
@@ -23,6 +24,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from .. import _crash
 from ..errors import InvalidInput, ReadOnly, StoreError, Unavailable, UsageError
 from .failures import from_application, reraise, typed
+from .pool import Pool
 from .url import Target, parse, redacted, scrubbed
 
 if TYPE_CHECKING:
@@ -71,11 +73,17 @@ def in_transaction(conn: Any) -> bool:
 
 
 class PgDatabase:
-    """A psycopg connection in autocommit mode, with explicit transactions.
+    """A small pool of psycopg connections in autocommit mode, with explicit
+    transactions.
 
-    A connection found lost (a call raised Unavailable, or the driver closed
-    it) is opened again on the next call, under the lock; the call that met
-    the loss still raises Unavailable, and nothing is ever run twice.
+    Each call (a write transaction or a read snapshot) takes one connection of
+    the pool (pool.Pool: at most the URL's fairq_pool, opened when needed)
+    and keeps it from BEGIN to COMMIT or ROLLBACK, so threads sharing one
+    PgDatabase run their calls at once. A connection found lost (a call
+    raised Unavailable, or the driver closed it) is closed, with every idle
+    one (a server restart ends them all); the next call opens a new one. The
+    call that met the loss still raises Unavailable, and nothing is ever run
+    twice.
     """
 
     def __init__(self, url: str, *, readonly: bool = False) -> None:
@@ -84,10 +92,20 @@ class PgDatabase:
         self.url = redacted(self._target.conninfo)
         self.readonly = readonly
         self.closed = False
-        self.lock = threading.RLock()
-        self.busy = False  # a transaction of this connection is open
-        self._lost = False  # the connection met Unavailable: open a new one before the next call
-        self.conn, self.place = self._open()
+        self._inside = threading.local()  # .busy: this thread's call has its transaction open
+        first, self.place = self._open()
+        self._pool: Pool[Any] = Pool(self._open_here, _close, self._target.pool)
+        self._pool.renew(first)
+
+    @property
+    def busy(self) -> bool:
+        """Is a transaction of this thread's own call open (an effect or apply runs in it)?"""
+        return bool(getattr(self._inside, "busy", False))
+
+    @property
+    def opened(self) -> int:
+        """How many connections of the pool are open now."""
+        return self._pool.opened
 
     def _open(self) -> tuple[psycopg.Connection[Any], tuple[str, str]]:
         """A new connection, and which database and schema it is in; Unavailable
@@ -115,6 +133,15 @@ class PgDatabase:
         _OWN.add(conn)
         return conn, (row[0], row[1])
 
+    def _open_here(self) -> Any:
+        """A new connection, refused (StoreError) unless it is in the queue's database and schema."""
+        conn, place = self._open()
+        if place != self.place:
+            conn.close()
+            raise StoreError(self.url, f"{self.url}: the new connection is in {place!r}, not in the queue's "
+                                       f"database and schema {self.place!r}")
+        return conn
+
     def _bound(self, conn: Any) -> None:
         """Ask the server for fairq's session bounds (url.SESSION_BOUNDS) where
         nothing set them; a fairq_ URL parameter's value wins over any."""
@@ -129,42 +156,42 @@ class PgDatabase:
             "WHERE p.source = 'default' OR s.name = ANY(%(forced)s::text[])",
             {"names": list(session), "values": list(session.values()), "forced": sorted(self._target.forced)})
 
-    def _live(self) -> Any:
-        """The connection, opened again first if the last one was lost (call under the lock)."""
-        if self._lost or self.conn.closed:
-            self._replace()
-        return self.conn
+    @contextlib.contextmanager
+    def _connection(self) -> Iterator[Any]:
+        """A connection of the pool for one call, given back when the block
+        ends: kept for the next call only if it ended idle and not lost."""
+        conn = self._pool.take()
+        if conn is None:
+            self.refuse_closed()
+            raise UsageError(f"{self.url} was closed (close() was called); open it again to go on")
+        lost = False
+        try:
+            yield conn
+        except Unavailable:
+            lost = True
+            raise
+        finally:
+            lost = lost or conn.closed
+            if lost:
+                self._pool.drop_idle()  # they may be gone too (a server restart): the next call opens a new one
+            self._pool.give(conn, keep=not lost and int(conn.info.transaction_status) == 0)  # 0: IDLE
 
     def reconnect(self) -> None:
-        """Open a new connection in place of this one, now; Unavailable (keeping
-        the old one) while the server cannot be reached."""
-        with self.lock:
-            self.refuse_reentry()
-            self._replace()
-
-    def _replace(self) -> None:
-        conn, place = self._open()
-        if place != self.place:
-            conn.close()
-            raise StoreError(self.url, f"{self.url}: the new connection is in {place!r}, not in the queue's "
-                                       f"database and schema {self.place!r}")
-        old, self.conn, self._lost = self.conn, conn, False
-        with contextlib.suppress(Exception):  # the old connection is gone already
-            old.close()
+        """Open a new connection in place of the idle ones, now; Unavailable
+        (keeping them) while the server cannot be reached."""
+        self.refuse_reentry()
+        self._pool.renew(self._open_here())
 
     def _fail(self, exc: BaseException, *, wrote_nothing: bool = False) -> None:
-        """Raise the fairq error for `exc` (if any); a lost connection is replaced on the next call."""
+        """Raise the fairq error for `exc` (if any); Unavailable tells _connection the connection is lost."""
         err = typed(exc, self.url, wrote_nothing=wrote_nothing, url=self._target.conninfo)
-        if err is None:
-            return
-        if isinstance(err, Unavailable):
-            self._lost = True
-        raise err from exc
+        if err is not None:
+            raise err from exc
 
     def close(self) -> None:
-        with self.lock:
-            self.closed = True
-            self.conn.close()
+        """Close every connection: the idle ones now, those in use when their call ends."""
+        self.closed = True
+        self._pool.close()
 
     def refuse_write(self) -> None:
         self.refuse_closed()
@@ -185,18 +212,18 @@ class PgDatabase:
 
     @contextlib.contextmanager
     def write(self, name: str, before_commit: Callable[[], None]) -> Iterator[Any]:
-        """One READ COMMITTED transaction: commits when the block ends (after
-        before_commit), rolls back on any exception, a failing COMMIT included."""
+        """One READ COMMITTED transaction on one connection of the pool: commits
+        when the block ends (after before_commit), rolls back on any exception,
+        a failing COMMIT included."""
         self.refuse_write()
-        with self.lock:
-            self.refuse_reentry()
-            conn = self._live()
+        self.refuse_reentry()
+        with self._connection() as conn:
             try:
                 conn.execute("BEGIN ISOLATION LEVEL READ COMMITTED")
             except Exception as exc:
                 self._fail(exc, wrote_nothing=True)
                 raise
-            self.busy = True
+            self._inside.busy = True
             try:
                 yield conn
                 before_commit()
@@ -206,19 +233,12 @@ class PgDatabase:
                 _crash.point(name, "before_commit")
                 conn.execute("COMMIT")
             except BaseException as exc:
-                self._rollback()
+                _rollback(conn)
                 self._fail(exc)
                 raise
             finally:
-                self.busy = False
+                self._inside.busy = False
         _crash.point(name, "after_commit")
-
-    def _rollback(self) -> None:
-        try:
-            if in_transaction(self.conn):
-                self.conn.execute("ROLLBACK")
-        except Exception:  # noqa: S110 - the connection is gone; the server rolls back
-            pass
 
     @contextlib.contextmanager
     def join(self, conn: Any, before_commit: Callable[[], None]) -> Iterator[Any]:
@@ -263,18 +283,17 @@ class PgDatabase:
             raise InvalidInput("conn", f"is on {row!r}, not on the queue's database and schema {self.place!r}")
 
     def read(self, fn: Callable[[Any], T]) -> T:
-        """fn(conn) in one read-only snapshot."""
-        with self.lock:
-            self.refuse_reentry()
-            conn = self._live()
+        """fn(conn) in one read-only snapshot, on one connection of the pool."""
+        self.refuse_reentry()
+        with self._connection() as conn:
             try:
                 conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
-                self.busy = True
+                self._inside.busy = True
                 try:
                     return fn(conn)
                 finally:
-                    self.busy = False
-                    self._rollback()
+                    self._inside.busy = False
+                    _rollback(conn)
             except Exception as exc:
                 self._fail(exc, wrote_nothing=True)
                 raise
@@ -296,8 +315,19 @@ class PgDatabase:
         except Exception as exc:
             lost = typed(exc, self.url)
             if isinstance(lost, Unavailable):  # the connection broke, not the callback
-                self._lost = True
                 raise lost from exc
             raise UsageError(f"{what} ended or broke the transaction it runs in (COMMIT, ROLLBACK or a "
                              "failed statement); fairq wrote nothing more") from exc
         return result
+
+
+def _rollback(conn: Any) -> None:
+    try:
+        if in_transaction(conn):
+            conn.execute("ROLLBACK")
+    except Exception:  # noqa: S110 - the connection is gone; the server rolls back
+        pass
+
+
+def _close(conn: Any) -> None:
+    conn.close()

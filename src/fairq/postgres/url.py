@@ -52,10 +52,17 @@ SECRET_PARAMETERS = frozenset({"password", "sslpassword"})
 INTEGER_PARAMETERS = ("connect_timeout", "keepalives", "keepalives_idle", "keepalives_interval",
                       "keepalives_count", "tcp_user_timeout")
 
+#: Connections a queue's calls may hold at once (fairq_pool=N overrides it):
+#: threads sharing one Queue run that many calls at a time. Each is opened
+#: only when a call finds every open one in use.
+POOL_SIZE = 4
+#: The largest fairq_pool accepted.
+POOL_MAX = 100
+
 #: fairq_prepare: "on" (psycopg prepares a statement once it has run a few
 #: times) or "off" (never: for PgBouncer in transaction mode before 1.21).
 _PREPARE = {"on": True, "off": False}
-_KNOWN = ("fairq_prepare", "fairq_idle_in_transaction_timeout")
+_KNOWN = ("fairq_prepare", "fairq_idle_in_transaction_timeout", "fairq_pool")
 _INTEGER = re.compile(r"\s*[+-]?\d+\s*")
 
 
@@ -68,6 +75,7 @@ class Target:
     # Session settings to ask for: (values, the names the URL set through a fairq_ parameter).
     session: dict[str, str] = field(default_factory=lambda: dict(SESSION_BOUNDS))
     forced: frozenset[str] = frozenset()
+    pool: int = POOL_SIZE  # connections the queue's calls may hold at once (fairq_pool)
 
     def connect_args(self) -> dict[str, Any]:
         """Keyword arguments for psycopg.connect(conninfo, ...) beside the URL's own."""
@@ -126,7 +134,17 @@ def parse(url: str) -> Target:
     for key, value in query_pairs(conninfo):
         if key in INTEGER_PARAMETERS and not _INTEGER.fullmatch(value):
             raise InvalidInput(key, f"must be an integer, got {value!r}")
-    return Target(conninfo, _PREPARE[prepare], session, forced)
+    return Target(conninfo, _PREPARE[prepare], session, forced, _pool_size(ours.get("fairq_pool")))
+
+
+def _pool_size(value: str | None) -> int:
+    """fairq_pool: a whole number of connections from 1 to POOL_MAX (POOL_SIZE when not given)."""
+    if value is None:
+        return POOL_SIZE
+    if not (value.isascii() and value.isdigit()) or not 1 <= int(value) <= POOL_MAX:
+        raise InvalidInput("fairq_pool", f"must be a whole number of connections from 1 to {POOL_MAX}, "
+                                         f"got {value!r}")
+    return int(value)
 
 
 def _idle_bound(value: str) -> str | None:
