@@ -19,6 +19,7 @@ from .types import Outcome, State
 
 __all__ = [
     "Backoff",
+    "jitter_draw",
     "Decision",
     "decide",
     "effective_now",
@@ -156,9 +157,14 @@ class Backoff:
         d = min(self.cap, raw)
         if not self.jitter or d == 0:
             return d
-        key = f"{event_id}\x00{generation}\x00{attempts}".encode()
-        u = int.from_bytes(hashlib.blake2b(key, digest_size=8).digest(), "big") / 2**64
-        return d * (0.5 + u / 2)
+        return d * (0.5 + jitter_draw(event_id, generation, attempts) / 2)
+
+
+def jitter_draw(event_id: str, generation: int, attempts: int) -> float:
+    """The jitter draw u in [0, 1) of a retry: a hash of (event_id,
+    generation, attempts), so any one run replays exactly."""
+    key = f"{event_id}\x00{generation}\x00{attempts}".encode()
+    return int.from_bytes(hashlib.blake2b(key, digest_size=8).digest(), "big") / 2**64
 
 
 @dataclass(frozen=True)

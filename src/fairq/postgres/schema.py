@@ -23,10 +23,12 @@ from .failures import reraise
 
 #: STEPS[v] upgrades a schema from version v - 1 to version v.
 STEPS: dict[int, str] = {1: "migrations/0001_initial.sql", 2: "migrations/0002_console.sql",
-                         3: "migrations/0003_clock_mode.sql"}
-LATEST = 3
+                         3: "migrations/0003_clock_mode.sql", 4: "migrations/0004_verbs.sql"}
+LATEST = 4
 #: The first version that records the queue's clock (queue_clock.mode).
 CLOCK_VERSION = 3
+#: The first version with the one-statement verbs (fairq_claim, fairq_settle, fairq_extend).
+VERBS_VERSION = 4
 #: The receipts table of an Inbox: made with step 1, or alone (ensure_receipts).
 RECEIPTS = "migrations/receipts.sql"
 

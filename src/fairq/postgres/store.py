@@ -20,16 +20,16 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from ..backend import NewEvent, SettleItem
-from ..errors import LeaseLost, RedriveRefused, UsageError
-from ..policy import Backoff, Policy, policy_json
+from ..errors import InvalidInput, LeaseLost, RedriveRefused, UsageError
+from ..policy import Backoff, Policy, policy_json, to_ms
 from ..types import ClockReset, Enqueued, Lease, Settled
-from . import claim, enqueue, maintenance, settle
+from . import claim, enqueue, maintenance, settle, verbs
 from .connection import PgDatabase
 from .policy_store import change_policy, store_policy
 from .reads import PgReads
 from .schedules import PgSchedules
-from .schema import ensure_schema, require_current
-from .txn import TxnCore
+from .schema import VERBS_VERSION, ensure_schema, require_current
+from .txn import SERVER_CLOCK_MESSAGE, TxnCore
 
 __all__ = ["PgStore", "PgTxn"]
 
@@ -77,7 +77,8 @@ class PgStore:
         """``with store.transaction(name) as tx:`` -- a write transaction. With
         `conn` (a psycopg connection in the application's open transaction)
         the writes join it and commit with it (the outbox)."""
-        return PgTxn(self.db, name, conn, server_clock=self.server_clock)
+        return PgTxn(self.db, name, conn, server_clock=self.server_clock,
+                     one_statement=self.version >= VERBS_VERSION)
 
     def read(self, fn: Callable[[PgReads], T]) -> T:
         """fn(reads) on one read-only snapshot."""
@@ -94,12 +95,99 @@ def clock_name(server_clock: bool) -> str:
     return "server" if server_clock else "model"
 
 
+#: The verbs that run as one statement (verbs.py) when their transaction is
+#: fairq's own and nothing else runs in it. Empty for now: tests that hook
+#: the Python path's statements (or freeze a process inside its open
+#: transaction) are yet to be given a one-statement counterpart;
+#: tests/postgres/test_pg_one_statement.py turns it on.
+ONE_STATEMENT: frozenset[str] = frozenset()
+
+#: What policy() answers before such a transaction has begun: "the stored
+#: policy", which the one statement reads in its own transaction. Its values
+#: are ones no caller can give (a negative lease, no attempts), so a verb
+#: tells them from a call's own.
+_STORED_BACKOFF = Backoff()
+STORED_POLICY = Policy(max_attempts=0, backoff=_STORED_BACKOFF, lease_seconds=-0.001, version=0)
+_STORED_LEASE_MS = to_ms(STORED_POLICY.lease_seconds)
+
+
 class PgTxn(TxnCore):
-    """Every verb, bound to one open transaction (a context manager)."""
+    """Every verb, bound to one transaction (a context manager). A claim,
+    settle or extend on fairq's own connection begins nothing until it knows
+    what it runs: the verb alone is one statement (verbs.py); anything else
+    (a settle effect, a fence check) begins the transaction as before, and
+    the verb's SQL runs from Python."""
+
+    def __init__(self, db: PgDatabase, name: str, conn: Any, *, server_clock: bool,
+                 one_statement: bool = True) -> None:
+        super().__init__(db, name, conn, server_clock=server_clock)
+        self._lazy = one_statement and conn is None and name in ONE_STATEMENT
+        self._begun = False
+        self._requested: tuple[int, bool] | None = None  # the time asked for, before anything began
+        self._provisional: int | None = None  # what now() answered then
+        self._fixed: int | None = None  # the time fixed when the transaction began
 
     def __enter__(self) -> PgTxn:
-        super().__enter__()
+        if not self._lazy:
+            self._begin()
         return self
+
+    def __exit__(self, *exc: Any) -> Any:
+        return super().__exit__(*exc) if self._begun else None
+
+    def _begin(self) -> None:
+        if self._begun:
+            return
+        self._begun = True
+        super().__enter__()
+        if self._requested is not None:
+            self._fixed = TxnCore.now(self, *self._requested)
+
+    def _one_statement(self) -> tuple[int, bool] | None:
+        """The time asked for, if this verb may run as one statement (then
+        nothing else may run in this transaction)."""
+        if self._begun or self._requested is None:
+            return None
+        self._lazy = False
+        return self._requested
+
+    def _at(self, now_ms: int) -> int:
+        """The time of a verb run from Python: fixed when the transaction began."""
+        self._begin()
+        return self._fixed if self._fixed is not None and now_ms == self._provisional else now_ms
+
+    def execute(self, sql: str, params: Any = None) -> Any:
+        self._begin()
+        return super().execute(sql, params)
+
+    def run_callback(self, fn: Callable[[Any], Any], what: str) -> Any:
+        self._begin()
+        return super().run_callback(fn, what)
+
+    def now(self, requested_ms: int, explicit: bool) -> int:
+        if self._begun or not self._lazy:
+            return super().now(requested_ms, explicit)
+        if self.server_clock and explicit:
+            raise InvalidInput("now", SERVER_CLOCK_MESSAGE)
+        # Provisional: the statement (or the transaction, once begun) fixes the time.
+        self._requested, self._provisional = (requested_ms, explicit), requested_ms
+        return requested_ms
+
+    def stored_now(self) -> int:
+        self._begin()
+        return super().stored_now()
+
+    def policy(self) -> Policy:
+        if not self._begun and self._lazy:
+            return STORED_POLICY
+        self._begin()
+        return super().policy()
+
+    def _stored_lease(self, lease_ms: int) -> int:
+        return to_ms(self.policy().lease_seconds) if lease_ms == _STORED_LEASE_MS else lease_ms
+
+    def _stored_attempts(self, max_attempts: int) -> int:
+        return self.policy().max_attempts if max_attempts == STORED_POLICY.max_attempts else max_attempts
 
     def enqueue_many(self, items: Sequence[NewEvent], now_ms: int) -> list[Enqueued]:
         return enqueue.enqueue_many(self, items, now_ms)
@@ -115,17 +203,37 @@ class PgTxn(TxnCore):
 
     def claim_many(self, n: int, *, owner: str | None, now_ms: int, lease_ms: int,
                    max_attempts: int) -> list[Lease]:
-        return claim.claim_many(self, n, owner=owner, now_ms=now_ms, lease_ms=lease_ms, max_attempts=max_attempts)
+        requested = self._one_statement()
+        if requested is not None:
+            return verbs.claim_many(self, n, owner=owner, requested=requested,
+                                    lease_ms=None if lease_ms == _STORED_LEASE_MS else lease_ms,
+                                    max_attempts=None if max_attempts == STORED_POLICY.max_attempts else max_attempts)
+        now_ms = self._at(now_ms)
+        return claim.claim_many(self, n, owner=owner, now_ms=now_ms, lease_ms=self._stored_lease(lease_ms),
+                                max_attempts=self._stored_attempts(max_attempts))
 
     def check_fence(self, event_id: str, generation: int, now_ms: int) -> None:
-        settle.check_fence(self, event_id, generation, now_ms)
+        settle.check_fence(self, event_id, generation, self._at(now_ms))
 
     def settle_many(self, items: Sequence[SettleItem], *, now_ms: int, max_attempts: int,
                     backoff: Backoff) -> list[Settled | LeaseLost]:
-        return settle.settle_many(self, items, now_ms=now_ms, max_attempts=max_attempts, backoff=backoff)
+        requested = self._one_statement()
+        if requested is not None:
+            return verbs.settle_many(
+                self, items, requested=requested,
+                max_attempts=None if max_attempts == STORED_POLICY.max_attempts else max_attempts,
+                backoff=None if backoff is _STORED_BACKOFF else backoff)
+        now_ms = self._at(now_ms)
+        return settle.settle_many(self, items, now_ms=now_ms, max_attempts=self._stored_attempts(max_attempts),
+                                  backoff=self.policy().backoff if backoff is _STORED_BACKOFF else backoff)
 
     def extend(self, event_id: str, generation: int, *, lease_ms: int, now_ms: int) -> Lease:
-        return settle.extend(self, event_id, generation, lease_ms=lease_ms, now_ms=now_ms)
+        requested = self._one_statement()
+        if requested is not None:
+            return verbs.extend(self, event_id, generation, requested=requested,
+                                lease_ms=None if lease_ms == _STORED_LEASE_MS else lease_ms)
+        now_ms = self._at(now_ms)
+        return settle.extend(self, event_id, generation, lease_ms=self._stored_lease(lease_ms), now_ms=now_ms)
 
     def redrive_many(self, items: Sequence[tuple[str, int]], *, reason: str, actor: str | None,
                      now_ms: int) -> list[int | RedriveRefused]:

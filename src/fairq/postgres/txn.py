@@ -41,6 +41,12 @@ SHARDS = 32
 FOLD_EVERY = 16
 FOLD_ROWS = 256
 
+
+def fold() -> int:
+    """How many outbox counter rows this transaction folds (mostly none)."""
+    return FOLD_ROWS if random.randrange(FOLD_EVERY) == 0 else 0
+
+
 #: The server clock in integer milliseconds (clock_timestamp: the time now,
 #: not the transaction's start).
 SERVER_NOW = "SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint"
@@ -61,7 +67,8 @@ _HELD_SHARD = "SELECT %(held)s::integer AS shard"
 # An outbox transaction's own counter rows, below the shards, keyed by its
 # transaction id: no other transaction writes them until it has committed.
 _OWN_ROWS = "SELECT -1 - mod(txid_current(), 2147483647)::integer AS shard"
-# Everything a transaction leaves behind, in one statement just before COMMIT.
+# Everything a transaction leaves behind, in one statement just before COMMIT
+# (schema step 4's fairq_bookkeep does the same for the one-statement verbs).
 _WRITES = (
     # The stored clock moves under its row lock (model clock only).
     "clock AS (UPDATE queue_clock SET now_ms = %(now_ms)s WHERE id = 1 AND %(store_time)s), "
@@ -120,6 +127,11 @@ class TxnCore(AuditTrail):
 
     def __exit__(self, *exc: Any) -> Any:
         return self._cm.__exit__(*exc)
+
+    @property
+    def db(self) -> PgDatabase:
+        """The queue's database, which this transaction runs on."""
+        return self._db
 
     def execute(self, sql: str, params: Any = None) -> Any:
         """Run one statement on this transaction's connection (the cursor)."""
@@ -249,7 +261,7 @@ class TxnCore(AuditTrail):
             # The application's transaction may stay open for long: it holds
             # no row that another transaction's bookkeeping needs.
             self.execute(_FLUSH_OUTBOX, params)
-        elif self.execute(_FLUSH_FREE, {**params, "fold": FOLD_ROWS if random.randrange(FOLD_EVERY) == 0 else 0}
+        elif self.execute(_FLUSH_FREE, {**params, "fold": fold()}
                           ).fetchone()[0] is None:
             # Every shard is held (as many transactions committing at once,
             # or stopped ones): wait for one, then write what is left.

@@ -1,0 +1,51 @@
+"""The one-statement verbs (schema step 4's fairq_claim, fairq_settle,
+fairq_extend) leave exactly what the verbs run from Python leave: the same
+events, audit rows and counters, on the same scenario at the same times
+(claims, extends, acks, retries with jittered backoff, releases, fails,
+expired leases, a spent budget, stale and expired settles, a refused time)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+import fairq
+from fairq.postgres import store
+from pgcluster import fresh_schema, require_psycopg
+
+psycopg = require_psycopg()
+
+
+def scenario(url: str) -> tuple[Any, ...]:
+    lost: list[str] = []
+    with fairq.Queue(url, clock="model", max_attempts=2) as q:
+        q.enqueue_many([(f"e{i}", {"i": i}, f"F{i % 3}") for i in range(9)] + [("solo", {})], now=1)
+        first = q.claim_many(4, owner="w", now=2)
+        q.extend(first[0], 5, now=3)
+        out = q.settle_many([(first[0], "ack"), (first[1], "retry", "later"), (first[2], "release"),
+                             (first[0], "ack")], now=4)
+        lost += [type(r).__name__ for r in out if isinstance(r, fairq.LeaseLost)]
+        q.fail(first[3], "bad", now=4)
+        again = q.claim_many(10, owner="v", now=40)  # first[1]'s backoff is over; leases end at 70
+        with pytest.raises(fairq.LeaseExpired):
+            q.ack(again[0], now=100)
+        with pytest.raises(fairq.StaleLease):
+            q.extend(first[1], now=100)
+        q.claim_many(10, owner="x", now=101)  # the expired ones: audited, or quarantined (budget spent)
+        with pytest.raises(fairq.ClockError):
+            q.claim(now=50)
+        events = [(e.event_id, e.state, e.generation, e.attempts, e.next_at, e.lease_until, e.owner, e.reason)
+                  for e in q.events(limit=100)]
+        audit = [(a.event_id, a.action, a.reason, a.actor, a.generation, a.at, a.detail) for a in q.audit(limit=100)]
+        stats = q.stats()
+        return events, audit, stats.counts, stats.totals, stats.claim_lag_buckets, lost
+
+
+def test_the_one_statement_verbs_leave_what_the_python_verbs_leave(pg_server: Any,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(store, "ONE_STATEMENT", frozenset())
+    python = scenario(fresh_schema(pg_server.url)[1])
+    monkeypatch.setattr(store, "ONE_STATEMENT", frozenset({"claim", "settle", "extend"}))
+    one = scenario(fresh_schema(pg_server.url)[1])
+    assert one == python
