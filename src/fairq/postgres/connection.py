@@ -240,6 +240,24 @@ class PgDatabase:
                 self._inside.busy = False
         _crash.point(name, "after_commit")
 
+    def statement(self, name: str, sql: str, params: dict[str, Any]) -> list[Any]:
+        """One statement in autocommit on one connection of the pool: its own
+        transaction, committed when its rows arrive (one round trip). Refused
+        as write() refuses; `<name>.before_commit` is passed before it is
+        sent, and the caller passes `<name>.after_commit` once it has the
+        answer. A lost connection is Unavailable: the statement may or may
+        not have committed."""
+        self.refuse_write()
+        self.refuse_reentry()
+        with self._connection() as conn:
+            _crash.point(name, "before_commit")
+            try:
+                rows: list[Any] = conn.execute(sql, params).fetchall()
+            except BaseException as exc:
+                self._fail(exc)
+                raise
+        return rows
+
     @contextlib.contextmanager
     def join(self, conn: Any, before_commit: Callable[[], None]) -> Iterator[Any]:
         """A write inside the application's open transaction on `conn` (the

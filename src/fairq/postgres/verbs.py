@@ -22,9 +22,8 @@ sent, `<verb>.after_commit` once its answer has arrived (it committed).
 
 from __future__ import annotations
 
-import contextlib
 from collections import OrderedDict
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from .. import _crash, policy, rules
@@ -40,34 +39,6 @@ from .txn import TxnCore, fold
 #: what a retry's jitter draw is made for. Bounded; a miss costs a second call.
 _ATTEMPTS: OrderedDict[tuple[str, int], int] = OrderedDict()
 _ATTEMPTS_KEPT = 65536
-
-
-@contextlib.contextmanager
-def _connection(db: PgDatabase) -> Iterator[Any]:
-    """A connection of fairq's own, in autocommit, for one statement: one of
-    the pool's, or the one connection under its lock."""
-    take = getattr(db, "_connection", None)
-    if take is not None:
-        with take() as conn:
-            yield conn
-        return
-    with getattr(db, "lock"):
-        yield getattr(db, "_live")()
-
-
-def call(db: PgDatabase, name: str, sql: str, params: dict[str, Any]) -> list[Any]:
-    """Run one statement as its own transaction and return its rows. The
-    caller passes `<name>.after_commit` once it has the answer it keeps."""
-    db.refuse_write()
-    db.refuse_reentry()
-    with _connection(db) as conn:
-        _crash.point(name, "before_commit")
-        try:
-            rows: list[Any] = conn.execute(sql, params).fetchall()
-            return rows
-        except BaseException as exc:
-            db._fail(exc)
-            raise
 
 
 def _remember(event_id: str, generation: int, attempts: int) -> None:
@@ -86,7 +57,7 @@ _CLAIM = ("SELECT * FROM fairq_claim(%(n)s, %(owner)s, %(model)s, %(requested)s,
 def claim_many(tx: TxnCore, n: int, *, owner: str | None, requested: tuple[int, bool], lease_ms: int | None,
                max_attempts: int | None) -> list[Lease]:
     """claim_many in one statement; lease_ms, max_attempts None: the stored policy's."""
-    rows = call(tx.db, "claim", _CLAIM, {
+    rows = tx.db.statement("claim", _CLAIM, {
         "n": n, "owner": owner, "model": not tx.server_clock, "requested": requested[0],
         "explicit": requested[1], "lease_ms": lease_ms, "max_attempts": max_attempts, "fold": fold()})
     _refused(rows, requested, 9)
@@ -164,7 +135,7 @@ def settle_many(tx: TxnCore, items: Sequence[SettleItem], *, requested: tuple[in
         params["draws"] = [None if a is None else policy.jitter_draw(item.event_id, item.generation, a)
                            for item, a in zip(items, seen)]
         params["draw_attempts"] = seen
-        rows = call(tx.db, "settle", _SETTLE, {**params, "fold": fold()})
+        rows = tx.db.statement("settle", _SETTLE, {**params, "fold": fold()})
         _refused(rows, requested, 10)
         asked = {int(r[8]): int(r[4]) for r in rows if r[0] == "draw"}
         if not asked:
@@ -203,7 +174,7 @@ _EXTEND = ("SELECT * FROM fairq_extend(%(id)s, %(gen)s, %(model)s, %(requested)s
 def extend(tx: TxnCore, event_id: str, generation: int, *, requested: tuple[int, bool],
            lease_ms: int | None) -> Lease:
     """extend in one statement; lease_ms None: the stored policy's."""
-    rows = call(tx.db, "extend", _EXTEND, {"id": event_id, "gen": generation, "model": not tx.server_clock,
+    rows = tx.db.statement("extend", _EXTEND, {"id": event_id, "gen": generation, "model": not tx.server_clock,
                                            "requested": requested[0], "explicit": requested[1],
                                            "lease_ms": lease_ms})
     _refused(rows, requested, 11)
