@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 import fairq
+from fairq.postgres.pool import Pool
 from fairq.postgres.url import POOL_SIZE, parse
 from pgsessions import psycopg
 
@@ -165,3 +166,66 @@ def test_fairq_pool_sets_the_pool_size_and_is_kept_from_the_driver() -> None:
     target = parse("postgresql://u@h/db?fairq_pool=12&sslmode=disable")
     assert target.pool == 12 and target.conninfo == "postgresql://u@h/db?sslmode=disable"
     assert parse("postgresql://u@h/db").pool == POOL_SIZE
+
+
+class Opener:
+    """Connections for a Pool: numbered objects, with a record of which were closed."""
+
+    def __init__(self) -> None:
+        self.made, self.closed, self.fail = 0, [], False
+
+    def open(self) -> int:
+        if self.fail:
+            raise fairq.Unavailable("test", "the server is out of reach")
+        self.made += 1
+        return self.made
+
+    def close(self, conn: int) -> None:
+        self.closed.append(conn)
+
+
+def test_the_pool_hands_out_the_last_connection_given_back_and_opens_one_only_when_none_is_idle() -> None:
+    opener = Opener()
+    pool = Pool(opener.open, opener.close, 3)
+    a, b = pool.take(), pool.take()
+    assert (a, b) == (1, 2)
+    pool.give(a, keep=True)
+    pool.give(b, keep=True)
+    assert pool.take() == 2 and pool.take() == 1 and opener.made == 2  # last in, first out
+    pool.give(1, keep=False)  # lost: closed, its place freed
+    assert opener.closed == [1] and pool.take() == 3
+
+
+def test_a_take_waits_while_every_connection_is_in_use_and_close_ends_the_wait() -> None:
+    opener = Opener()
+    pool = Pool(opener.open, opener.close, 1)
+    held = pool.take()
+    got: list[Any] = []
+    waiter = threading.Thread(target=lambda: got.append(pool.take()))
+    waiter.start()
+    waiter.join(0.2)
+    assert waiter.is_alive() and opener.made == 1  # waits: the one place is taken
+    pool.give(held, keep=True)
+    waiter.join(HANG)
+    assert got == [held]
+    second = threading.Thread(target=lambda: got.append(pool.take()))
+    second.start()
+    pool.close()
+    second.join(HANG)
+    assert got == [held, None]  # a closed pool hands out nothing
+    pool.give(held, keep=True)
+    assert opener.closed == [held]  # given back after close: closed
+
+
+def test_a_connection_that_fails_to_open_frees_its_place_and_renew_replaces_the_idle_ones() -> None:
+    opener = Opener()
+    pool = Pool(opener.open, opener.close, 1)
+    opener.fail = True
+    with pytest.raises(fairq.Unavailable):
+        pool.take()
+    opener.fail = False
+    first = pool.take()
+    assert first == 1  # the failed open took no place for good
+    pool.give(first, keep=True)
+    pool.renew(99)
+    assert opener.closed == [1] and pool.take() == 99

@@ -102,11 +102,6 @@ class PgDatabase:
         """Is a transaction of this thread's own call open (an effect or apply runs in it)?"""
         return bool(getattr(self._inside, "busy", False))
 
-    @property
-    def opened(self) -> int:
-        """How many connections of the pool are open now."""
-        return self._pool.opened
-
     def _open(self) -> tuple[psycopg.Connection[Any], tuple[str, str]]:
         """A new connection, and which database and schema it is in; Unavailable
         (nothing written) when the server cannot be reached."""

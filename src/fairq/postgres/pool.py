@@ -34,12 +34,6 @@ class Pool(Generic[C]):
         self._closed = False
         self._cond = threading.Condition()
 
-    @property
-    def opened(self) -> int:
-        """How many connections are open now (idle or in use)."""
-        with self._cond:
-            return self._opened
-
     def take(self) -> C | None:
         """An idle connection, or a new one while fewer than `size` are open,
         else wait for one given back; None once the pool is closed. Whatever
