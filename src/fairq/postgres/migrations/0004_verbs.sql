@@ -590,8 +590,11 @@ BEGIN
     SELECT * INTO v_names, v_ns FROM fairq_count(v_names, v_ns, 'total_retried', v_retried);
     SELECT * INTO v_names, v_ns FROM fairq_count(v_names, v_ns, 'quarantined', cardinality(v_q_pk));
     SELECT * INTO v_names, v_ns FROM fairq_count(v_names, v_ns, 'total_quarantined', cardinality(v_q_pk));
-    -- A wake-up makes waiters look again at the earliest time: no due notice beside it.
-    PERFORM fairq_bookkeep(false, p_model AND v_now > v_stored, v_now, false, 0, 0, v_names, v_ns, p_fold,
+    -- A wake-up makes waiters look again at the earliest time: no due notice
+    -- beside it. A call that settled nothing (every lease lost) writes
+    -- nothing: a single settle raises, and its time is not stored.
+    PERFORM fairq_bookkeep(false, p_model AND v_now > v_stored AND cardinality(v_settled) > 0, v_now, false, 0, 0,
+                           v_names, v_ns, p_fold,
                            v_notify, CASE WHEN v_notify THEN NULL ELSE v_due END);
     RETURN QUERY
     SELECT o.kind, p_ids[o.i::integer], o.state, o.next_at, o.attempts, o.gen, o.until, o.in_batch,
