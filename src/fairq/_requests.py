@@ -17,7 +17,7 @@ from typing import Any
 from . import _validate as v
 from .backend import NewEvent, SettleItem
 from .errors import InvalidInput
-from .leases import lease_key, redrive_command
+from .leases import lease_attempts, lease_key, redrive_command
 from .policy import to_ms
 from .types import Blocked, EventInfo, Outcome, State
 
@@ -95,18 +95,19 @@ def settle_item(lease: Any, outcome: Any, reason: Any, delay: Any) -> SettleItem
     """One settle's arguments, checked: an ack or a release takes no reason or
     delay, a fail takes no delay and needs a reason."""
     event_id, generation = lease_key(lease, "lease")
+    attempts = lease_attempts(lease)
     outcome = v.outcome(outcome)
     if outcome is Outcome.ACK or outcome is Outcome.RELEASE:
         if reason is not None:
             raise InvalidInput("reason", f"{outcome.value} takes no reason")
         if delay is not None:
             raise InvalidInput("delay", f"{outcome.value} takes no delay")
-        return SettleItem(event_id, generation, outcome, None, None)
+        return SettleItem(event_id, generation, outcome, None, None, attempts)
     if outcome is Outcome.FAIL and delay is not None:
         raise InvalidInput("delay", "a fail takes no delay")
     return SettleItem(event_id, generation, outcome,
                       v.reason(reason, "reason", required=outcome is Outcome.FAIL),
-                      v.optional_seconds(delay, "delay"))
+                      v.optional_seconds(delay, "delay"), attempts)
 
 
 def required_reason(value: Any, field: str = "reason") -> str:

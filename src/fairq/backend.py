@@ -53,6 +53,10 @@ class SettleItem(NamedTuple):
     outcome: Outcome
     reason: str | None
     delay: float | None
+    #: The attempts the lease was handed with, when the caller's lease says
+    #: (a retry's jitter draw is made for them); a hint a store checks
+    #: against the stored attempts, never trusts.
+    attempts: int | None = None
 
 
 class FlowHead(NamedTuple):

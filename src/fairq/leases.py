@@ -14,7 +14,7 @@ from typing import Any
 from . import _validate as v
 from .errors import InvalidInput
 
-__all__ = ["lease_key", "settle_parts", "redrive_command"]
+__all__ = ["lease_key", "lease_attempts", "settle_parts", "redrive_command"]
 
 
 def lease_key(lease: Any, field: str) -> tuple[str, int]:
@@ -26,6 +26,16 @@ def lease_key(lease: Any, field: str) -> tuple[str, int]:
     v.identifier(event_id, field + ".event_id")
     v.count(generation, field + ".generation", low=1, high=2**62)
     return event_id, generation
+
+
+def lease_attempts(lease: Any) -> int | None:
+    """The attempts a lease was handed with, if it carries them (a fairq.Lease
+    does); None for a lease known only by its key. A hint: the store checks
+    it against the attempts stored."""
+    attempts = getattr(lease, "attempts", None)
+    if isinstance(attempts, int) and not isinstance(attempts, bool) and 0 <= attempts < 2**31:
+        return attempts
+    return None
 
 
 def settle_parts(item: Any) -> tuple[Any, Any, Any, Any]:

@@ -8,13 +8,15 @@ nothing else in its transaction; a verb joined to an application's
 transaction (the outbox), or a settle with an effect, runs its SQL from
 Python (claim, settle) as before. The functions evaluate the same rules
 (fairq.rules, fairq.policy; tests/postgres/test_pg_rules_sql.py checks them
-side by side) and leave the same bookkeeping (fairq_bookkeep, which
-TxnCore's flush calls too). What stays in Python: decoding bodies (a claimed
+side by side) and leave the same bookkeeping (fairq_bookkeep: the same
+writes as TxnCore's flush, which keeps its own statement for a schema from
+before step 4). What stays in Python: decoding bodies (a claimed
 head whose body this process cannot decode is quarantined by a second,
 fenced transaction), the jitter draw of a backoff (policy.jitter_draw: sent
-with the call for the attempts this process saw at claim; a call that finds
-other attempts asks for the draw and is made again), and the errors a lost
-lease raises (rules.fence on the stored values the function returns).
+with the call for the attempts the caller's lease carries, SettleItem.attempts;
+a call that finds other attempts stored, or none given, asks for the draw
+and is made again), and the errors a lost lease raises (rules.fence on the
+stored values the function returns).
 
 Crash points: `<verb>.before_commit` is passed before the statement is
 sent, `<verb>.after_commit` once its answer has arrived (it committed).
@@ -22,7 +24,6 @@ sent, `<verb>.after_commit` once its answer has arrived (it committed).
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
 
@@ -32,20 +33,7 @@ from ..backend import SettleItem
 from ..errors import LeaseExpired, LeaseLost, StaleLease, StoreError
 from ..policy import Backoff, from_ms, to_ms
 from ..types import Lease, Settled, State, UndecodableBody
-from .connection import PgDatabase
 from .txn import TxnCore, fold
-
-#: The attempts of leases this process was handed, by (event_id, generation):
-#: what a retry's jitter draw is made for. Bounded; a miss costs a second call.
-_ATTEMPTS: OrderedDict[tuple[str, int], int] = OrderedDict()
-_ATTEMPTS_KEPT = 65536
-
-
-def _remember(event_id: str, generation: int, attempts: int) -> None:
-    _ATTEMPTS[(event_id, generation)] = attempts
-    if len(_ATTEMPTS) > _ATTEMPTS_KEPT:
-        _ATTEMPTS.popitem(last=False)
-
 
 # -- claim ------------------------------------------------------------------------
 
@@ -70,7 +58,6 @@ def claim_many(tx: TxnCore, n: int, *, owner: str | None, requested: tuple[int, 
         if isinstance(lease.body, UndecodableBody):
             undecodable.append((lease, lease.body))
             continue
-        _remember(event_id, lease.generation, lease.attempts)
         leases.append(lease)
     if undecodable:
         _quarantine_undecodable(tx, undecodable, requested)
@@ -122,7 +109,7 @@ def settle_many(tx: TxnCore, items: Sequence[SettleItem], *, requested: tuple[in
                 max_attempts: int | None, backoff: Backoff | None) -> list[Settled | LeaseLost]:
     """settle_many in one statement (two when a retry's jitter draw was not
     known); max_attempts, backoff None: the stored policy's."""
-    seen = [_ATTEMPTS.get((item.event_id, item.generation)) for item in items]
+    seen = [item.attempts for item in items]
     params: dict[str, Any] = {
         "ids": [item.event_id for item in items], "gens": [item.generation for item in items],
         "outcomes": [item.outcome.value for item in items], "reasons": [item.reason for item in items],
