@@ -3,13 +3,16 @@ two connections: one of them always sees the other, so the new event becomes
 the flow's head and is claimable (the flow row serialises them).
 
 Interleaved deterministically: the ack stops after it has looked for the
-flow's next event and before it commits (a hook); the enqueue then runs in
+flow's next event and before it commits (in the server, inside the
+one-statement fairq_settle: pgpause; or, for an ack with an effect, which
+runs from Python, a hook on its statements); the enqueue then runs in
 another thread, and the ack goes on once the enqueue waits for the flow's
 row lock (or has finished)."""
 
 from __future__ import annotations
 
 import threading
+import time
 from typing import Any
 
 import pytest
@@ -17,10 +20,40 @@ import pytest
 import fairq
 from fairq.postgres.txn import TxnCore
 from pgcheck import check_pg_invariants
-from pgsessions import interleave
+from pgpause import PAUSED, held, pause_at, wait_paused, with_name
+from pgsessions import HANG, interleave, waiting_for_a_lock
 
 
-def test_an_enqueue_racing_the_ack_of_its_flows_last_event_becomes_the_head(
+def test_an_enqueue_racing_the_one_statement_ack_of_its_flows_last_event_becomes_the_head(pg_url: str) -> None:
+    acker = fairq.Queue(with_name(pg_url, PAUSED))
+    sender = fairq.Queue(with_name(pg_url, "sender"))
+    try:
+        acker.enqueue("f1", {}, flow="F")
+        lease = acker.claim()
+        assert lease is not None
+        pause_at(pg_url, "fairq_settle", "        v_notify := coalesce(v_notify, false);")
+        with held(pg_url):
+            ta = threading.Thread(target=lambda: acker.ack(lease))
+            ta.start()
+            wait_paused(pg_url)  # the ack found no next event; it has not committed
+            tb = threading.Thread(target=lambda: sender.enqueue("f2", {}, flow="F"))
+            tb.start()
+            deadline = time.monotonic() + HANG
+            while tb.is_alive() and not waiting_for_a_lock(pg_url, "sender") and time.monotonic() < deadline:
+                time.sleep(0.01)
+        ta.join(HANG)
+        tb.join(HANG)
+        assert not ta.is_alive() and not tb.is_alive()
+        assert acker.get("f1").state is fairq.State.ACKED
+        follow = acker.claim()
+        assert follow is not None and follow.event_id == "f2"  # F's new event is its head
+    finally:
+        acker.close()
+        sender.close()
+    check_pg_invariants(pg_url)
+
+
+def test_an_enqueue_racing_an_ack_with_an_effect_of_its_flows_last_event_becomes_the_head(
         pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     acker = fairq.Queue(f"{pg_url}&application_name=acker")
     sender = fairq.Queue(f"{pg_url}&application_name=sender")
@@ -38,7 +71,8 @@ def test_an_enqueue_racing_the_ack_of_its_flows_last_event_becomes_the_head(
         acker.enqueue("f1", {}, flow="F")
         lease = acker.claim()
         monkeypatch.setattr(TxnCore, "execute", execute)
-        ta = threading.Thread(target=lambda: acker.ack(lease), name="acker")
+        ta = threading.Thread(target=lambda: acker.ack(lease, effect=lambda conn: None),
+                              name="acker")
         tb = threading.Thread(target=lambda: sender.enqueue("f2", {}, flow="F"), name="sender")
         interleave(ta, tb, paused=paused, go=go, url=pg_url, second_session="sender")
         monkeypatch.undo()

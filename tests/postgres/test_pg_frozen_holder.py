@@ -1,8 +1,11 @@
 """A process stopped while it holds row locks (SIGSTOP: as a paused VM, or a
 host gone without a TCP reset) stalls no call on other flows. Stopped inside
-a claim, inside a settle, or inside a settle's effect, its transaction stays
-open; claims skip the heads it holds and every transaction takes a shard of
-the bookkeeping that no other one holds. Real processes, a real server."""
+a settle's effect, its transaction stays open; claims skip the heads it
+holds and every transaction takes a shard of the bookkeeping that no other
+one holds. A claim or settle is one statement: a process stopped just
+before sending it holds nothing at all. A claim stopped inside the server,
+beside another claim's promotion, is skipped too. Real processes, a real
+server."""
 
 from __future__ import annotations
 
@@ -19,10 +22,10 @@ import pytest
 
 import fairq
 from fairq.postgres import READY_CHANNEL
-from fairq.postgres.txn import TxnCore
 from helpers import ROOT, SUPPORT
 from pgcheck import check_pg_invariants
 from pgcluster import require_psycopg
+from pgpause import PAUSED, held, pause_at, wait_paused, with_name
 
 psycopg = require_psycopg()
 
@@ -59,13 +62,13 @@ def due_heads_waiting(url: str) -> int:
 
 
 @contextlib.contextmanager
-def frozen(url: str, mode: str) -> Iterator[subprocess.Popen[bytes]]:
+def frozen(url: str, mode: str, lease_seconds: str = "0.3") -> Iterator[subprocess.Popen[bytes]]:
     """A child stopped inside its write (pg_frozen_child.py), killed after the block."""
     env = {**os.environ, "PYTHONPATH": SRC}
     env.pop("FAIRQ_FREEZE_AT", None)
     if mode != "effect":
         env["FAIRQ_FREEZE_AT"] = f"{mode}.before_commit"
-    child = subprocess.Popen([sys.executable, str(SUPPORT / "pg_frozen_child.py"), url, mode, "0.3"], env=env,
+    child = subprocess.Popen([sys.executable, str(SUPPORT / "pg_frozen_child.py"), url, mode, lease_seconds], env=env,
                              stderr=subprocess.PIPE)
     try:
         until(lambda: child.poll() is not None or stopped(child.pid), "the child to stop")
@@ -91,15 +94,43 @@ def timed(child: subprocess.Popen[bytes], call: Callable[[], Any]) -> tuple[floa
     return seconds, result
 
 
-@pytest.mark.parametrize("mode", ["claim", "settle", "effect"])
-def test_calls_on_other_flows_do_not_wait_for_a_process_stopped_holding_locks(pg_url: str, mode: str) -> None:
+def sessions_of(url: str, application_name: str) -> list[tuple[str, int]]:
+    """(state, locks held) of each server session of one application name."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        return [(str(state), int(n)) for state, n in conn.execute(
+            "SELECT a.state, (SELECT count(*) FROM pg_locks AS l WHERE l.pid = a.pid AND l.granted) "
+            "FROM pg_stat_activity AS a WHERE a.application_name = %s", (application_name,)).fetchall()]
+
+
+@pytest.mark.parametrize("mode", ["claim", "settle"])
+def test_a_process_stopped_before_its_one_statement_claim_or_settle_holds_nothing(pg_url: str, mode: str) -> None:
     with fairq.Queue(pg_url) as q:
-        if mode == "claim":
-            # Three heads due together: the stopped claim promotes all three and takes one.
-            q.enqueue_many([{"event_id": f"h{i}", "body": {}, "flow": f"H{i}", "delay": 0.2} for i in range(3)])
-            until(lambda: due_heads_waiting(pg_url) == 3, "the delayed heads to be due")
-        else:
-            q.enqueue_many([("f1", {}, "F"), ("f2", {}, "F")])
+        q.enqueue_many([("f1", {}, "F"), ("f2", {}, "F"), ("g1", {}, "G")])
+        with frozen(f"{pg_url}&application_name=frozen", mode, lease_seconds="600") as child:
+            # Stopped where a transaction run from Python would hold its
+            # locks: its sessions are idle, outside any transaction, no lock.
+            found = sessions_of(pg_url, "frozen")
+            assert found and all(state == "idle" and locks == 0 for state, locks in found), found
+            with psycopg.connect(pg_url) as conn:  # every flow and head can be locked at once
+                conn.execute("SET lock_timeout = '1s'")
+                conn.execute("SELECT FROM flow FOR UPDATE")
+                conn.execute("SELECT FROM head FOR UPDATE")
+                conn.rollback()
+            # Calls beside it take what it was about to take (the stopped
+            # claim took nothing; the stopped ack keeps its lease on f1).
+            _, leases = timed(child, lambda: q.claim_many(2))
+            assert {lease.event_id for lease in leases} == ({"g1"} if mode == "settle" else {"f1", "g1"})
+            timed(child, lambda: q.enqueue("f3", {}, flow="F"))
+            timed(child, lambda: q.settle_many([(lease, "ack") for lease in leases]))
+            assert child.poll() is None  # stopped all along
+        assert {lease.event_id for lease in q.claim_many(3)} == (set() if mode == "settle" else {"f2"})
+    check_pg_invariants(pg_url)
+
+
+def test_calls_on_other_flows_do_not_wait_for_a_process_stopped_holding_locks_in_an_effect(pg_url: str) -> None:
+    mode = "effect"
+    with fairq.Queue(pg_url) as q:
+        q.enqueue_many([("f1", {}, "F"), ("f2", {}, "F")])
         took: dict[str, list[float]] = {"enqueue": [], "claim": [], "ack": []}
         with frozen(pg_url, mode) as child:
             # The stopped process holds a head that is due (its lease of 0.3 s
@@ -115,7 +146,7 @@ def test_calls_on_other_flows_do_not_wait_for_a_process_stopped_holding_locks(pg
                 took["ack"].append(seconds)
             assert child.poll() is None  # stopped all along
         # Once the process is gone, what it held comes back.
-        held = {"h0", "h1", "h2"} if mode == "claim" else {"f1"}
+        held = {"f1"}
         got: set[str] = set()
         until(lambda: got.update(lease.event_id for lease in q.claim_many(3)) or got == held,
               "the held heads to come back")
@@ -145,35 +176,41 @@ def test_a_call_waits_for_a_shard_only_when_every_shard_is_held(pg_url: str) -> 
 
 
 def test_a_claim_beside_another_claims_promotion_skips_its_heads_and_is_woken_when_it_commits(
-        pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    a, b = fairq.Queue(pg_url), fairq.Queue(pg_url)
+        pg_url: str) -> None:
+    a, b = fairq.Queue(with_name(pg_url, PAUSED)), fairq.Queue(pg_url)
     try:
         a.enqueue_many([{"event_id": f"h{i}", "body": {}, "flow": f"H{i}", "delay": 0.2} for i in range(3)])
         until(lambda: due_heads_waiting(pg_url) == 3, "the delayed heads to be due")
+        # A's claim stops in the server once it has promoted the three heads (it holds them).
+        pause_at(pg_url, "fairq_claim", "    GET DIAGNOSTICS v_promoted = ROW_COUNT;")
         with psycopg.connect(pg_url, autocommit=True) as listener:
             listener.execute(f"LISTEN {READY_CHANNEL}")
-            real = TxnCore.execute
-            beside: list[Any] = []
-
-            def execute(self: TxnCore, sql: str, params: Any = None) -> Any:
-                result = real(self, sql, params)
-                if sql.startswith("UPDATE head SET runnable = true") and not beside:
-                    # A has promoted all three heads and holds them: B, beside it, does not wait.
-                    claimer = threading.Thread(target=lambda: beside.append(b.claim()))
-                    beside.append(claimer)
-                    claimer.start()
-                    claimer.join(timeout=WATCHDOG)
-                    assert not claimer.is_alive(), "a claim waited for heads another claim was promoting"
-                return result
-
-            monkeypatch.setattr(TxnCore, "execute", execute)
-            taken = a.claim()
-            monkeypatch.undo()
-            assert beside[1:] == [None]  # B found nothing claimable while A held the heads
-            assert taken is not None and taken.event_id == "h0"
+            taken: list[Any] = []
+            with held(pg_url):
+                claimer = threading.Thread(target=lambda: taken.append(a.claim()))
+                claimer.start()
+                wait_paused(pg_url)
+                # B, beside it, does not wait for the heads A is promoting.
+                _, beside = timed_alone(b.claim)
+                assert beside is None  # B found nothing claimable while A held the heads
+            claimer.join(timeout=WATCHDOG)
+            assert not claimer.is_alive()
+            assert taken[0] is not None and taken[0].event_id == "h0"
             # A took one of the three it promoted: its commit wakes workers for the other two.
             assert [n.channel for n in listener.notifies(timeout=2, stop_after=1)] == [READY_CHANNEL]
         assert [lease.event_id for lease in b.claim_many(3)] == ["h1", "h2"]
     finally:
         a.close()
         b.close()
+
+
+def timed_alone(call: Callable[[], Any]) -> tuple[float, Any]:
+    """(seconds the call took, its result) for a call run in a thread; one
+    still running after WATCHDOG fails the test (it waited)."""
+    out: list[Any] = []
+    began = time.monotonic()
+    runner = threading.Thread(target=lambda: out.append(call()), daemon=True)
+    runner.start()
+    runner.join(WATCHDOG)
+    assert not runner.is_alive(), "a claim waited for heads another claim was promoting"
+    return time.monotonic() - began, out[0]

@@ -6,12 +6,18 @@ expired leases, a spent budget, stale and expired settles, a refused time)."""
 
 from __future__ import annotations
 
-from typing import Any
+import json
+import os
+import subprocess
+import sys
+from typing import Any, NamedTuple
 
 import pytest
 
 import fairq
 from fairq.postgres import store
+from fairq.postgres.connection import PgDatabase
+from helpers import ROOT
 from pgcluster import fresh_schema, require_psycopg
 
 psycopg = require_psycopg()
@@ -49,3 +55,37 @@ def test_the_one_statement_verbs_leave_what_the_python_verbs_leave(pg_server: An
     monkeypatch.setattr(store, "ONE_STATEMENT", frozenset({"claim", "settle", "extend"}))
     one = scenario(fresh_schema(pg_server.url)[1])
     assert one == python
+
+
+def test_a_retry_of_a_lease_claimed_in_another_process_is_one_statement(pg_url: str,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    # The jitter draw is made for the attempts the lease carries; the lease
+    # object brings them, whichever process claimed it.
+    with fairq.Queue(pg_url) as q:
+        q.enqueue_many([("e1", {}, "F"), ("e2", {}, "G")])
+        claimed = subprocess.run(
+            [sys.executable, "-c", "import dataclasses, json, sys, fairq\n"
+             "with fairq.Queue(sys.argv[1]) as q:\n"
+             "    print(json.dumps([dataclasses.asdict(lease) for lease in q.claim_many(2)]))", pg_url],
+            env={**os.environ, "PYTHONPATH": str(ROOT / "src")}, capture_output=True, text=True, timeout=60,
+            check=True)
+        lease, keyed = [fairq.Lease(**fields) for fields in json.loads(claimed.stdout)]
+        sent: list[str] = []
+        real = PgDatabase.statement
+
+        def statement(self: PgDatabase, name: str, sql: str, params: dict[str, Any]) -> list[Any]:
+            sent.append(name)
+            return real(self, name, sql, params)
+
+        monkeypatch.setattr(PgDatabase, "statement", statement)
+        assert q.retry(lease, "busy").attempts == 1
+        assert sent == ["settle"]
+        # A lease known only by its key: the function asks for the draw, and is called again.
+        sent.clear()
+        assert q.retry(Key(keyed.event_id, keyed.generation), "busy").attempts == 1
+        assert sent == ["settle", "settle"]
+
+
+class Key(NamedTuple):
+    event_id: str
+    generation: int

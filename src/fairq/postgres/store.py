@@ -96,11 +96,10 @@ def clock_name(server_clock: bool) -> str:
 
 
 #: The verbs that run as one statement (verbs.py) when their transaction is
-#: fairq's own and nothing else runs in it. Empty for now: tests that hook
-#: the Python path's statements (or freeze a process inside its open
-#: transaction) are yet to be given a one-statement counterpart;
-#: tests/postgres/test_pg_one_statement.py turns it on.
-ONE_STATEMENT: frozenset[str] = frozenset()
+#: fairq's own and nothing else runs in it (a settle with an effect, or a
+#: verb joined to an application's transaction, runs from Python).
+#: tests/postgres/test_pg_one_statement.py empties it to compare the two.
+ONE_STATEMENT: frozenset[str] = frozenset({"claim", "settle", "extend"})
 
 #: What policy() answers before such a transaction has begun: "the stored
 #: policy", which the one statement reads in its own transaction. Its values
