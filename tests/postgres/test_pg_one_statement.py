@@ -17,7 +17,7 @@ import pytest
 import fairq
 from fairq.postgres import store
 from fairq.postgres.connection import PgDatabase
-from helpers import ROOT
+from helpers import ROOT, TOKEN, running
 from pgcluster import fresh_schema, require_psycopg
 
 psycopg = require_psycopg()
@@ -84,6 +84,28 @@ def test_a_retry_of_a_lease_claimed_in_another_process_is_one_statement(pg_url: 
         sent.clear()
         assert q.retry(Key(keyed.event_id, keyed.generation), "busy").attempts == 1
         assert sent == ["settle", "settle"]
+
+
+def test_a_retry_through_fairq_serve_sends_the_attempts_so_it_is_one_statement(
+        pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # fairq.Client sends the attempts a lease carries with its key, so the
+    # server's store draws the jitter for them in its one statement.
+    with fairq.Queue(pg_url) as q, running(q) as server:
+        client = fairq.Client(server.url, token=TOKEN, timeout=10)
+        client.enqueue("e1", {}, flow="F")
+        lease = client.claim(owner="remote")
+        assert lease is not None and lease.attempts == 1
+        sent: list[str] = []
+        real = PgDatabase.statement
+
+        def statement(self: PgDatabase, name: str, sql: str, params: dict[str, Any]) -> list[Any]:
+            sent.append(name)
+            return real(self, name, sql, params)
+
+        monkeypatch.setattr(PgDatabase, "statement", statement)
+        assert client.retry(lease, "busy").attempts == 1
+        assert sent == ["settle"]
+        assert q.get("e1").state is fairq.State.READY and q.get("e1").next_at is not None
 
 
 class Key(NamedTuple):

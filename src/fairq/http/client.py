@@ -30,7 +30,7 @@ from urllib.parse import urlencode, urlsplit
 
 from .. import _validate as v
 from ..errors import InvalidInput, LeaseLost, RedriveRefused, RemoteError, Unavailable
-from ..leases import lease_key, redrive_command, settle_parts
+from ..leases import lease_attempts, lease_key, redrive_command, settle_parts
 from ..queue import MAX_BATCH, Queue
 from ..types import (
     AuditEntry,
@@ -364,8 +364,12 @@ def _wire_settle_item(item: Any) -> dict[str, Any]:
 
 
 def _wire_lease(lease: Any) -> dict[str, Any]:
+    """The lease's key, and the attempts it was handed with when it carries them."""
     event_id, generation = lease_key(lease, "lease")
-    return {"event_id": event_id, "generation": generation}
+    attempts = lease_attempts(lease)
+    if attempts is None:
+        return {"event_id": event_id, "generation": generation}
+    return {"event_id": event_id, "generation": generation, "attempts": attempts}
 
 
 def _wire_item(item: Any) -> Any:

@@ -188,10 +188,13 @@ def from_json(cls: type[T], data: Any) -> T:
 
 
 class LeaseRef(NamedTuple):
-    """What settle and extend need back from a lease: its event_id and generation."""
+    """What settle and extend need back from a lease: its event_id and
+    generation, and the attempts it was handed with when sent (a hint the store
+    checks: a jittered retry's draw is made for them)."""
 
     event_id: Any
     generation: Any
+    attempts: Any = None
 
 
 _LEASE_KEYS = frozenset(f.name for f in dataclasses.fields(Lease))
@@ -211,7 +214,7 @@ def lease_ref(value: Any, field: str) -> LeaseRef:
     for key in ("event_id", "generation"):
         if key not in value:
             raise InvalidInput(f"{field}.{key}", "is required")
-    return LeaseRef(value["event_id"], value["generation"])
+    return LeaseRef(value["event_id"], value["generation"], value.get("attempts"))
 
 
 def check_json(value: Any, field: str) -> None:
