@@ -3,6 +3,8 @@
 Runs inside a queue write transaction (store.txn.TxnCore); never commits.
 Set-based: one read of the ids already known, one seq allocation for every
 flow in the batch, one read of which flows already have a head, one insert.
+A single event of a flow of its own is one insert that writes nothing when
+its id is known (then read and judged as above).
 Whether a repeat matches (fairq.rules.check_repeat) and where a new head
 joins the rotation (fairq.rules.join_pass) are the rules' to say.
 """
@@ -41,11 +43,24 @@ _KNOWN_ONE = (
 )
 
 
+# A new id of a flow of its own becomes that flow's head (seq 1) at the end
+# of the rotation; an id already stored or tombstoned inserts nothing (and
+# is judged by _KNOWN_ONE). Positional parameters, in the column order.
+_INSERT_OWN_FLOW = (
+    "INSERT INTO event (event_id, flow_id, seq, body, state, created_ms, due_ms, next_at_ms, "
+    "pass, turn, dispatch_ms, runnable) SELECT ?1, NULL, 1, ?2, 'ready', ?3, ?4, ?4, ?5, ?6, ?4, ?7 "
+    "WHERE NOT EXISTS (SELECT 1 FROM tombstone WHERE event_id = ?1) "
+    "ON CONFLICT (event_id) DO NOTHING"
+)
+
+
 def enqueue_many(tx: TxnCore, items: Sequence[NewEvent], now_ms: int) -> list[Enqueued]:
     """Store each new event at the end of its flow; identical repeats collapse.
 
     Any conflict raises before anything is written.
     """
+    if len(items) == 1 and items[0].flow is None and _insert_own_flow(tx, items[0], now_ms):
+        return enqueued(items, {}, {items[0].event_id: 1})
     if len(items) == 1:  # one id: looked up by value, without a JSON list
         found = tx.connection.execute(_KNOWN_ONE, {"id": items[0].event_id})
     else:
@@ -54,6 +69,27 @@ def enqueue_many(tx: TxnCore, items: Sequence[NewEvent], now_ms: int) -> list[En
     fresh = fresh_events(items, stored)
     seqs = _insert_events(tx, list(fresh.values()), now_ms) if fresh else {}
     return enqueued(items, stored, seqs)
+
+
+def _insert_own_flow(tx: TxnCore, item: NewEvent, now_ms: int) -> bool:
+    """Insert one event of a flow of its own if its id is new (one statement
+    where a lookup and an insert would be two); False: the id is known, and
+    nothing was written."""
+    row = tx.state_row()
+    p = next(placed([item], {}, now_ms))
+    turn = row.turn + 1  # taken below only if the insert happened
+    inserted = tx.connection.execute(
+        _INSERT_OWN_FLOW,
+        (item.event_id, item.body, now_ms, p.next_at_ms, rules.join_pass(row.tail), turn,
+         int(p.next_at_ms <= now_ms)),
+    ).rowcount
+    if not inserted:
+        return False
+    taken = tx.next_turn()
+    assert taken == turn
+    tx.moved(None, "ready")
+    tx.happened("enqueued")
+    return True
 
 
 def _insert_events(tx: TxnCore, items: list[NewEvent], now_ms: int) -> dict[str, int]:

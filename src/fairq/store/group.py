@@ -40,6 +40,11 @@ REENTRY = ("a fairq call from inside its own effect or apply: the transaction is
            "open; use the connection the callback was given")
 
 
+def _armed() -> bool:
+    """Whether any crash or freeze point is set (unset, a group skips its points' loop)."""
+    return _crash.ARMED is not None or _crash.FROZEN is not None
+
+
 class Interrupted(BaseException):
     """What finish() raises when a call waiting for its group's COMMIT is
     interrupted (a Ctrl-C, its `__cause__`): the call's writes are in the
@@ -92,11 +97,13 @@ class Writers:
     def take_for_write(self) -> None:
         """Hold the connection for a write call (joining an open group, or
         free to begin one when no read is waiting)."""
-        self.refuse_reentry()
+        me = threading.get_ident()
+        if self.owner == me:
+            raise UsageError(REENTRY)
         if self.conn_lock.acquire(blocking=False):  # nobody has it: no need to count as waiting
             with self._state:
                 if self.group is not None or not self._reading:
-                    self.owner = threading.get_ident()
+                    self.owner = me
                     return
             self.conn_lock.release()
         while True:
@@ -111,7 +118,7 @@ class Writers:
             with self._state:
                 self._waiting -= 1
                 if self.group is not None or not self._reading:
-                    self.owner = threading.get_ident()
+                    self.owner = me
                     return
             self.conn_lock.release()  # a read waits for the connection between groups: it goes first
             with self._state:
@@ -195,7 +202,7 @@ class Writers:
             self._end(conn, group)
         finally:
             self.let_go()
-            if group.error is None:
+            if group.error is None and _armed():
                 for name in dict.fromkeys(group.names):
                     _crash.point(name, "after_commit")  # committed, and no call answered yet
             if group.done is not None:  # calls of the group wait for it
@@ -206,8 +213,9 @@ class Writers:
         the next group begin."""
         try:
             if group.error is None:
-                for name in dict.fromkeys(group.names):
-                    _crash.point(name, "before_commit")
+                if _armed():
+                    for name in dict.fromkeys(group.names):
+                        _crash.point(name, "before_commit")
                 conn.execute(COMMIT)
         except BaseException as failure:
             group.error = failure
@@ -223,4 +231,5 @@ class Writers:
                     if group.error is None:
                         self.groups += 1
                         self.calls += group.size
-                    self._state.notify_all()
+                    if self._reading:  # only a read (or close) waits for the group to end
+                        self._state.notify_all()

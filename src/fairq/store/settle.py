@@ -33,9 +33,9 @@ def _held(tx: TxnCore, event_ids: list[str]) -> dict[str, _Held]:
     # The rows the fence judges, by the event_id index, read under the write
     # lock; one id by value, without a JSON list.
     if len(event_ids) == 1:
-        rows = tx.connection.execute(_FENCE_ONE, {"id": event_ids[0]})
-    else:
-        rows = tx.connection.execute(_FENCE_MANY, {"ids": json.dumps(event_ids)})
+        row = tx.connection.execute(_FENCE_ONE, {"id": event_ids[0]}).fetchone()
+        return {} if row is None else {row[0]: _Held._make(row)}
+    rows = tx.connection.execute(_FENCE_MANY, {"ids": json.dumps(event_ids)})
     return {row[0]: _Held._make(row) for row in rows}
 
 

@@ -47,6 +47,29 @@ class StateRow:
     waiting_ms: int | None  # the earliest dispatch time in the waiting index (None: it is empty)
 
 
+# Both one-row tables, with the waiting index's first entry (TxnCore.state_row).
+_STATE_ROW = (
+    "SELECT s.now_ms, s.vtime, s.tail, s.turn, s.claim_lag, "
+    "(SELECT min(dispatch_ms) FROM event WHERE runnable = 0 AND dispatch_ms IS NOT NULL), "
+    "p.max_attempts, p.lease_ms, "
+    "p.backoff_base_s, p.backoff_factor, p.backoff_cap_s, p.backoff_jitter, p.version "
+    "FROM queue_state AS s JOIN policy AS p ON p.id = 1 WHERE s.id = 1"
+)
+
+# The clock, rotation counters and totals only move forward (CHECK keeps
+# tail >= vtime); the state counts follow the transitions made. Positional
+# parameters (in the order of the SET list): binding 16 named ones cost
+# ~6 us a call, three times per enqueue-claim-ack cycle.
+_WRITE_STATE_ROW = (
+    "UPDATE queue_state SET now_ms = ?, vtime = ?, tail = ?, turn = ?, "
+    "ready_n = ready_n + ?, inflight_n = inflight_n + ?, "
+    "acked_n = acked_n + ?, quarantined_n = quarantined_n + ?, "
+    "enqueued_total = enqueued_total + ?, claimed_total = claimed_total + ?, "
+    "expired_total = expired_total + ?, acked_total = acked_total + ?, "
+    "retried_total = retried_total + ?, quarantined_total = quarantined_total + ?, "
+    "redriven_total = redriven_total + ?, claim_lag = coalesce(?, claim_lag) WHERE id = 1"
+)
+
 # The counts a transaction adds to, as plain ints: no Counter, no key built per call.
 _NO_MOVES = {"ready": 0, "inflight": 0, "acked": 0, "quarantined": 0}
 _NO_TOTALS = dict.fromkeys(TOTALS, 0)
@@ -88,33 +111,30 @@ class TxnCore(AuditTrail):
         """The queue_state row, read once per transaction (written back by _flush),
         with the stored retry policy and the earliest waiting dispatch time
         in the same statement."""
-        if self._row is None:
+        row = self._row
+        if row is None:
             # Both one-row tables, read under this transaction's lock: a verb
             # judges by the policy stored now, whichever process set it. The
             # waiting index's first entry (one seek) tells a claim whether any
             # head came due, so it promotes only when one did.
-            row = self.connection.execute(
-                "SELECT s.now_ms, s.vtime, s.tail, s.turn, s.claim_lag, "
-                "(SELECT min(dispatch_ms) FROM event WHERE runnable = 0 AND dispatch_ms IS NOT NULL), "
-                "p.max_attempts, p.lease_ms, "
-                "p.backoff_base_s, p.backoff_factor, p.backoff_cap_s, p.backoff_jitter, p.version "
-                "FROM queue_state AS s JOIN policy AS p ON p.id = 1 WHERE s.id = 1"
-            ).fetchone()
-            self._row = StateRow(*row[:6])
-            self._policy_row = row[6:]
-        return self._row
+            read = self.connection.execute(_STATE_ROW).fetchone()
+            row = self._row = StateRow(*read[:6])
+            self._policy_row = read[6:]
+        return row
 
     def policy(self) -> Policy:
         """The stored retry policy, as this transaction sees it (built when first asked)."""
-        self.state_row()
-        if self._policy is None:
-            self._policy = policy_from_row(self._policy_row)
-        return self._policy
+        if self._row is None:
+            self.state_row()
+        found = self._policy
+        if found is None:
+            found = self._policy = _policy(self._policy_row)
+        return found
 
     def now(self, requested_ms: int, explicit: bool) -> int:
         """The time this call runs at; raises ClockError for an explicit time
         before the stored clock, clamps a wall clock that stepped back."""
-        clock = self.state_row()
+        clock = self._row or self.state_row()
         now_ms = policy.effective_now(requested_ms, clock.now_ms, explicit=explicit)
         if now_ms - requested_ms > _AHEAD_WARNING_MS and _ahead_warned[0] != now_ms:
             _ahead_warned[0] = now_ms
@@ -132,7 +152,7 @@ class TxnCore(AuditTrail):
         index's earliest entry, read with the state row, has; or this
         transaction already moved events (their new dispatch times are not in
         that reading)."""
-        waiting_ms = self.state_row().waiting_ms
+        waiting_ms = (self._row or self.state_row()).waiting_ms
         return self._counted or (waiting_ms is not None and waiting_ms <= now_ms)
 
     def stored_now(self) -> int:
@@ -146,7 +166,7 @@ class TxnCore(AuditTrail):
 
     def next_turn(self) -> int:
         """The next arrival number: it breaks ties between equal passes."""
-        clock = self.state_row()
+        clock = self._row or self.state_row()
         clock.turn += 1
         self._dirty = True
         return clock.turn
@@ -187,20 +207,11 @@ class TxnCore(AuditTrail):
         """Write the state row once, before COMMIT, if this call changed it."""
         if not self._dirty:
             return
-        clock = self.state_row()
+        clock = self._row or self.state_row()
         moved, totals = self._moved, self._totals
-        # The clock, rotation counters and totals only move forward (CHECK
-        # keeps tail >= vtime); the state counts follow the transitions made.
-        # Positional parameters (in the order of the SET list): binding 16
-        # named ones cost ~6 us a call, three times per enqueue-claim-ack cycle.
+        # The state row's new values (_WRITE_STATE_ROW says what each keeps).
         self.connection.execute(
-            "UPDATE queue_state SET now_ms = ?, vtime = ?, tail = ?, turn = ?, "
-            "ready_n = ready_n + ?, inflight_n = inflight_n + ?, "
-            "acked_n = acked_n + ?, quarantined_n = quarantined_n + ?, "
-            "enqueued_total = enqueued_total + ?, claimed_total = claimed_total + ?, "
-            "expired_total = expired_total + ?, acked_total = acked_total + ?, "
-            "retried_total = retried_total + ?, quarantined_total = quarantined_total + ?, "
-            "redriven_total = redriven_total + ?, claim_lag = coalesce(?, claim_lag) WHERE id = 1",
+            _WRITE_STATE_ROW,
             (clock.now_ms, clock.vtime, clock.tail, clock.turn,
              moved["ready"], moved["inflight"], moved["acked"], moved["quarantined"],
              totals["enqueued"], totals["claimed"], totals["expired"], totals["acked"],
@@ -229,6 +240,20 @@ class TxnCore(AuditTrail):
             "VALUES (:event_id, :action, :reason, :actor, :generation, :at_ms, :detail)",
             rows,
         )
+
+
+# The policy row this process last read, and the Policy built from it: a
+# verb after verb on an unchanged policy builds it no more (Policy is frozen).
+_last_policy: list[tuple[tuple[Any, ...], Policy | None]] = [((), None)]
+
+
+def _policy(row: tuple[Any, ...]) -> Policy:
+    """The Policy of a stored policy row (the one built last, if the row is unchanged)."""
+    last_row, built = _last_policy[0]
+    if built is None or row != last_row:
+        built = policy_from_row(row)
+        _last_policy[0] = (row, built)
+    return built
 
 
 # The claim-lag histogram this process last read or wrote, as stored text and
