@@ -3,7 +3,8 @@ the answer fairq.rules / fairq.policy gives, over thousands of random inputs:
 the time a call runs at, the rotation step and join place, an expired
 lease's fate, the fence verdict, the settle decision with backoff and jitter
 (the draw is an input, so both sides get the same), the claim-lag bucket and
-the seconds written into audit details."""
+the seconds written into audit details; and (schema step 5) whether a
+repeat enqueue matches what it repeats and where each new event goes."""
 
 from __future__ import annotations
 
@@ -16,8 +17,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import fairq
-from fairq import policy, rules
-from fairq.errors import ClockError, LeaseExpired, StaleLease
+from fairq import policy, rows, rules
+from fairq.backend import NewEvent
+from fairq.errors import ClockError, Conflict, LeaseExpired, StaleLease
 from fairq.policy import Backoff
 from fairq.types import Outcome
 from pgcluster import require_psycopg
@@ -135,4 +137,47 @@ def test_seconds_in_audit_details_are_written_as_python_writes_them(sql: Any) ->
     @given(st.one_of(MS, st.integers(0, 10**7)))
     def check(ms: int) -> None:
         assert one(sql, "SELECT fairq_seconds_json(%(m)s)", {"m": ms})[0] == json.dumps(policy.from_ms(ms))
+    check()
+
+
+def test_whether_a_repeat_enqueue_matches(sql: Any) -> None:
+    flows = st.sampled_from([None, "A", "B", "a", "A "])
+    bodies = st.one_of(st.sampled_from(['{"a":1}', '{"a":2}', '"x"', "1", "1.0"]),
+                       st.text(alphabet=st.characters(blacklist_characters="\x00", blacklist_categories=["Cs"]),
+                               max_size=20))
+
+    @RULES
+    @given(flows, bodies, flows, bodies, st.booleans())
+    def check(flow: str | None, body: str, stored_flow: str | None, stored_body: str, tombstone: bool) -> None:
+        kept: str | bytes = rules.body_hash(stored_body) if tombstone else stored_body
+        got = one(sql, "SELECT fairq_repeats(%(f)s, %(b)s, %(h)s, %(sf)s, %(sb)s, %(sh)s)",
+                  {"f": flow, "b": body, "h": rules.body_hash(body), "sf": stored_flow,
+                   "sb": None if tombstone else stored_body, "sh": kept if tombstone else None})[0]
+        try:
+            rules.check_repeat("e", flow, body, stored_flow=stored_flow, stored_body=kept)
+        except Conflict:
+            assert got is False
+        else:
+            assert got is True
+    check()
+
+
+def test_where_each_new_event_goes(sql: Any) -> None:
+    items = st.lists(st.tuples(st.sampled_from([None, "A", "B", "C"]), st.integers(0, 10**9),
+                               st.one_of(st.none(), MS)), min_size=1, max_size=12)
+
+    @RULES
+    @given(items, MS, st.lists(st.tuples(st.integers(1, 10**12), st.booleans()), min_size=3, max_size=3))
+    def check(batch: list[tuple[str | None, int, int | None]], now: int, slots: list[tuple[int, bool]]) -> None:
+        events = [NewEvent(f"e{i}", flow, "{}", delay, at) for i, (flow, delay, at) in enumerate(batch)]
+        names = sorted({e.flow for e in events if e.flow is not None})
+        flows = {name: [0, first, busy] for name, (first, busy) in zip(names, slots)}
+        got = sql.execute("SELECT o_seq, o_head, o_next_at FROM fairq_placed(%(f)s::text[], %(d)s::bigint[], "
+                          "%(a)s::bigint[], %(n)s, %(names)s::text[], %(first)s::bigint[], %(busy)s::boolean[]) "
+                          "ORDER BY o_i",
+                          {"f": [e.flow for e in events], "d": [e.delay_ms for e in events],
+                           "a": [e.at_ms for e in events], "n": now, "names": names,
+                           "first": [flows[n][1] for n in names], "busy": [flows[n][2] for n in names]}).fetchall()
+        want = [(p.seq, p.head, p.next_at_ms) for p in rows.placed(events, flows, now)]
+        assert [tuple(r) for r in got] == want
     check()

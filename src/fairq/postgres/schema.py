@@ -23,12 +23,15 @@ from .failures import reraise
 
 #: STEPS[v] upgrades a schema from version v - 1 to version v.
 STEPS: dict[int, str] = {1: "migrations/0001_initial.sql", 2: "migrations/0002_console.sql",
-                         3: "migrations/0003_clock_mode.sql", 4: "migrations/0004_verbs.sql"}
-LATEST = 4
+                         3: "migrations/0003_clock_mode.sql", 4: "migrations/0004_verbs.sql",
+                         5: "migrations/0005_enqueue.sql"}
+LATEST = 5
 #: The first version that records the queue's clock (queue_clock.mode).
 CLOCK_VERSION = 3
 #: The first version with the one-statement verbs (fairq_claim, fairq_settle, fairq_extend).
 VERBS_VERSION = 4
+#: The first version with the one-statement enqueue (fairq_enqueue).
+ENQUEUE_VERSION = 5
 #: The receipts table of an Inbox: made with step 1, or alone (ensure_receipts).
 RECEIPTS = "migrations/receipts.sql"
 

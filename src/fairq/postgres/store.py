@@ -23,12 +23,12 @@ from ..backend import NewEvent, SettleItem
 from ..errors import InvalidInput, LeaseLost, RedriveRefused, UsageError
 from ..policy import Backoff, Policy, policy_json, to_ms
 from ..types import ClockReset, Enqueued, Lease, Settled
-from . import claim, enqueue, maintenance, settle, verbs
+from . import claim, enqueue, enqueue_one, maintenance, settle, verbs
 from .connection import PgDatabase
 from .policy_store import change_policy, store_policy
 from .reads import PgReads
 from .schedules import PgSchedules
-from .schema import VERBS_VERSION, ensure_schema, require_current
+from .schema import ENQUEUE_VERSION, VERBS_VERSION, ensure_schema, require_current
 from .txn import SERVER_CLOCK_MESSAGE, TxnCore
 
 __all__ = ["PgStore", "PgTxn"]
@@ -78,7 +78,7 @@ class PgStore:
         `conn` (a psycopg connection in the application's open transaction)
         the writes join it and commit with it (the outbox)."""
         return PgTxn(self.db, name, conn, server_clock=self.server_clock,
-                     one_statement=self.version >= VERBS_VERSION)
+                     one_statement=self.version >= (ENQUEUE_VERSION if name == "enqueue" else VERBS_VERSION))
 
     def read(self, fn: Callable[[PgReads], T]) -> T:
         """fn(reads) on one read-only snapshot."""
@@ -95,11 +95,11 @@ def clock_name(server_clock: bool) -> str:
     return "server" if server_clock else "model"
 
 
-#: The verbs that run as one statement (verbs.py) when their transaction is
-#: fairq's own and nothing else runs in it (a settle with an effect, or a
-#: verb joined to an application's transaction, runs from Python).
+#: The verbs that run as one statement (verbs.py, enqueue_one.py) when their
+#: transaction is fairq's own and nothing else runs in it (a settle with an
+#: effect, or a verb joined to an application's transaction, runs from Python).
 #: tests/postgres/test_pg_one_statement.py empties it to compare the two.
-ONE_STATEMENT: frozenset[str] = frozenset({"claim", "settle", "extend"})
+ONE_STATEMENT: frozenset[str] = frozenset({"claim", "settle", "extend", "enqueue"})
 
 #: What policy() answers before such a transaction has begun: "the stored
 #: policy", which the one statement reads in its own transaction. Its values
@@ -111,11 +111,11 @@ _STORED_LEASE_MS = to_ms(STORED_POLICY.lease_seconds)
 
 
 class PgTxn(TxnCore):
-    """Every verb, bound to one transaction (a context manager). A claim,
-    settle or extend on fairq's own connection begins nothing until it knows
-    what it runs: the verb alone is one statement (verbs.py); anything else
-    (a settle effect, a fence check) begins the transaction as before, and
-    the verb's SQL runs from Python."""
+    """Every verb, bound to one transaction (a context manager). An enqueue,
+    claim, settle or extend on fairq's own connection begins nothing until it
+    knows what it runs: the verb alone is one statement (verbs.py,
+    enqueue_one.py); anything else (a settle effect, a fence check) begins
+    the transaction as before, and the verb's SQL runs from Python."""
 
     def __init__(self, db: PgDatabase, name: str, conn: Any, *, server_clock: bool,
                  one_statement: bool = True) -> None:
@@ -189,7 +189,10 @@ class PgTxn(TxnCore):
         return self.policy().max_attempts if max_attempts == STORED_POLICY.max_attempts else max_attempts
 
     def enqueue_many(self, items: Sequence[NewEvent], now_ms: int) -> list[Enqueued]:
-        return enqueue.enqueue_many(self, items, now_ms)
+        requested = self._one_statement()
+        if requested is not None:
+            return enqueue_one.enqueue_many(self, items, requested=requested)
+        return enqueue.enqueue_many(self, items, self._at(now_ms))
 
     def set_policy(self, new: Policy, *, reason: str | None, actor: str | None, now_ms: int) -> Policy:
         """Store `new` as the next policy version with one audit row; unchanged: no write."""
