@@ -185,6 +185,7 @@ def test_a_claim_beside_another_claims_promotion_skips_its_heads_and_is_woken_wh
         pause_at(pg_url, "fairq_claim", "    GET DIAGNOSTICS v_promoted = ROW_COUNT;")
         with psycopg.connect(pg_url, autocommit=True) as listener:
             listener.execute(f"LISTEN {READY_CHANNEL}")
+            listener.execute("SELECT pg_advisory_lock_shared(26228, 0)")  # a worker asleep
             taken: list[Any] = []
             with held(pg_url):
                 claimer = threading.Thread(target=lambda: taken.append(a.claim()))

@@ -15,11 +15,17 @@ from pgcluster import require_psycopg
 psycopg = require_psycopg()
 
 
+#: A worker asleep: its listening connection holds this shared (fairq.postgres.listen).
+ASLEEP = "SELECT pg_advisory_lock_shared(26228, 0)"
+
+
 @pytest.fixture
 def listener(pg_url: str):
+    """A listening connection of a worker that is asleep."""
     conn = psycopg.connect(pg_url, autocommit=True)
     conn.execute(f"LISTEN {READY_CHANNEL}")
     conn.execute(f"LISTEN {DUE_CHANNEL}")
+    conn.execute(ASLEEP)
     yield conn
     conn.close()
 
@@ -102,3 +108,23 @@ def test_work_left_waiting_notifies_the_earliest_time_it_is_due(pg_url: str, lis
         assert lease is not None and lease.event_id == "after"
         q.ack(lease, now=12)
         assert due_notices(listener) == [32_000]
+
+
+def test_the_verbs_notify_only_while_some_worker_may_be_asleep(pg_url: str) -> None:
+    """A NOTIFY makes notifying commits take turns: a claim, settle or extend sends
+    none while no worker is asleep, and does once one is."""
+    with fairq.Queue(pg_url, clock="model") as q, psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute(f"LISTEN {READY_CHANNEL}")
+        conn.execute(f"LISTEN {DUE_CHANNEL}")
+        q.enqueue_many([(f"e{i}", {}, "F") for i in range(6)], now=10)
+        heard(conn)
+        q.ack(q.claim(now=10), now=10)  # F's next event becomes claimable: nobody asleep to tell
+        q.retry(q.claim(now=10), "later", delay=5, now=10)  # due later: nobody asleep to tell
+        assert heard(conn) == []
+        conn.execute(ASLEEP)
+        q.release(q.claim(now=20), now=20)
+        q.retry(q.claim(now=20), "later", delay=5, now=20)
+        assert heard(conn) == [(READY_CHANNEL, ""), (DUE_CHANNEL, "25000")]
+        conn.execute("SELECT pg_advisory_unlock_shared(26228, 0)")
+        q.ack(q.claim(now=30), now=30)
+        assert heard(conn) == []

@@ -35,12 +35,13 @@ def picked_up_after(queue: fairq.Queue, marks: Path, event_id: str, delay: float
 
 
 def listeners(url: str) -> int:
-    """Connections to the database at `url` whose last statement was a LISTEN."""
+    """Connections to the database at `url` whose last statement was a LISTEN, or the
+    mark of a process that may sleep (fairq.postgres.listen)."""
     import psycopg
 
     with psycopg.connect(url, autocommit=True) as conn:
         row = conn.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
-                           "AND query LIKE 'LISTEN%'").fetchone()
+                           "AND (query LIKE 'LISTEN%' OR query LIKE 'SELECT pg_advisory_%(26228, %')").fetchone()
     return int(row[0]) if row else 0
 
 

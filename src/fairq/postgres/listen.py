@@ -16,6 +16,17 @@ listen (the caller polls, backing off) and the thread reconnects, backing off
 up to RECONNECT_MAX seconds; once listening again it wakes every waiter,
 since work may have arrived meanwhile. Nothing here reads or writes queue
 rows, and nothing here decides what is claimable: the store does.
+
+A NOTIFY makes every notifying commit of the database take turns, so
+fairq's own transactions send one only while some worker may be asleep
+(schema step 4's fairq_asleep). The listening connection marks its process
+as one that may sleep (ASLEEP, a session-level advisory lock held shared)
+from a wait that finds it unmarked until LINGER seconds after its waits
+have ended; marking passes a barrier (COMMITTING, taken exclusive once)
+that waits for the transactions that checked before the mark to commit.
+Work those transactions made claimable was not announced: a wait that had
+to mark first (or any wait of a thread whose last look for work came
+before the current mark) returns at once, so its caller looks again.
 """
 
 from __future__ import annotations
@@ -32,13 +43,22 @@ from . import DUE_CHANNEL, READY_CHANNEL
 log = logging.getLogger("fairq")
 
 #: Seconds the reading thread blocks per read, so close() ends it soon after.
-READ_SLICE = 0.2
+READ_SLICE = 0.05
 #: Seconds between reconnection attempts: doubling from the first to the second.
 RECONNECT_MIN, RECONNECT_MAX = 0.05, 5.0
 #: Seconds a wait blocks at a time while checking its stop event.
 STOP_SLICE = 0.05
 #: Due times kept for waiters that have not looked yet; one that missed more looks again.
 DUE_KEPT = 64
+#: Seconds a process stays marked as one that may sleep after its last wait ended.
+LINGER = 1.0
+#: The mark of a process that may sleep, held shared by its listening connection
+#: (fairq_asleep in migrations/0004_verbs.sql checks it).
+_MARK = "SELECT pg_advisory_lock_shared(26228, 0)"
+#: The barrier: every transaction that checked for sleepers before the mark has ended.
+_BARRIER = "SELECT pg_advisory_lock(26228, 1), pg_advisory_unlock(26228, 1)"
+#: No longer a process that may sleep.
+_UNMARK = "SELECT pg_advisory_unlock_shared(26228, 0)"
 
 
 class Listener:
@@ -63,6 +83,10 @@ class Listener:
         self._closed = False
         self._thread: threading.Thread | None = None
         self._seen = threading.local()  # per waiting thread: the count when its last wait ended
+        self._marks = 0  # how many times the process was marked as one that may sleep
+        self._marked = False  # marked now (the lock is held)
+        self._waiting = 0  # threads inside wait()
+        self._last_wait = 0.0  # monotonic time the last wait ended
         self._conn: Any = None
 
     @property
@@ -91,6 +115,17 @@ class Listener:
             if due_seen is None:
                 due_seen = self._due_count
             listened = self._listening
+            if listened and not (self._marked and getattr(self._seen, "mark", None) == self._marks):
+                # Work committed since this thread last looked may be unannounced: mark, look again.
+                self._waiting += 1
+                while not (self._marked or not self._listening or self._closed
+                           or (stop is not None and stop.is_set())):
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        break
+                    self._cond.wait(min(left, STOP_SLICE))
+                return self._end_wait(self._marked and self._listening)
+            self._waiting += 1
             while self._count == seen and not self._closed and not (stop is not None and stop.is_set()):
                 if until is not None and self._due_count != due_seen:
                     deadline = min(deadline, time.monotonic() + self._seconds_to_due(due_seen, until))
@@ -100,9 +135,18 @@ class Listener:
                     break
                 self._cond.wait(min(left, STOP_SLICE) if stop is not None else left)
                 listened = listened and self._listening
-            self._seen.count = self._count
             self._seen.due = due_seen if until is not None else self._due_count
-            return listened and self._listening
+            return self._end_wait(listened and self._listening)
+
+    def _end_wait(self, listened: bool) -> bool:
+        """Leave wait() (the condition held): what this thread has seen, and when."""
+        self._waiting -= 1
+        self._last_wait = time.monotonic()
+        self._seen.count = self._count
+        self._seen.mark = self._marks if self._marked else None
+        if not listened:
+            self._seen.mark = None
+        return listened
 
     def _seconds_to_due(self, due_seen: int, until: Callable[[int], float]) -> float:
         """Seconds until the earliest due time heard after the waiter's `due_seen`th (0 if it missed some)."""
@@ -155,6 +199,8 @@ class Listener:
         self._conn = conn
         # The channels are fixed identifiers of fairq's; LISTEN cannot take a parameter.
         conn.execute("LISTEN " + self._channel)
+        # A barrier that does not end (a transaction stopped after its check) counts as a lost connection.
+        conn.execute("SET lock_timeout = '5s'")
         conn.execute("LISTEN " + self._due_channel)
         with self._cond:
             self._listening = True
@@ -169,6 +215,26 @@ class Listener:
                 self._heard(got.channel, got.payload)
             elif conn.closed:
                 raise ConnectionError("the listening connection closed")
+            self._keep_mark(conn)
+
+    def _keep_mark(self, conn: Any) -> None:
+        """Mark the process as one that may sleep when a waiter needs it; unmark it
+        LINGER seconds after the last wait ended."""
+        with self._cond:
+            mark = self._waiting > 0 and not self._marked
+            unmark = (self._marked and self._waiting == 0
+                      and time.monotonic() - self._last_wait > LINGER)
+            if unmark:
+                self._marked = False  # from now on a wait marks again first
+        if unmark:
+            conn.execute(_UNMARK)
+        if mark:
+            conn.execute(_MARK)
+            conn.execute(_BARRIER)
+            with self._cond:
+                self._marked = True
+                self._marks += 1
+                self._cond.notify_all()
 
     def _heard(self, channel: str, payload: str) -> None:
         """Wake the waiters: for new work, or with a due time they may sleep to."""
@@ -187,6 +253,7 @@ class Listener:
     def _drop(self) -> None:
         with self._cond:
             self._listening = False
+            self._marked = False  # the lock ends with the connection
             self._cond.notify_all()
         conn, self._conn = self._conn, None
         if conn is not None:

@@ -108,6 +108,22 @@ LANGUAGE sql IMMUTABLE AS $$
            CASE WHEN p_outcome = 'release' THEN p_attempts - 1 ELSE p_attempts END
 $$;
 
+-- True unless no worker can be asleep now (fairq.postgres.listen): a
+-- listening connection about to sleep holds lock (26228, 0) shared for as
+-- long as its process may sleep, then takes (26228, 1) exclusive once, which
+-- waits for every transaction holding it shared to end. A transaction asks
+-- just before its commit: it takes (26228, 1) shared until it ends (refused
+-- only while a sleeper is passing it: asleep), then tries (26228, 0)
+-- exclusive, let go at once, in one expression (held by a sleeper: asleep).
+-- So a transaction that saw nobody asleep commits before any worker that
+-- goes to sleep afterwards has looked for work again. A refusal by a
+-- concurrent check only adds a wake-up.
+CREATE OR REPLACE FUNCTION fairq_asleep() RETURNS boolean LANGUAGE sql VOLATILE AS $$
+    SELECT CASE WHEN NOT pg_try_advisory_xact_lock_shared(26228, 1) THEN true
+                WHEN pg_try_advisory_lock(26228, 0) THEN NOT pg_advisory_unlock(26228, 0)
+                ELSE true END
+$$;
+
 -- What a transaction leaves behind, just before it commits (the Python
 -- path's flush calls it too). p_outbox: a transaction joined to an
 -- application's, which takes no shard and appends its counters to rows of
@@ -155,11 +171,16 @@ BEGIN
          AS c(name, n)
     GROUP BY c.name ORDER BY c.name
     ON CONFLICT (name, shard) DO UPDATE SET n = counter.n + excluded.n;
-    -- Sleeping workers wake, or learn of an earlier due time; delivered at commit.
-    IF p_notify THEN
-        PERFORM pg_notify('fairq_ready', '');
-    ELSIF p_due IS NOT NULL THEN
-        PERFORM pg_notify('fairq_due', p_due::text);
+    -- Sleeping workers wake, or learn of an earlier due time; delivered at
+    -- commit. A NOTIFY serialises every notifying commit of the database, so
+    -- fairq's own transactions send it only while some worker may be asleep
+    -- (fairq_asleep); an outbox transaction, which may stay open, always does.
+    IF (p_notify OR p_due IS NOT NULL) AND (p_outbox OR fairq_asleep()) THEN
+        IF p_notify THEN
+            PERFORM pg_notify('fairq_ready', '');
+        ELSE
+            PERFORM pg_notify('fairq_due', p_due::text);
+        END IF;
     END IF;
     RETURN v_shard;
 END

@@ -1,0 +1,61 @@
+"""A one-statement verb sends NOTIFY only while some worker may be asleep
+(fairq_asleep; fairq.postgres.listen marks a process that may sleep). The
+race that matters: a transaction checks, finds nobody asleep and has not yet
+committed when a worker goes to sleep. Marking waits for that commit, so the
+worker's look for work after marking finds what it made claimable.
+
+Interleaved deterministically: the ack stops after its bookkeeping (its
+check done) and before it commits (pgpause); a worker then goes idle."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import fairq
+from pgpause import PAUSED, held, pause_at, wait_paused, with_name
+from pgsessions import HANG, waiting_for_a_lock
+
+#: A pick-up slower than this came from something else than a wake-up or a look after marking.
+PROMPT = 5.0
+
+
+def test_a_worker_going_to_sleep_while_an_unannounced_ack_commits_finds_its_work(pg_url: str) -> None:
+    acker = fairq.Queue(with_name(pg_url, PAUSED))
+    worker = fairq.Queue(with_name(pg_url, "sleeper"))
+    got: list[tuple[str, float]] = []
+    stop = threading.Event()
+
+    def idle_worker() -> None:
+        while not stop.is_set() and not got:
+            lease = worker.claim(lease_seconds=HANG)
+            if lease is not None:
+                got.append((lease.event_id, time.monotonic()))
+                return
+            worker.wait_for_work(HANG, stop)
+
+    try:
+        acker.enqueue_many([("a", {}, "F"), ("b", {}, "F")])
+        lease = acker.claim(lease_seconds=HANG * 2)
+        assert lease is not None and lease.event_id == "a"
+        pause_at(pg_url, "fairq_settle", "                           v_notify, CASE WHEN v_notify THEN NULL "
+                                         "ELSE v_due END);")
+        with held(pg_url):
+            ta = threading.Thread(target=lambda: acker.ack(lease))
+            ta.start()
+            wait_paused(pg_url)  # the ack found nobody asleep (it sends no NOTIFY); not committed
+            tw = threading.Thread(target=idle_worker)
+            tw.start()
+            deadline = time.monotonic() + 2.0  # marking waits for the ack to commit
+            while not waiting_for_a_lock(pg_url, "sleeper") and time.monotonic() < deadline:
+                time.sleep(0.01)
+            assert not got
+            released = time.monotonic()
+        ta.join(HANG)
+        tw.join(PROMPT + 1.0)
+        assert [event_id for event_id, _ in got] == ["b"]
+        assert got[0][1] - released < PROMPT
+    finally:
+        stop.set()
+        acker.close()
+        worker.close()
