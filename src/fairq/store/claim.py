@@ -4,8 +4,10 @@ Runs inside a queue write transaction (store.txn.TxnCore); never commits.
 One statement promotes the heads whose time has come (only when the
 waiting index's earliest entry, read with the state row, says one has);
 per page of heads, one reads a page of the rotation index and one writes
-the claims. The rotation step (fairq.rules.rotate) and what an expired
-lease becomes (fairq.rules.expired_lease_fate) are the rules' to say.
+the claims (a claim of one head that promoted nothing takes the first head
+the state row was read with, and reads no page). The rotation step
+(fairq.rules.rotate) and what an expired lease becomes
+(fairq.rules.expired_lease_fate) are the rules' to say.
 """
 
 from __future__ import annotations
@@ -37,17 +39,24 @@ def claim_many(tx: TxnCore, n: int, *, owner: str | None, now_ms: int, lease_ms:
     lease_until_s = lease_until / 1000
     from_ready = 0  # claims of ready heads; the others reclaim an expired lease
     exhausted = False
+    # The first head read with the state row is still the first if nothing
+    # was promoted since: a claim of one needs no page of its own.
+    first = tx.first_head()
     while len(leases) < n and not exhausted:
         limit = n - len(leases)
-        # Only heads in the rotation index are read, in rotation order.
-        rows = conn.execute(
-            "SELECT e.id, e.event_id, f.name, f.weight, e.seq, e.body, e.pass, e.state, "
-            "e.generation, e.attempts, e.lifetime_attempts, e.lease_until_ms, e.owner, "
-            "e.due_ms, e.first_claim_ms "
-            "FROM event AS e INDEXED BY event_rotation LEFT JOIN flow AS f ON f.flow_id = e.flow_id "
-            "WHERE e.runnable = 1 ORDER BY e.pass, e.turn LIMIT :limit",
-            {"limit": limit},
-        ).fetchall()
+        if first is not None and limit == 1 and not promoted:
+            rows = first
+        else:
+            # Only heads in the rotation index are read, in rotation order.
+            rows = conn.execute(
+                "SELECT e.id, e.event_id, f.name, f.weight, e.seq, e.body, e.pass, e.state, "
+                "e.generation, e.attempts, e.lifetime_attempts, e.lease_until_ms, e.owner, "
+                "e.due_ms, e.first_claim_ms "
+                "FROM event AS e INDEXED BY event_rotation LEFT JOIN flow AS f ON f.flow_id = e.flow_id "
+                "WHERE e.runnable = 1 ORDER BY e.pass, e.turn LIMIT :limit",
+                {"limit": limit},
+            ).fetchall()
+        first = None
         exhausted = len(rows) < limit  # a short page: nothing else is runnable
         claimed: list[tuple[Any, ...]] = []  # the UPDATE's parameters, in its order
         for (rowid, event_id, name, weight, seq, body, pass_, state, generation,

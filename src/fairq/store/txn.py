@@ -56,6 +56,23 @@ _STATE_ROW = (
     "FROM queue_state AS s JOIN policy AS p ON p.id = 1 WHERE s.id = 1"
 )
 
+# The state row with the rotation index's first head, in the columns (and
+# order) of a claim's page (store.claim): a claim's state row brings it
+# along, so a claim of one head that promotes nothing reads no page of its
+# own. The head is found by one step into the rotation index, then by id.
+_STATE_ROW_AND_HEAD = (
+    "SELECT s.now_ms, s.vtime, s.tail, s.turn, s.claim_lag, "
+    "(SELECT min(dispatch_ms) FROM event WHERE runnable = 0 AND dispatch_ms IS NOT NULL), "
+    "p.max_attempts, p.lease_ms, "
+    "p.backoff_base_s, p.backoff_factor, p.backoff_cap_s, p.backoff_jitter, p.version, "
+    "h.id, h.event_id, f.name, f.weight, h.seq, h.body, h.pass, h.state, "
+    "h.generation, h.attempts, h.lifetime_attempts, h.lease_until_ms, h.owner, h.due_ms, h.first_claim_ms "
+    "FROM queue_state AS s JOIN policy AS p ON p.id = 1 "
+    "LEFT JOIN event AS h ON h.id = (SELECT e.id FROM event AS e INDEXED BY event_rotation "
+    "WHERE e.runnable = 1 ORDER BY e.pass, e.turn LIMIT 1) "
+    "LEFT JOIN flow AS f ON f.flow_id = h.flow_id WHERE s.id = 1"
+)
+
 # The clock, rotation counters and totals only move forward (CHECK keeps
 # tail >= vtime); the state counts follow the transitions made. Positional
 # parameters (in the order of the SET list): binding 16 named ones cost
@@ -93,6 +110,10 @@ class TxnCore(AuditTrail):
         self._counted = False  # whether any count or total changed
         self._lags: list[int] | None = None  # claim lag bucket counts, once a first claim changes them
         self._dirty = False
+        # A claim's state row brings the rotation's first head ([] when the
+        # rotation index was empty; None: not read, or handed out already).
+        self._with_head = name == "claim"
+        self._head: list[tuple[Any, ...]] | None = None
 
     def __enter__(self) -> Any:
         self.connection = self._transaction.__enter__()
@@ -117,10 +138,22 @@ class TxnCore(AuditTrail):
             # judges by the policy stored now, whichever process set it. The
             # waiting index's first entry (one seek) tells a claim whether any
             # head came due, so it promotes only when one did.
-            read = self.connection.execute(_STATE_ROW).fetchone()
+            if self._with_head:
+                read = self.connection.execute(_STATE_ROW_AND_HEAD).fetchone()
+                self._head = [] if read[13] is None else [read[13:]]
+                read = read[:13]
+            else:
+                read = self.connection.execute(_STATE_ROW).fetchone()
             row = self._row = StateRow(*read[:6])
             self._policy_row = read[6:]
         return row
+
+    def first_head(self) -> list[tuple[Any, ...]] | None:
+        """The rotation index's first head as the state row read it (a claim's
+        page of one; [] if the index was empty), once: None when it was not
+        read, or was handed out already."""
+        head, self._head = self._head, None
+        return head
 
     def policy(self) -> Policy:
         """The stored retry policy, as this transaction sees it (built when first asked)."""
