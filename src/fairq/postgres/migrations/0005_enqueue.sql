@@ -53,7 +53,10 @@ CREATE OR REPLACE FUNCTION fairq_enqueue(p_ids text[], p_flows text[], p_bodies 
                                          p_explicit boolean, p_fold integer)
 RETURNS TABLE (o_kind text, o_event_id text, o_flow text, o_seq bigint, o_body text, o_hash bytea,
                o_stored bigint)
-LANGUAGE plpgsql AS $$
+-- Its statements join arrays the planner cannot size well: a large batch
+-- would be planned as costly enough to compile (JIT), which takes longer
+-- than the work.
+LANGUAGE plpgsql SET jit = off AS $$
 DECLARE
     v_now bigint;
     v_stored bigint;
@@ -89,31 +92,39 @@ BEGIN
     -- the later one reads the earlier one's row once it has committed.
     PERFORM pg_advisory_xact_lock(26226, s.h)
     FROM (SELECT DISTINCT hashtext(x) AS h FROM unnest(p_ids) AS x ORDER BY 1) AS s;
-    -- An event id names one (flow, body) forever, and so does a purged id
-    -- while its tombstone is kept (an id is never in both tables).
-    SELECT array_agg(s.event_id), array_agg(s.flow), array_agg(s.seq), array_agg(s.body), array_agg(s.hash)
-    INTO v_s_ids, v_s_flows, v_s_seqs, v_s_bodies, v_s_hashes
-    FROM (SELECT e.event_id, f.name AS flow, e.seq, e.body, NULL::bytea AS hash FROM event AS e
-          LEFT JOIN flow AS f ON f.flow_id = e.flow_id WHERE e.event_id = ANY(p_ids)
-          UNION ALL
-          SELECT t.event_id, f.name, t.seq, NULL::text, t.body_hash FROM tombstone AS t
-          LEFT JOIN flow AS f ON f.flow_id = t.flow_id WHERE t.event_id = ANY(p_ids)) AS s;
-    v_s_ids := coalesce(v_s_ids, '{}');
-    v_s_flows := coalesce(v_s_flows, '{}');
-    v_s_seqs := coalesce(v_s_seqs, '{}');
-    v_s_bodies := coalesce(v_s_bodies, '{}');
-    v_s_hashes := coalesce(v_s_hashes, '{}');
-    -- Each item must repeat exactly what its id already names: the stored
-    -- event or tombstone, else the batch's first item of that id.
-    WITH b AS (SELECT * FROM unnest(p_ids, p_flows, p_bodies, p_hashes) WITH ORDINALITY AS b(event_id, flow, body,
-                                                                                              hash, i)),
-         firsts AS (SELECT DISTINCT ON (b.event_id) b.event_id, b.flow, b.body FROM b ORDER BY b.event_id, b.i),
-         s AS (SELECT * FROM unnest(v_s_ids, v_s_flows, v_s_bodies, v_s_hashes) AS s(event_id, flow, body, hash))
-    SELECT EXISTS (SELECT FROM b JOIN firsts ON firsts.event_id = b.event_id LEFT JOIN s ON s.event_id = b.event_id
-                   WHERE NOT CASE WHEN s.event_id IS NOT NULL
-                                  THEN fairq_repeats(b.flow, b.body, b.hash, s.flow, s.body, s.hash)
-                                  ELSE fairq_repeats(b.flow, b.body, b.hash, firsts.flow, firsts.body, NULL) END)
-    INTO v_conflict;
+    -- Each item with what its id already names: the stored event, or the
+    -- tombstone of a purged one (an id is never in both tables; looked up by
+    -- id, item by item), else the batch's first item of that id. An event id
+    -- names one (flow, body) forever, and so does a purged id while its
+    -- tombstone is kept.
+    WITH b AS (SELECT b.*, row_number() OVER w = 1 AS first_of_id, first_value(b.flow) OVER w AS f_flow,
+                      first_value(b.body) OVER w AS f_body
+               FROM unnest(p_ids, p_flows, p_bodies, p_hashes, p_delays, p_ats)
+                    WITH ORDINALITY AS b(event_id, flow, body, hash, delay, at, i)
+               WINDOW w AS (PARTITION BY b.event_id ORDER BY b.i)),
+         k AS (SELECT b.*, s.* FROM b LEFT JOIN LATERAL (
+                   SELECT f.name, e.seq, e.body, NULL::bytea FROM event AS e
+                   LEFT JOIN flow AS f ON f.flow_id = e.flow_id WHERE e.event_id = b.event_id
+                   UNION ALL
+                   SELECT f.name, t.seq, NULL::text, t.body_hash FROM tombstone AS t
+                   LEFT JOIN flow AS f ON f.flow_id = t.flow_id WHERE t.event_id = b.event_id)
+               AS s(s_flow, s_seq, s_body, s_hash) ON true)
+    SELECT coalesce(bool_or(NOT CASE WHEN k.s_seq IS NOT NULL
+                                     THEN fairq_repeats(k.flow, k.body, k.hash, k.s_flow, k.s_body, k.s_hash)
+                                     ELSE fairq_repeats(k.flow, k.body, k.hash, k.f_flow, k.f_body, NULL) END), false),
+           coalesce(array_agg(k.event_id ORDER BY k.i) FILTER (WHERE k.s_seq IS NOT NULL AND k.first_of_id), '{}'),
+           coalesce(array_agg(k.s_flow ORDER BY k.i) FILTER (WHERE k.s_seq IS NOT NULL AND k.first_of_id), '{}'),
+           coalesce(array_agg(k.s_seq ORDER BY k.i) FILTER (WHERE k.s_seq IS NOT NULL AND k.first_of_id), '{}'),
+           coalesce(array_agg(k.s_body ORDER BY k.i) FILTER (WHERE k.s_seq IS NOT NULL AND k.first_of_id), '{}'),
+           coalesce(array_agg(k.s_hash ORDER BY k.i) FILTER (WHERE k.s_seq IS NOT NULL AND k.first_of_id), '{}'),
+           array_agg(k.event_id ORDER BY k.i) FILTER (WHERE k.s_seq IS NULL AND k.first_of_id),
+           array_agg(k.flow ORDER BY k.i) FILTER (WHERE k.s_seq IS NULL AND k.first_of_id),
+           array_agg(k.body ORDER BY k.i) FILTER (WHERE k.s_seq IS NULL AND k.first_of_id),
+           array_agg(k.delay ORDER BY k.i) FILTER (WHERE k.s_seq IS NULL AND k.first_of_id),
+           array_agg(k.at ORDER BY k.i) FILTER (WHERE k.s_seq IS NULL AND k.first_of_id)
+    INTO v_conflict, v_s_ids, v_s_flows, v_s_seqs, v_s_bodies, v_s_hashes, v_f_ids, v_f_flows, v_f_bodies,
+         v_f_delays, v_f_ats
+    FROM k;
     IF v_conflict THEN
         RETURN QUERY SELECT 'stored', s.event_id, s.flow, s.seq, s.body, s.hash, NULL::bigint
                      FROM unnest(v_s_ids, v_s_flows, v_s_seqs, v_s_bodies, v_s_hashes) AS s(event_id, flow, seq,
@@ -121,14 +132,6 @@ BEGIN
                      UNION ALL SELECT 'conflict', NULL, NULL, NULL, NULL, NULL, NULL;
         RETURN;
     END IF;
-    -- The events to insert: each new id once, in batch order.
-    SELECT array_agg(b.event_id ORDER BY b.i), array_agg(b.flow ORDER BY b.i), array_agg(b.body ORDER BY b.i),
-           array_agg(b.delay ORDER BY b.i), array_agg(b.at ORDER BY b.i)
-    INTO v_f_ids, v_f_flows, v_f_bodies, v_f_delays, v_f_ats
-    FROM (SELECT DISTINCT ON (b.event_id) b.*
-          FROM unnest(p_ids, p_flows, p_bodies, p_delays, p_ats) WITH ORDINALITY AS b(event_id, flow, body, delay,
-                                                                                       at, i)
-          WHERE NOT (b.event_id = ANY(v_s_ids)) ORDER BY b.event_id, b.i) AS b;
     v_n := coalesce(cardinality(v_f_ids), 0);
     IF v_n > 0 THEN
         SELECT array_agg(c.name ORDER BY c.name), array_agg(c.n ORDER BY c.name) INTO v_names, v_counts
@@ -154,10 +157,12 @@ BEGIN
         END IF;
         -- New events are ready; only heads get a rotation place (the tail,
         -- read without a lock; turns taken in batch order) and a dispatch time.
-        WITH p AS (SELECT p.o_i AS i, v_f_ids[p.o_i] AS event_id, fl.flow_id, p.o_seq AS seq,
-                          v_f_bodies[p.o_i] AS body, p.o_head AS head, p.o_next_at AS next_at
-                   FROM fairq_placed(v_f_flows, v_f_delays, v_f_ats, v_now, v_fl_names, v_fl_first, v_fl_busy) AS p
-                   LEFT JOIN unnest(v_fl_names, v_fl_ids) AS fl(name, flow_id) ON fl.name = v_f_flows[p.o_i]),
+        WITH p AS (SELECT n.i, n.event_id, fl.flow_id, p.o_seq AS seq, n.body, p.o_head AS head,
+                          p.o_next_at AS next_at
+                   FROM unnest(v_f_ids, v_f_flows, v_f_bodies) WITH ORDINALITY AS n(event_id, flow, body, i)
+                   JOIN fairq_placed(v_f_flows, v_f_delays, v_f_ats, v_now, v_fl_names, v_fl_first, v_fl_busy) AS p
+                        ON p.o_i = n.i
+                   LEFT JOIN unnest(v_fl_names, v_fl_ids) AS fl(name, flow_id) ON fl.name = n.flow),
              new AS (INSERT INTO event (event_id, flow_id, seq, body, state, created_ms, due_ms, next_at_ms)
                      SELECT p.event_id, p.flow_id, p.seq, p.body, 'ready', v_now, p.next_at, p.next_at
                      FROM p ORDER BY p.i
