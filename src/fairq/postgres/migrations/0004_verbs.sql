@@ -136,6 +136,7 @@ CREATE OR REPLACE FUNCTION fairq_bookkeep(p_outbox boolean, p_store_time boolean
 RETURNS integer LANGUAGE plpgsql AS $$
 DECLARE
     v_shard integer;
+    v_tell boolean;
 BEGIN
     IF NOT (p_store_time OR p_move OR p_notify OR p_due IS NOT NULL OR 0 <> ANY(p_ns)) THEN
         RETURN NULL;
@@ -175,12 +176,14 @@ BEGIN
     -- commit. A NOTIFY serialises every notifying commit of the database, so
     -- fairq's own transactions send it only while some worker may be asleep
     -- (fairq_asleep); an outbox transaction, which may stay open, always does.
-    IF (p_notify OR p_due IS NOT NULL) AND (p_outbox OR fairq_asleep()) THEN
-        IF p_notify THEN
-            PERFORM pg_notify('fairq_ready', '');
-        ELSE
-            PERFORM pg_notify('fairq_due', p_due::text);
-        END IF;
+    v_tell := p_notify OR p_due IS NOT NULL;
+    IF v_tell AND NOT p_outbox THEN
+        v_tell := fairq_asleep();
+    END IF;
+    IF v_tell AND p_notify THEN
+        PERFORM pg_notify('fairq_ready', '');
+    ELSIF v_tell THEN
+        PERFORM pg_notify('fairq_due', p_due::text);
     END IF;
     RETURN v_shard;
 END
