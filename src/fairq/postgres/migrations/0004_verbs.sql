@@ -18,12 +18,16 @@ RETURNS bigint LANGUAGE sql IMMUTABLE AS $$
 $$;
 
 -- rules.rotate: the claimed head's new pass, the virtual time and the tail
--- (policy.stride: 720720 // weight).
+-- (policy.stride: 720720 // weight). PL/pgSQL, as every rule returning a
+-- record: a SQL function returning one is planned again on each call.
 CREATE OR REPLACE FUNCTION fairq_rotate(p_pass bigint, p_weight integer, p_vtime bigint, p_tail bigint,
                                         OUT o_pass bigint, OUT o_vtime bigint, OUT o_tail bigint)
-LANGUAGE sql IMMUTABLE AS $$
-    SELECT s.start + 720720 / p_weight, s.start, greatest(s.start + 720720 / p_weight, p_tail)
-    FROM (SELECT greatest(p_pass, p_vtime) AS start) AS s
+LANGUAGE plpgsql IMMUTABLE AS $$
+BEGIN
+    o_vtime := greatest(p_pass, p_vtime);
+    o_pass := o_vtime + 720720 / p_weight;
+    o_tail := greatest(o_pass, p_tail);
+END
 $$;
 
 -- rules.join_pass: a flow that was idle joins at the tail.
@@ -49,10 +53,12 @@ RETURNS text LANGUAGE sql IMMUTABLE AS $$
                 WHEN p_now >= p_lease_until THEN 'expired' END
 $$;
 
--- policy.lag_bucket: bisect_left over CLAIM_LAG_BOUNDS_MS.
+-- policy.lag_bucket: bisect_left over CLAIM_LAG_BOUNDS_MS (the bounds below
+-- p_lag are those at most p_lag - 1: width_bucket counts those); one
+-- expression, so the caller's plan takes it in.
 CREATE OR REPLACE FUNCTION fairq_lag_bucket(p_lag bigint) RETURNS integer LANGUAGE sql IMMUTABLE AS $$
-    SELECT count(*)::integer FROM unnest(ARRAY[5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000,
-        60000, 300000, 900000, 3600000]::bigint[]) AS b WHERE b < p_lag
+    SELECT CASE WHEN p_lag > 5 THEN width_bucket(p_lag - 1, ARRAY[5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000,
+        10000, 30000, 60000, 300000, 900000, 3600000]::bigint[]) ELSE 0 END
 $$;
 
 -- policy.from_ms as JSON text: Python's repr of ms / 1000 (canonical audit detail).
@@ -96,16 +102,18 @@ CREATE OR REPLACE FUNCTION fairq_decide(p_outcome text, p_attempts integer, p_ma
                                         p_jitter boolean, p_draw float8,
                                         OUT o_state text, OUT o_next_at bigint, OUT o_cause text,
                                         OUT o_attempts integer)
-LANGUAGE sql IMMUTABLE AS $$
-    SELECT CASE WHEN p_outcome = 'ack' THEN 'acked' WHEN p_outcome = 'release' THEN 'ready'
-                WHEN p_outcome = 'fail' OR p_attempts >= p_max_attempts THEN 'quarantined' ELSE 'ready' END,
-           CASE WHEN p_outcome = 'release' THEN p_now
-                WHEN p_outcome = 'retry' AND p_attempts < p_max_attempts
-                THEN p_now + coalesce(p_delay_ms, fairq_backoff_ms(p_attempts, p_base, p_factor, p_cap,
-                                                                   p_jitter, p_draw)) END,
-           CASE WHEN p_outcome = 'fail' THEN 'fail'
-                WHEN p_outcome = 'retry' AND p_attempts >= p_max_attempts THEN 'attempts_exhausted' END,
-           CASE WHEN p_outcome = 'release' THEN p_attempts - 1 ELSE p_attempts END
+LANGUAGE plpgsql IMMUTABLE AS $$
+BEGIN
+    o_state := CASE WHEN p_outcome = 'ack' THEN 'acked' WHEN p_outcome = 'release' THEN 'ready'
+                    WHEN p_outcome = 'fail' OR p_attempts >= p_max_attempts THEN 'quarantined' ELSE 'ready' END;
+    o_next_at := CASE WHEN p_outcome = 'release' THEN p_now
+                      WHEN p_outcome = 'retry' AND p_attempts < p_max_attempts
+                      THEN p_now + coalesce(p_delay_ms, fairq_backoff_ms(p_attempts, p_base, p_factor, p_cap,
+                                                                         p_jitter, p_draw)) END;
+    o_cause := CASE WHEN p_outcome = 'fail' THEN 'fail'
+                    WHEN p_outcome = 'retry' AND p_attempts >= p_max_attempts THEN 'attempts_exhausted' END;
+    o_attempts := CASE WHEN p_outcome = 'release' THEN p_attempts - 1 ELSE p_attempts END;
+END
 $$;
 
 -- True unless no worker can be asleep now (fairq.postgres.listen): a
@@ -606,14 +614,12 @@ BEGIN
     SELECT a.event_id, a.action, a.reason, a.actor, a.generation, v_now, a.detail
     FROM unnest(v_a_id, v_a_action, v_a_reason, v_a_actor, v_a_gen, v_a_detail)
          WITH ORDINALITY AS a(event_id, action, reason, actor, generation, detail, i) ORDER BY a.i;
-    SELECT * INTO v_names, v_ns FROM fairq_count(v_names, v_ns, 'inflight', -cardinality(v_ack_pk)
-        - cardinality(v_rdy_pk) - cardinality(v_q_pk));
-    SELECT * INTO v_names, v_ns FROM fairq_count(v_names, v_ns, 'acked', cardinality(v_ack_pk));
-    SELECT * INTO v_names, v_ns FROM fairq_count(v_names, v_ns, 'total_acked', cardinality(v_ack_pk));
-    SELECT * INTO v_names, v_ns FROM fairq_count(v_names, v_ns, 'ready', cardinality(v_rdy_pk));
-    SELECT * INTO v_names, v_ns FROM fairq_count(v_names, v_ns, 'total_retried', v_retried);
-    SELECT * INTO v_names, v_ns FROM fairq_count(v_names, v_ns, 'quarantined', cardinality(v_q_pk));
-    SELECT * INTO v_names, v_ns FROM fairq_count(v_names, v_ns, 'total_quarantined', cardinality(v_q_pk));
+    -- The counters moved, in one assignment (fairq_bookkeep skips those at 0).
+    v_names := ARRAY['inflight', 'acked', 'total_acked', 'ready', 'total_retried', 'quarantined',
+                     'total_quarantined'];
+    v_ns := ARRAY[-cardinality(v_ack_pk) - cardinality(v_rdy_pk) - cardinality(v_q_pk), cardinality(v_ack_pk),
+                  cardinality(v_ack_pk), cardinality(v_rdy_pk), v_retried, cardinality(v_q_pk),
+                  cardinality(v_q_pk)];
     -- A wake-up makes waiters look again at the earliest time: no due notice
     -- beside it. A call that settled nothing (every lease lost) writes
     -- nothing: a single settle raises, and its time is not stored.
