@@ -13,8 +13,11 @@ import threading
 import time
 
 import fairq
+from pgcluster import require_psycopg
 from pgpause import PAUSED, held, pause_at, wait_paused, with_name
 from pgsessions import HANG, waiting_for_a_lock
+
+psycopg = require_psycopg()
 
 #: A pick-up slower than this came from something else than a wake-up or a look after marking.
 PROMPT = 5.0
@@ -59,3 +62,26 @@ def test_a_worker_going_to_sleep_while_an_unannounced_ack_commits_finds_its_work
         stop.set()
         acker.close()
         worker.close()
+
+
+def marked(url: str) -> int:
+    """Sessions holding the mark of a process that may sleep."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        row = conn.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND classid = 26228 "
+                           "AND objid = 0 AND objsubid = 2 AND granted").fetchone()
+    return int(row[0]) if row else 0
+
+
+def test_a_queue_is_marked_while_it_waits_and_unmarked_soon_after(pg_url: str) -> None:
+    with fairq.Queue(pg_url) as q:
+        assert marked(pg_url) == 0
+        started = time.monotonic()
+        assert q.wait_for_work(HANG) is True  # the first wait marks, then returns: look again
+        assert time.monotonic() - started < HANG / 2
+        assert marked(pg_url) == 1
+        assert q.wait_for_work(0.2) is True  # marked since the last look: a real sleep
+        deadline = time.monotonic() + HANG
+        while marked(pg_url) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert marked(pg_url) == 0  # no wait for LINGER: busy again, its commits need no NOTIFY
+        assert time.monotonic() - started < HANG / 2
