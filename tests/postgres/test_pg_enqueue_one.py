@@ -14,6 +14,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -250,3 +251,52 @@ def test_two_processes_enqueueing_to_the_same_flows_keep_seq_order(pg_url: str) 
             heads = conn.execute("SELECT f.name, e.seq FROM head AS h JOIN event AS e ON e.id = h.event_pk "
                                  "JOIN flow AS f ON f.flow_id = h.flow_id ORDER BY 1").fetchall()
         assert heads == [("F0", 1), ("F1", 1), ("F2", 1)]
+
+
+FROZEN_CHILD = """
+import sys, fairq
+with fairq.Queue(sys.argv[1]) as q:
+    q.enqueue_many([("x1", {}, "F"), ("x2", {}, "G")])
+"""
+
+
+def test_a_process_stopped_before_its_one_statement_enqueue_holds_nothing(pg_url: str) -> None:
+    # Stopped where a transaction run from Python would hold its flow and id
+    # locks: its sessions are idle, outside any transaction, holding no lock.
+    with fairq.Queue(pg_url) as q:
+        q.enqueue("f1", {}, flow="F")
+        env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "FAIRQ_FREEZE_AT": "enqueue.before_commit"}
+        child = subprocess.Popen([sys.executable, "-c", FROZEN_CHILD, f"{pg_url}&application_name=frozen"], env=env,
+                                 stderr=subprocess.PIPE)
+        try:
+            deadline = time.monotonic() + 30
+            while child.poll() is None and not stopped(child.pid):
+                assert time.monotonic() < deadline, "gave up waiting for the child to stop"
+                time.sleep(0.02)
+            assert child.poll() is None, child.stderr.read() if child.stderr else b""
+            with psycopg.connect(pg_url, autocommit=True) as conn:
+                found = conn.execute(
+                    "SELECT a.state, (SELECT count(*) FROM pg_locks AS l WHERE l.pid = a.pid AND l.granted) "
+                    "FROM pg_stat_activity AS a WHERE a.application_name = 'frozen'").fetchall()
+                assert found and all(state == "idle" and locks == 0 for state, locks in found), found
+            # Enqueues to its flows, and of its ids, go on beside it (one
+            # still waiting after 20 s kills it, so the test fails, not hangs).
+            watchdog = threading.Timer(20, child.kill)
+            watchdog.start()
+            began = time.monotonic()
+            try:
+                got = q.enqueue_many([("f2", {}, "F"), ("x1", {}, "F"), ("x2", {}, "G")])
+            finally:
+                watchdog.cancel()
+            assert time.monotonic() - began < 10 and child.poll() is None  # stopped all along
+            assert [e.seq for e in got] == [2, 3, 1]
+        finally:
+            child.kill()
+            child.wait(timeout=30)
+        assert q.get("x1").seq == 3
+
+
+def stopped(pid: int) -> bool:
+    """Is the process stopped (state T in /proc)?"""
+    with open(f"/proc/{pid}/stat") as stat:
+        return stat.read().rsplit(")", 1)[1].split()[0] == "T"
