@@ -4,8 +4,9 @@ tombstones, counters, stored clock and wake-ups, on the same scenario at the
 same times (new flows, busy and idle flows, delays, identical and
 conflicting repeats, repeats of purged events, batches mixing them, a
 refused time); a conflict raises the same error and writes nothing; it is
-one statement; and two processes enqueueing to the same flows at once leave
-each flow's seqs in order, without gaps or duplicates."""
+one statement, so a process stopped before sending it holds nothing; and two
+processes enqueueing to the same flows at once leave each flow's seqs in
+order, without gaps or duplicates."""
 
 from __future__ import annotations
 
