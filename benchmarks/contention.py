@@ -14,6 +14,9 @@ Four figures, each a ratio measured within one run:
 * fairness: 4 processes claim and ack with a no-op handler over 4 flows of
   equal weight for a while; the worst flow's share of the acks ÷ the mean share.
 
+`--only lone` also times another process's lone enqueue while 4 processes
+claim and ack as fast as they can (milliseconds, median and p99).
+
 Standard library only. Set FAIRQ_SRC to time another checkout's src folder.
 """
 
@@ -232,6 +235,52 @@ def fairness(path: str, seconds: float, per_flow: int, procs: int = 4, flows: in
             "spread": max(abs(n - mean) for n in per) / mean if mean else 0.0}
 
 
+# -- another process's lone write beside saturating drainers -------------------------
+
+
+def _busy_claimer(path: str, stop: Any, barrier: Any, out: Any) -> None:
+    q = fairq.Queue(path, busy_timeout=60)
+    barrier.wait()
+    acked = 0
+    while not stop.is_set():
+        lease = q.claim()
+        if lease is not None:
+            q.ack(lease)
+            acked += 1
+    out.put(acked)
+
+
+def lone_writer(path: str, writes: int, backlog: int, procs: int = 4) -> dict[str, Any]:
+    """Milliseconds one enqueue of this process takes, one every 5 ms, while `procs`
+    processes claim and ack as fast as they can (the write lock saturated): median, p99."""
+    with fairq.Queue(path, lease_seconds=600) as q:
+        for k in range(0, backlog, 5000):
+            q.enqueue_many([(f"e{i}", {"i": i}, f"flow-{i % 8}") for i in range(k, min(backlog, k + 5000))])
+    stop, barrier, out = SPAWN.Event(), SPAWN.Barrier(procs + 1), SPAWN.Queue()
+    workers = [SPAWN.Process(target=_busy_claimer, args=(path, stop, barrier, out)) for _ in range(procs)]
+    for w in workers:
+        w.start()
+    took: list[float] = []
+    with fairq.Queue(path, busy_timeout=60) as q:
+        barrier.wait()
+        began = time.perf_counter()
+        for i in range(writes):
+            time.sleep(0.005)
+            start = time.perf_counter()
+            q.enqueue(f"lone-{i}", {})
+            took.append(1000 * (time.perf_counter() - start))
+        elapsed = time.perf_counter() - began
+        stop.set()
+        acked = sum(out.get(timeout=600) for _ in workers)
+        for w in workers:
+            w.join()
+        if q.stats().counts["ready"] <= writes:
+            raise RuntimeError("the claimers ran dry: enqueue a larger backlog")
+    took.sort()
+    return {"median_ms": statistics.median(took), "p99_ms": took[int(0.99 * (len(took) - 1))],
+            "claimers_acks_per_s": acked / elapsed, "load": os.getloadavg()[0]}
+
+
 # -- the run -----------------------------------------------------------------------
 
 
@@ -273,7 +322,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--repeat", type=int, default=None)
-    parser.add_argument("--only", choices=("serve", "worker", "drain", "fairness"), default=None)
+    parser.add_argument("--only", choices=("serve", "worker", "drain", "fairness", "lone"), default=None)
     args = parser.parse_args()
     repeat = args.repeat or (1 if args.quick else 3)
     with tempfile.TemporaryDirectory(prefix="fairq-conc-") as folder:
@@ -281,6 +330,10 @@ def main() -> None:
             for i in range(repeat):
                 print(fairness(os.path.join(folder, f"f{i}.db"), 2.0 if args.quick else 5.0,
                                6000 if args.quick else 15000))
+        elif args.only == "lone":
+            for i in range(repeat):
+                print(lone_writer(os.path.join(folder, f"l{i}.db"), 100 if args.quick else 300,
+                                  20_000 if args.quick else 40_000))
         elif args.only == "drain":
             for i in range(repeat):
                 print(drain_threads(os.path.join(folder, f"d{i}.db"), 2000 if args.quick else 10000))
