@@ -18,12 +18,13 @@ since work may have arrived meanwhile. Nothing here reads or writes queue
 rows, and nothing here decides what is claimable: the store does.
 
 A NOTIFY makes every notifying commit of the database take turns, so
-fairq's own transactions send one only while some worker may be asleep
+the one-statement verbs send one only while some worker may be asleep
 (schema step 4's fairq_asleep). The listening connection marks its process
-as one that may sleep (ASLEEP, a session-level advisory lock held shared)
+as one that may sleep (_MARK: a session-level advisory lock held shared)
 from a wait that finds it unmarked until LINGER seconds after its waits
-have ended; marking passes a barrier (COMMITTING, taken exclusive once)
-that waits for the transactions that checked before the mark to commit.
+have ended; marking passes a barrier (_BARRIER: a second lock taken
+exclusive once) that waits for the transactions that checked before the
+mark to commit.
 Work those transactions made claimable was not announced: a wait that had
 to mark first (or any wait of a thread whose last look for work came
 before the current mark) returns at once, so its caller looks again.
@@ -99,7 +100,9 @@ class Listener:
         """Sleep up to `timeout` seconds, returning early on a notification this
         thread has not seen yet, or once `stop` is set. until(ms): seconds from
         now until a due time heard (ms of the queue's clock); the wait then
-        ends by that time if it is earlier.
+        ends by that time if it is earlier. A wait of a thread that last looked
+        for work before the process was marked as one that may sleep marks
+        it and returns at once: the caller looks again.
 
         Returns True when the whole wait was spent listening: a longer wait
         would not have missed new work. False when the connection is not up
