@@ -74,8 +74,11 @@ def run_processes(worker: Any, mode: str | None, *, signals: bool) -> dict[str, 
     killed: list[Any] = []  # children SIGKILLed at the deadline: counted as abandoned, not as failed
     with StopSignals((signal.SIGTERM, signal.SIGINT) if signals else (), on_second=kill_all) as received:
         children.extend(start(i) for i in range(worker.concurrency))
+        # A child that ends after a timeout between its replacement check and
+        # this one still counts as live (it is replaced on the next round):
+        # else the run could end with work left for its replacement.
         while live := [c for c in _replace_timed_out(children, start, replace=deadline is None)
-                       if c.exitcode is None]:
+                       if c.exitcode is None or (deadline is None and c.exitcode == EXIT_TIMEOUT)]:
             failure = failure or _failure(children, stopping=deadline is not None)
             asked = received.signum is not None or worker.stop_requested
             if deadline is None and (asked or failure is not None):
