@@ -57,8 +57,21 @@ def test_the_one_statement_verbs_leave_what_the_python_verbs_leave(pg_server: An
     assert one == python
 
 
-def test_a_retry_of_a_lease_claimed_in_another_process_is_one_statement(pg_url: str,
-                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.fixture
+def sent(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The names of the one-statement calls made from here on, in order."""
+    names: list[str] = []
+    real = PgDatabase.statement
+
+    def statement(self: PgDatabase, name: str, sql: str, params: dict[str, Any]) -> list[Any]:
+        names.append(name)
+        return real(self, name, sql, params)
+
+    monkeypatch.setattr(PgDatabase, "statement", statement)
+    return names
+
+
+def test_a_retry_of_a_lease_claimed_in_another_process_is_one_statement(pg_url: str, sent: list[str]) -> None:
     # The jitter draw is made for the attempts the lease carries; the lease
     # object brings them, whichever process claimed it.
     with fairq.Queue(pg_url) as q:
@@ -70,14 +83,7 @@ def test_a_retry_of_a_lease_claimed_in_another_process_is_one_statement(pg_url: 
             env={**os.environ, "PYTHONPATH": str(ROOT / "src")}, capture_output=True, text=True, timeout=60,
             check=True)
         lease, keyed = [fairq.Lease(**fields) for fields in json.loads(claimed.stdout)]
-        sent: list[str] = []
-        real = PgDatabase.statement
-
-        def statement(self: PgDatabase, name: str, sql: str, params: dict[str, Any]) -> list[Any]:
-            sent.append(name)
-            return real(self, name, sql, params)
-
-        monkeypatch.setattr(PgDatabase, "statement", statement)
+        sent.clear()
         assert q.retry(lease, "busy").attempts == 1
         assert sent == ["settle"]
         # A lease known only by its key: the function asks for the draw, and is called again.
@@ -87,7 +93,7 @@ def test_a_retry_of_a_lease_claimed_in_another_process_is_one_statement(pg_url: 
 
 
 def test_a_retry_through_fairq_serve_sends_the_attempts_so_it_is_one_statement(
-        pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+        pg_url: str, sent: list[str]) -> None:
     # fairq.Client sends the attempts a lease carries with its key, so the
     # server's store draws the jitter for them in its one statement.
     with fairq.Queue(pg_url) as q, running(q) as server:
@@ -95,14 +101,7 @@ def test_a_retry_through_fairq_serve_sends_the_attempts_so_it_is_one_statement(
         client.enqueue("e1", {}, flow="F")
         lease = client.claim(owner="remote")
         assert lease is not None and lease.attempts == 1
-        sent: list[str] = []
-        real = PgDatabase.statement
-
-        def statement(self: PgDatabase, name: str, sql: str, params: dict[str, Any]) -> list[Any]:
-            sent.append(name)
-            return real(self, name, sql, params)
-
-        monkeypatch.setattr(PgDatabase, "statement", statement)
+        sent.clear()
         assert client.retry(lease, "busy").attempts == 1
         assert sent == ["settle"]
         assert q.get("e1").state is fairq.State.READY and q.get("e1").next_at is not None

@@ -21,12 +21,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .. import _crash, policy, rules
+from .. import _crash, rules
 from ..backend import NewEvent
 from ..errors import StoreError
 from ..rows import StoredId, enqueued, fresh_events
 from ..types import Enqueued
 from .txn import TxnCore, fold
+from .verbs import refused_time
 
 # Store each new event at the end of its flow, repeats judged (fairq_enqueue):
 # the ids already stored, then each new event, or a conflict that wrote nothing.
@@ -43,10 +44,7 @@ def enqueue_many(tx: TxnCore, items: Sequence[NewEvent], *, requested: tuple[int
         "bodies": [item.body for item in items], "hashes": [rules.body_hash(item.body) for item in items],
         "delays": [item.delay_ms for item in items], "ats": [item.at_ms for item in items],
         "model": not tx.server_clock, "requested": requested[0], "explicit": requested[1], "fold": fold()})
-    if len(rows) == 1 and rows[0][0] is None:
-        # An explicit time before the stored clock: the ClockError effective_now raises.
-        policy.effective_now(requested[0], int(rows[0][6]), explicit=True)
-        raise StoreError("clock", "the stored clock refused a time effective_now accepts")
+    refused_time(rows, requested, 6)
     stored = {event_id: StoredId(event_id, flow, int(seq), body if body is not None else bytes(hashed))
               for kind, event_id, flow, seq, body, hashed, _ in rows if kind == "stored"}
     if any(row[0] == "conflict" for row in rows):

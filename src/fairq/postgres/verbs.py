@@ -48,7 +48,7 @@ def claim_many(tx: TxnCore, n: int, *, owner: str | None, requested: tuple[int, 
     rows = tx.db.statement("claim", _CLAIM, {
         "n": n, "owner": owner, "model": not tx.server_clock, "requested": requested[0],
         "explicit": requested[1], "lease_ms": lease_ms, "max_attempts": max_attempts, "fold": fold()})
-    _refused(rows, requested, 9)
+    refused_time(rows, requested, 9)
     _crash.point("claim", "after_commit")
     leases: list[Lease] = []
     undecodable: list[tuple[Lease, UndecodableBody]] = []
@@ -64,7 +64,7 @@ def claim_many(tx: TxnCore, n: int, *, owner: str | None, requested: tuple[int, 
     return leases
 
 
-def _refused(rows: Sequence[Any], requested: tuple[int, bool], stored_at: int) -> None:
+def refused_time(rows: Sequence[Any], requested: tuple[int, bool], stored_at: int) -> None:
     """An explicit time before the stored clock: the ClockError effective_now raises."""
     if len(rows) == 1 and rows[0][0] is None:
         policy.effective_now(requested[0], int(rows[0][stored_at]), explicit=True)
@@ -123,7 +123,7 @@ def settle_many(tx: TxnCore, items: Sequence[SettleItem], *, requested: tuple[in
                            for item, a in zip(items, seen)]
         params["draw_attempts"] = seen
         rows = tx.db.statement("settle", _SETTLE, {**params, "fold": fold()})
-        _refused(rows, requested, 10)
+        refused_time(rows, requested, 10)
         asked = {int(r[8]): int(r[4]) for r in rows if r[0] == "draw"}
         if not asked:
             break
@@ -164,7 +164,7 @@ def extend(tx: TxnCore, event_id: str, generation: int, *, requested: tuple[int,
     rows = tx.db.statement("extend", _EXTEND, {"id": event_id, "gen": generation, "model": not tx.server_clock,
                                            "requested": requested[0], "explicit": requested[1],
                                            "lease_ms": lease_ms})
-    _refused(rows, requested, 11)
+    refused_time(rows, requested, 11)
     _crash.point("extend", "after_commit")
     (kind, flow, seq, body, gen, attempts, lifetime, owner, until, state, now, _stored) = rows[0]
     if kind != "extended":
