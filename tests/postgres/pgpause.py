@@ -1,4 +1,4 @@
-"""Pause one of schema step 4's one-statement functions at a chosen line, in
+"""Pause one of the one-statement functions (migrations/verbs.sql) at a chosen line, in
 one session, so a test can run other sessions at that exact point.
 
 pause_at() installs, in the test's own schema, the function as the shipped
@@ -36,7 +36,7 @@ $$;
 
 def shipped(function: str) -> str:
     """The CREATE statement of `function` as the migration ships it."""
-    text = resources.files("fairq.postgres").joinpath("migrations/0004_verbs.sql").read_text()
+    text = resources.files("fairq.postgres").joinpath("migrations/verbs.sql").read_text()
     start = text.index(f"CREATE OR REPLACE FUNCTION {function}(")
     return text[start:text.index("\n$$;", start) + 4]
 

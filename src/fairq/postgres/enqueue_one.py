@@ -1,5 +1,5 @@
 """enqueue_many on PostgreSQL as one statement: the server-side function of
-schema step 5 (migrations/0005_enqueue.sql, fairq_enqueue) called in
+migrations/enqueue.sql (fairq_enqueue, since schema step 5) called in
 autocommit, so the call is its own transaction and one round trip, BEGIN
 and COMMIT included.
 

@@ -19,7 +19,7 @@ rows, and nothing here decides what is claimable: the store does.
 
 A NOTIFY makes every notifying commit of the database take turns, so
 the one-statement verbs send one only while some worker may be asleep
-(schema step 4's fairq_asleep). The listening connection marks its process
+(fairq_asleep in migrations/verbs.sql). The listening connection marks its process
 as one that may sleep (_MARK: a session-level advisory lock held shared)
 from a wait that finds it unmarked until LINGER seconds after its waits
 have ended; marking passes a barrier (_BARRIER: a second lock taken
@@ -54,7 +54,7 @@ DUE_KEPT = 64
 #: Seconds a process stays marked as one that may sleep after its last wait ended.
 LINGER = 1.0
 #: The mark of a process that may sleep, held shared by its listening connection
-#: (fairq_asleep in migrations/0004_verbs.sql checks it).
+#: (fairq_asleep in migrations/verbs.sql checks it).
 _MARK = "SELECT pg_advisory_lock_shared(26228, 0)"
 #: The barrier: every transaction that checked for sleepers before the mark has ended.
 _BARRIER = "SELECT pg_advisory_lock(26228, 1), pg_advisory_unlock(26228, 1)"

@@ -3,7 +3,11 @@
 Table fairq_schema holds one row per applied step. The steps an open
 applies run in one transaction under a transaction-level advisory lock keyed
 on the schema, so concurrent opens wait for each other and apply every step
-exactly once. A schema with a newer version than this fairq knows is refused
+exactly once. The server-side functions (the verbs and the rules they
+evaluate) are not steps: FUNCTIONS holds their current definitions, which
+every upgrade applies again after its steps (CREATE OR REPLACE), so each
+function is defined in one place; a change to them comes with a new version,
+whose step may be empty. A schema with a newer version than this fairq knows is refused
 (SchemaError); a read-only open never creates or migrates. The open that
 creates the tables stores its retry policy and its clock in the same
 transaction (the `seed`); one that upgrades a queue to the step that records
@@ -21,11 +25,15 @@ from ..errors import SchemaError
 from .connection import PgDatabase
 from .failures import reraise
 
-#: STEPS[v] upgrades a schema from version v - 1 to version v.
-STEPS: dict[int, str] = {1: "migrations/0001_initial.sql", 2: "migrations/0002_console.sql",
-                         3: "migrations/0003_clock_mode.sql", 4: "migrations/0004_verbs.sql",
-                         5: "migrations/0005_enqueue.sql"}
-LATEST = 5
+#: STEPS[v] upgrades a schema's tables from version v - 1 to version v
+#: (None: the step changes only the functions). Steps 4 and 5 brought the
+#: one-statement verbs; step 6 made them cheaper to run (FUNCTIONS).
+STEPS: dict[int, str | None] = {1: "migrations/0001_initial.sql", 2: "migrations/0002_console.sql",
+                                3: "migrations/0003_clock_mode.sql", 4: None, 5: None, 6: None}
+LATEST = 6
+#: The functions as this fairq defines them, applied in order after the steps
+#: of every upgrade.
+FUNCTIONS = ("migrations/verbs.sql", "migrations/enqueue.sql")
 #: The first version that records the queue's clock (queue_clock.mode).
 CLOCK_VERSION = 3
 #: The first version with the one-statement verbs (fairq_claim, fairq_settle, fairq_extend).
@@ -101,11 +109,15 @@ def ensure_schema(db: PgDatabase, seed: Callable[[Any], None] | None,
         start = current_version(conn)
         _refuse_newer(db, start)
         for step in range(start + 1, LATEST + 1):
-            _run(db, conn, STEPS[step])
+            path = STEPS[step]
+            if path is not None:
+                _run(db, conn, path)
             if step == 1:
                 _run(db, conn, RECEIPTS)
             # Each step is recorded in the transaction that applies it: applied once, or not at all.
             conn.execute("INSERT INTO fairq_schema (version) VALUES (%(v)s)", {"v": step})
+        for path in FUNCTIONS:
+            _run(db, conn, path)
         if start == 0 and seed is not None:
             seed(conn)
         if start < CLOCK_VERSION <= LATEST and clock is not None:

@@ -68,7 +68,7 @@ _HELD_SHARD = "SELECT %(held)s::integer AS shard"
 # transaction id: no other transaction writes them until it has committed.
 _OWN_ROWS = "SELECT -1 - mod(txid_current(), 2147483647)::integer AS shard"
 # Everything a transaction leaves behind, in one statement just before COMMIT
-# (schema step 4's fairq_bookkeep does the same for the one-statement verbs).
+# (migrations/verbs.sql's fairq_bookkeep does the same for the one-statement verbs).
 _WRITES = (
     # The stored clock moves under its row lock (model clock only).
     "clock AS (UPDATE queue_clock SET now_ms = %(now_ms)s WHERE id = 1 AND %(store_time)s), "

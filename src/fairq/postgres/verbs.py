@@ -1,6 +1,6 @@
 """The common verbs on PostgreSQL as one statement each: claim_many, settle_many
-and extend call the server-side functions of schema step 4
-(migrations/0004_verbs.sql) in autocommit, so the call is its own
+and extend call the server-side functions of migrations/verbs.sql
+(since schema step 4) in autocommit, so the call is its own
 transaction and one round trip, BEGIN and COMMIT included.
 
 Used by PgTxn (store) when a verb runs on fairq's own connection with

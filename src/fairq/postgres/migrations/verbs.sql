@@ -1,5 +1,8 @@
--- fairq PostgreSQL schema, version 4: the common verbs as server-side
--- functions, so each is one statement (its own transaction, one round trip).
+-- fairq's server-side functions (since schema version 4): the common verbs,
+-- so each is one statement (its own transaction, one round trip). Not a
+-- step of the ladder: every upgrade applies this file again after its steps
+-- (fairq.postgres.schema.FUNCTIONS), so it holds the current definitions; a
+-- change here comes with a new schema version.
 --
 -- The rules these functions evaluate are fairq.rules' and fairq.policy's:
 -- each rule is a small function here (fairq_effective_now, fairq_rotate,
@@ -8,7 +11,11 @@
 -- runs each beside its Python rule over thousands of random inputs. What a
 -- transaction leaves behind (clock, rotation shard, counters, wake-ups) is
 -- fairq_bookkeep, called by these functions and by the Python path alike.
--- A later step may CREATE OR REPLACE any of them.
+--
+-- Each verb runs with plan_cache_mode = force_generic_plan: its statements
+-- are planned once per session, not on every call, and each is written so
+-- that its generic plan reaches rows through their indexes (= ANY(array) on a
+-- key, not a join over an array of unknown length).
 
 -- policy.effective_now: the time a call runs at against the stored clock;
 -- NULL when an explicit time before it is refused (ClockError).
@@ -141,7 +148,7 @@ $$;
 CREATE OR REPLACE FUNCTION fairq_bookkeep(p_outbox boolean, p_store_time boolean, p_now bigint, p_move boolean,
                                           p_vtime bigint, p_tail bigint, p_names text[], p_ns bigint[],
                                           p_fold integer, p_notify boolean, p_due bigint)
-RETURNS integer LANGUAGE plpgsql AS $$
+RETURNS integer LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $$
 DECLARE
     v_shard integer;
     v_tell boolean;
@@ -152,9 +159,14 @@ BEGIN
     IF p_outbox THEN
         v_shard := -1 - mod(txid_current(), 2147483647)::integer;
     ELSE
-        SELECT shard INTO v_shard FROM rotation ORDER BY random() LIMIT 1 FOR UPDATE SKIP LOCKED;
+        -- A shard drawn at random, unless another transaction holds it; then
+        -- any shard no other holds; when every one is held, wait for one.
+        v_shard := floor(random() * 32)::integer;
+        SELECT ro.shard INTO v_shard FROM rotation AS ro WHERE ro.shard = v_shard FOR UPDATE SKIP LOCKED;
         IF v_shard IS NULL THEN
-            -- Every shard is held: wait for one.
+            SELECT ro.shard INTO v_shard FROM rotation AS ro ORDER BY random() LIMIT 1 FOR UPDATE SKIP LOCKED;
+        END IF;
+        IF v_shard IS NULL THEN
             v_shard := floor(random() * 32)::integer;
             PERFORM FROM rotation WHERE shard = v_shard FOR UPDATE;
         END IF;
@@ -167,19 +179,27 @@ BEGIN
     IF p_move THEN
         UPDATE rotation SET vtime = greatest(vtime, p_vtime), tail = greatest(tail, p_tail) WHERE shard = v_shard;
     END IF;
-    -- Counter rows appended by committed outbox transactions are folded into
-    -- the shard taken (skipping those another fold has); each counter's true
-    -- value is the sum of its rows.
-    WITH foldable AS (SELECT c.name, c.shard FROM counter AS c WHERE c.shard < 0 AND NOT p_outbox
-                      LIMIT p_fold FOR UPDATE SKIP LOCKED),
-         folded AS (DELETE FROM counter USING foldable WHERE counter.name = foldable.name
-                    AND counter.shard = foldable.shard RETURNING counter.name, counter.n)
-    INSERT INTO counter (name, shard, n)
-    SELECT c.name, v_shard, sum(c.n)
-    FROM (SELECT * FROM unnest(p_names, p_ns) AS m(name, n) WHERE m.n <> 0 UNION ALL SELECT * FROM folded)
-         AS c(name, n)
-    GROUP BY c.name ORDER BY c.name
-    ON CONFLICT (name, shard) DO UPDATE SET n = counter.n + excluded.n;
+    IF p_fold > 0 AND NOT p_outbox THEN
+        -- Counter rows appended by committed outbox transactions are folded
+        -- into the shard taken (skipping those another fold has); each
+        -- counter's true value is the sum of its rows.
+        WITH foldable AS (SELECT c.name, c.shard FROM counter AS c WHERE c.shard < 0
+                          LIMIT p_fold FOR UPDATE SKIP LOCKED),
+             folded AS (DELETE FROM counter USING foldable WHERE counter.name = foldable.name
+                        AND counter.shard = foldable.shard RETURNING counter.name, counter.n)
+        INSERT INTO counter (name, shard, n)
+        SELECT c.name, v_shard, sum(c.n)
+        FROM (SELECT * FROM unnest(p_names, p_ns) AS m(name, n) WHERE m.n <> 0 UNION ALL SELECT * FROM folded)
+             AS c(name, n)
+        GROUP BY c.name ORDER BY c.name
+        ON CONFLICT (name, shard) DO UPDATE SET n = counter.n + excluded.n;
+    ELSE
+        -- The counters moved, added to the shard's rows (in name order).
+        INSERT INTO counter (name, shard, n)
+        SELECT m.name, v_shard, sum(m.n) FROM unnest(p_names, p_ns) AS m(name, n) WHERE m.n <> 0
+        GROUP BY m.name ORDER BY m.name
+        ON CONFLICT (name, shard) DO UPDATE SET n = counter.n + excluded.n;
+    END IF;
     -- Sleeping workers wake, or learn of an earlier due time; delivered at
     -- commit. A NOTIFY serialises every notifying commit of the database, so
     -- fairq's own transactions send it only while some worker may be asleep
@@ -214,23 +234,6 @@ BEGIN
 END
 $$;
 
--- A counter change as fairq_bookkeep takes them: name and amount, appended.
-CREATE OR REPLACE FUNCTION fairq_count(INOUT p_names text[], INOUT p_ns bigint[], p_name text, p_n bigint)
-LANGUAGE plpgsql IMMUTABLE AS $$
-DECLARE
-    v_i integer := array_position(p_names, p_name);
-BEGIN
-    IF p_n = 0 THEN
-        RETURN;
-    ELSIF v_i IS NULL THEN
-        p_names := p_names || p_name;
-        p_ns := p_ns || p_n;
-    ELSE
-        p_ns[v_i] := p_ns[v_i] + p_n;
-    END IF;
-END
-$$;
-
 -- claim_many in one statement (fairq.postgres.claim has the same steps in
 -- Python, for the outbox-free fallback): heads whose time has come are
 -- promoted (skipping heads another transaction holds); candidates are read
@@ -245,7 +248,7 @@ CREATE OR REPLACE FUNCTION fairq_claim(p_n integer, p_owner text, p_model boolea
                                        p_fold integer)
 RETURNS TABLE (o_event_id text, o_flow text, o_seq bigint, o_body text, o_generation bigint, o_attempts integer,
                o_lifetime integer, o_lease_until bigint, o_now bigint, o_stored bigint)
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $$
 DECLARE
     v_now bigint;
     v_stored bigint;
@@ -266,24 +269,30 @@ DECLARE
     v_cand_turn bigint[];
     v_pks bigint[] := '{}';
     v_passes bigint[] := '{}';
-    v_names text[] := '{}';
-    v_ns bigint[] := '{}';
+    v_expired integer := 0;
+    v_quarantined integer := 0;
+    v_lags text[] := '{}';
+    v_names text[];
+    v_ns bigint[];
     r record;
+    v_time record;
     v_fate record;
     v_step record;
 BEGIN
-    SELECT t.call_ms, t.stored_ms INTO v_now, v_stored FROM fairq_call_time(p_model, p_requested, p_explicit) AS t;
+    v_time := fairq_call_time(p_model, p_requested, p_explicit);
+    v_now := v_time.call_ms;
+    v_stored := v_time.stored_ms;
     IF v_now IS NULL THEN
         o_stored := v_stored;
         RETURN NEXT;
         RETURN;
     END IF;
-    -- The one policy row: as stored now.
-    SELECT coalesce(p_lease_ms, p.lease_ms), coalesce(p_max_attempts, p.max_attempts) INTO v_lease, v_max
-    FROM policy AS p WHERE p.id = 1;
+    -- The one policy row as stored now, and the rotation register: the
+    -- highest of every shard, read without a lock.
+    SELECT coalesce(p_lease_ms, p.lease_ms), coalesce(p_max_attempts, p.max_attempts),
+           (SELECT max(ro.vtime) FROM rotation AS ro), (SELECT max(ro.tail) FROM rotation AS ro)
+    INTO v_lease, v_max, v_vtime, v_tail FROM policy AS p WHERE p.id = 1;
     v_until := v_now + v_lease;
-    -- The rotation register: the highest of every shard, read without a lock.
-    SELECT max(ro.vtime), max(ro.tail) INTO v_vtime, v_tail FROM rotation AS ro;
     -- Heads whose time has come enter the rotation index, locked in event
     -- order, skipping heads another transaction holds.
     UPDATE head SET runnable = true WHERE event_pk = ANY(ARRAY(SELECT h.event_pk FROM head AS h
@@ -313,17 +322,15 @@ BEGIN
             v_locked := v_locked + 1;
             v_page := v_page || r.id;
             IF r.state <> 'ready' THEN
-                SELECT * INTO v_names, v_ns FROM fairq_count(v_names, v_ns, 'total_expired', 1);
-                SELECT * INTO v_fate FROM fairq_expired_lease_fate(r.attempts, v_max);
+                v_expired := v_expired + 1;
+                v_fate := fairq_expired_lease_fate(r.attempts, v_max);
                 IF v_fate.o_reason IS NOT NULL THEN
                     -- An expired head whose round budget is spent stops, and
                     -- blocks its flow (keeping its rotation place).
                     UPDATE event SET state = 'quarantined', lease_until_ms = NULL, next_at_ms = NULL,
                         reason = v_fate.o_reason WHERE id = r.id;
                     UPDATE head SET dispatch_ms = NULL, runnable = false WHERE event_pk = r.id;
-                    SELECT * INTO v_names, v_ns FROM fairq_count(v_names, v_ns, 'inflight', -1);
-                    SELECT * INTO v_names, v_ns FROM fairq_count(v_names, v_ns, 'quarantined', 1);
-                    SELECT * INTO v_names, v_ns FROM fairq_count(v_names, v_ns, 'total_quarantined', 1);
+                    v_quarantined := v_quarantined + 1;
                     -- Audit rows are appended, never changed.
                     INSERT INTO audit (event_id, action, reason, actor, generation, at_ms, detail)
                     VALUES (r.event_id, 'quarantine', v_fate.o_reason, r.owner, r.generation, v_now,
@@ -338,11 +345,10 @@ BEGIN
                         || fairq_seconds_json(r.lease_until_ms) || '}');
             END IF;
             IF r.first_claim_ms IS NULL THEN
-                SELECT * INTO v_names, v_ns
-                FROM fairq_count(v_names, v_ns, 'lag_' || fairq_lag_bucket(v_now - r.due_ms), 1);
+                v_lags := v_lags || ('lag_' || fairq_lag_bucket(v_now - r.due_ms));
             END IF;
             -- The turn is taken now, at claim time, not when the work succeeds.
-            SELECT * INTO v_step FROM fairq_rotate(r.pass, coalesce(r.weight, 1), v_vtime, v_tail);
+            v_step := fairq_rotate(r.pass, coalesce(r.weight, 1), v_vtime, v_tail);
             v_vtime := v_step.o_vtime;
             v_tail := v_step.o_tail;
             v_pks := v_pks || r.id;
@@ -358,25 +364,29 @@ BEGIN
         -- order) and waits in head_waiting until its lease ends or it is
         -- settled; the event becomes inflight with a new generation, its
         -- attempt counted durably before any work starts.
+        -- (Each row is reached by its key: = ANY(v_pks) beside the join.)
+        UPDATE head SET pass = c.pass, turn = c.turn, dispatch_ms = v_until, runnable = false
+        FROM (SELECT c.pk, c.pass, nextval('turn_seq') AS turn
+              FROM unnest(v_pks, v_passes) WITH ORDINALITY AS c(pk, pass, i) ORDER BY c.i) AS c
+        WHERE head.event_pk = ANY(v_pks) AND head.event_pk = c.pk;
         RETURN QUERY
-        WITH c AS (SELECT c.pk, c.pass, nextval('turn_seq') AS turn, c.i
-                   FROM unnest(v_pks, v_passes) WITH ORDINALITY AS c(pk, pass, i) ORDER BY c.i),
-             h AS (UPDATE head SET pass = c.pass, turn = c.turn, dispatch_ms = v_until, runnable = false
-                   FROM c WHERE head.event_pk = c.pk RETURNING head.event_pk),
-             e AS (UPDATE event SET state = 'inflight', generation = event.generation + 1,
+        WITH e AS (UPDATE event SET state = 'inflight', generation = event.generation + 1,
                        attempts = event.attempts + 1, lifetime_attempts = event.lifetime_attempts + 1,
                        next_at_ms = NULL, lease_until_ms = v_until, owner = p_owner,
                        first_claim_ms = coalesce(event.first_claim_ms, v_now)
-                   WHERE event.id IN (SELECT h.event_pk FROM h)
+                   WHERE event.id = ANY(v_pks)
                    RETURNING event.id, event.event_id, event.flow_id, event.seq, event.body, event.generation,
                              event.attempts, event.lifetime_attempts)
         SELECT e.event_id, f.name, e.seq, e.body, e.generation, e.attempts, e.lifetime_attempts, v_until, v_now,
                v_stored
-        FROM e JOIN c ON c.pk = e.id LEFT JOIN flow AS f ON f.flow_id = e.flow_id ORDER BY c.i;
+        FROM e JOIN unnest(v_pks) WITH ORDINALITY AS c(pk, i) ON c.pk = e.id LEFT JOIN flow AS f ON f.flow_id = e.flow_id
+        ORDER BY c.i;
     END IF;
-    SELECT * INTO v_names, v_ns FROM fairq_count(v_names, v_ns, 'ready', -v_from_ready);
-    SELECT * INTO v_names, v_ns FROM fairq_count(v_names, v_ns, 'inflight', v_from_ready);
-    SELECT * INTO v_names, v_ns FROM fairq_count(v_names, v_ns, 'total_claimed', v_claims);
+    -- The counters moved (fairq_bookkeep adds up repeated names and skips zeros).
+    v_names := ARRAY['ready', 'inflight', 'total_claimed', 'total_expired', 'inflight', 'quarantined',
+                     'total_quarantined'] || v_lags;
+    v_ns := ARRAY[-v_from_ready, v_from_ready, v_claims, v_expired, -v_quarantined, v_quarantined,
+                  v_quarantined]::bigint[] || array_fill(1::bigint, ARRAY[cardinality(v_lags)]);
     -- Heads this claim promoted and left were invisible to claims running
     -- beside it: they look again once it commits. An idle claim stores no time.
     PERFORM fairq_bookkeep(false, p_model AND v_now > v_stored AND (v_promoted > 0 OR cardinality(v_names) > 0),
@@ -403,7 +413,7 @@ CREATE OR REPLACE FUNCTION fairq_settle(p_ids text[], p_gens bigint[], p_outcome
 RETURNS TABLE (o_kind text, o_event_id text, o_state text, o_next_at bigint, o_attempts integer,
                o_generation bigint, o_lease_until bigint, o_in_batch boolean, o_item integer, o_now bigint,
                o_stored bigint)
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $$
 DECLARE
     v_now bigint;
     v_stored bigint;
@@ -419,6 +429,7 @@ DECLARE
     v_found boolean;
     r record;
     d record;
+    v_time record;
     v_out text[] := '{}';
     v_out_state text[] := '{}';
     v_out_next bigint[] := '{}';
@@ -456,7 +467,9 @@ DECLARE
     v_ns bigint[] := '{}';
     v_retried integer := 0;
 BEGIN
-    SELECT t.call_ms, t.stored_ms INTO v_now, v_stored FROM fairq_call_time(p_model, p_requested, p_explicit) AS t;
+    v_time := fairq_call_time(p_model, p_requested, p_explicit);
+    v_now := v_time.call_ms;
+    v_stored := v_time.stored_ms;
     IF v_now IS NULL THEN
         o_stored := v_stored;
         RETURN NEXT;
@@ -467,10 +480,10 @@ BEGIN
            coalesce(p_factor, p.backoff_factor), coalesce(p_cap, p.backoff_cap_s), coalesce(p_jitter, p.backoff_jitter)
     INTO v_max, v_base, v_factor, v_cap, v_jitter FROM policy AS p WHERE p.id = 1;
     -- The flow serialises "ack of its last event" against "enqueue finds no head".
-    PERFORM FROM flow WHERE flow_id IN (SELECT e.flow_id FROM event AS e WHERE e.event_id = ANY(p_ids))
+    PERFORM FROM flow WHERE flow_id = ANY(ARRAY(SELECT e.flow_id FROM event AS e WHERE e.event_id = ANY(p_ids)))
     ORDER BY flow_id FOR NO KEY UPDATE;
     -- The heads judged, locked in event order: a claim skips them, a settle waits.
-    PERFORM FROM head WHERE event_pk IN (SELECT e.id FROM event AS e WHERE e.event_id = ANY(p_ids))
+    PERFORM FROM head WHERE event_pk = ANY(ARRAY(SELECT e.id FROM event AS e WHERE e.event_id = ANY(p_ids)))
     ORDER BY event_pk FOR UPDATE;
     FOR v_i IN 1 .. coalesce(cardinality(p_ids), 0) LOOP
         -- The row as it is now, under the locks.
@@ -502,8 +515,8 @@ BEGIN
             RETURN NEXT;
             CONTINUE;
         END IF;
-        SELECT * INTO d FROM fairq_decide(p_outcomes[v_i], r.attempts, v_max, v_now, p_delays[v_i], v_base,
-                                          v_factor, v_cap, v_jitter, p_draws[v_i]);
+        d := fairq_decide(p_outcomes[v_i], r.attempts, v_max, v_now, p_delays[v_i], v_base, v_factor, v_cap,
+                          v_jitter, p_draws[v_i]);
         v_out := v_out || 'settled'::text;
         v_out_state := v_out_state || d.o_state;
         v_out_next := v_out_next || d.o_next_at;
@@ -554,10 +567,12 @@ BEGIN
         RETURN;  -- nothing written: the caller sends the draws asked for
     END IF;
     IF cardinality(v_ack_pk) > 0 THEN
-        -- Acked is final (compare-and-set on generation, state and lease end).
+        -- Acked is final (compare-and-set on generation, state and lease end;
+        -- each row reached by its key: = ANY beside the join).
         UPDATE event AS e SET state = 'acked', lease_until_ms = NULL, settled_ms = v_now
         FROM unnest(v_ack_pk, v_ack_gen, v_ack_until) AS c(pk, gen, until)
-        WHERE e.id = c.pk AND e.generation = c.gen AND e.state = 'inflight' AND e.lease_until_ms = c.until;
+        WHERE e.id = ANY(v_ack_pk) AND e.id = c.pk AND e.generation = c.gen AND e.state = 'inflight'
+              AND e.lease_until_ms = c.until;
         GET DIAGNOSTICS v_changed = ROW_COUNT;
         IF v_changed <> cardinality(v_ack_pk) THEN
             RAISE EXCEPTION 'a settled event changed under its lock; nothing was written';
@@ -585,13 +600,14 @@ BEGIN
             attempts = CASE WHEN c.keep THEN e.attempts ELSE e.attempts - 1 END
         FROM unnest(v_rdy_pk, v_rdy_gen, v_rdy_until, v_rdy_at, v_rdy_reason, v_rdy_keep)
              AS c(pk, gen, until, at, reason, keep)
-        WHERE e.id = c.pk AND e.generation = c.gen AND e.state = 'inflight' AND e.lease_until_ms = c.until;
+        WHERE e.id = ANY(v_rdy_pk) AND e.id = c.pk AND e.generation = c.gen AND e.state = 'inflight'
+              AND e.lease_until_ms = c.until;
         GET DIAGNOSTICS v_changed = ROW_COUNT;
         IF v_changed <> cardinality(v_rdy_pk) THEN
             RAISE EXCEPTION 'a settled event changed under its lock; nothing was written';
         END IF;
         UPDATE head AS h SET dispatch_ms = c.at, runnable = c.at <= v_now
-        FROM unnest(v_rdy_pk, v_rdy_at) AS c(pk, at) WHERE h.event_pk = c.pk;
+        FROM unnest(v_rdy_pk, v_rdy_at) AS c(pk, at) WHERE h.event_pk = ANY(v_rdy_pk) AND h.event_pk = c.pk;
         v_notify := v_notify OR EXISTS (SELECT FROM unnest(v_rdy_at) AS a WHERE a <= v_now);
         v_due := (SELECT min(a) FROM unnest(v_rdy_at || v_due) AS a WHERE a > v_now);
     END IF;
@@ -599,14 +615,15 @@ BEGIN
         -- Each judged event is still inflight at the generation and lease end read.
         SELECT count(*) INTO v_changed FROM event AS e
         JOIN unnest(v_q_pk, v_q_gen, v_q_until) AS c(pk, gen, until)
-             ON e.id = c.pk AND e.generation = c.gen AND e.lease_until_ms = c.until AND e.state = 'inflight';
+             ON e.id = c.pk AND e.generation = c.gen AND e.lease_until_ms = c.until AND e.state = 'inflight'
+        WHERE e.id = ANY(v_q_pk);
         IF v_changed <> cardinality(v_q_pk) THEN
             RAISE EXCEPTION 'a settled event changed under its lock; nothing was written';
         END IF;
         -- A quarantined head keeps its rotation place and keeps blocking its
         -- flow, but leaves both dispatch indexes.
         UPDATE event AS e SET state = 'quarantined', lease_until_ms = NULL, next_at_ms = NULL, reason = c.reason
-        FROM unnest(v_q_pk, v_q_reason) AS c(pk, reason) WHERE e.id = c.pk;
+        FROM unnest(v_q_pk, v_q_reason) AS c(pk, reason) WHERE e.id = ANY(v_q_pk) AND e.id = c.pk;
         UPDATE head SET dispatch_ms = NULL, runnable = false WHERE event_pk = ANY(v_q_pk);
     END IF;
     -- Audit rows are appended, never changed; in the order judged.
@@ -644,22 +661,25 @@ CREATE OR REPLACE FUNCTION fairq_extend(p_id text, p_gen bigint, p_model boolean
 RETURNS TABLE (o_kind text, o_flow text, o_seq bigint, o_body text, o_generation bigint, o_attempts integer,
                o_lifetime integer, o_owner text, o_lease_until bigint, o_state text, o_now bigint,
                o_stored bigint)
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $$
 DECLARE
     v_now bigint;
     v_stored bigint;
     v_until bigint;
     v_found boolean;
     r record;
+    v_time record;
 BEGIN
-    SELECT t.call_ms, t.stored_ms INTO v_now, v_stored FROM fairq_call_time(p_model, p_requested, p_explicit) AS t;
+    v_time := fairq_call_time(p_model, p_requested, p_explicit);
+    v_now := v_time.call_ms;
+    v_stored := v_time.stored_ms;
     IF v_now IS NULL THEN
         o_stored := v_stored;
         RETURN NEXT;
         RETURN;
     END IF;
     -- The head judged, locked: a claim skips it, a settle waits.
-    PERFORM FROM head WHERE event_pk IN (SELECT e.id FROM event AS e WHERE e.event_id = p_id) FOR UPDATE;
+    PERFORM FROM head WHERE event_pk = (SELECT e.id FROM event AS e WHERE e.event_id = p_id) FOR UPDATE;
     SELECT e.id, e.state, e.generation, e.lease_until_ms INTO r FROM event AS e WHERE e.event_id = p_id;
     v_found := FOUND;
     o_kind := fairq_fence(p_gen, v_now, CASE WHEN v_found THEN r.state END, CASE WHEN v_found THEN r.generation END,

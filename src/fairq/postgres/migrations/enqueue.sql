@@ -1,13 +1,14 @@
--- fairq PostgreSQL schema, version 5: enqueue as one server-side function,
--- so an enqueue or enqueue_many is one statement (its own transaction, one
--- round trip), as step 4 made claim, settle and extend.
+-- enqueue as one server-side function (since schema version 5), so an
+-- enqueue or enqueue_many is one statement (its own transaction, one round
+-- trip), as verbs.sql makes claim, settle and extend. Applied after
+-- verbs.sql by every upgrade, as that file is.
 --
 -- The rules it evaluates are fairq.rules' and fairq.rows': whether a repeat
 -- matches what is stored (fairq_repeats), where each new event goes
--- (fairq_placed) and where a new head joins the rotation (step 4's
+-- (fairq_placed) and where a new head joins the rotation (verbs.sql's
 -- fairq_join_pass); tests/postgres/test_pg_rules_sql.py runs each beside its
--- Python rule over thousands of random inputs. The bookkeeping is step 4's
--- fairq_bookkeep. A later step may CREATE OR REPLACE any of them.
+-- Python rule over thousands of random inputs. The bookkeeping is verbs.sql's
+-- fairq_bookkeep.
 
 -- rules.check_repeat as a verdict: an enqueue of an id already known (its
 -- flow and stored body, or the body hash its tombstone keeps) repeats it
@@ -55,8 +56,9 @@ RETURNS TABLE (o_kind text, o_event_id text, o_flow text, o_seq bigint, o_body t
                o_stored bigint)
 -- Its statements join arrays the planner cannot size well: a large batch
 -- would be planned as costly enough to compile (JIT), which takes longer
--- than the work.
-LANGUAGE plpgsql SET jit = off AS $$
+-- than the work; they are planned once per session (generic plans), as
+-- verbs.sql's are.
+LANGUAGE plpgsql SET jit = off SET plan_cache_mode = force_generic_plan AS $$
 DECLARE
     v_now bigint;
     v_stored bigint;
