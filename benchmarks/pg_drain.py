@@ -1,7 +1,8 @@
 """N processes draining a filled PostgreSQL queue: the raw queue or fairq's own loop, measured alike.
 
 DrainPool.drain() fills a fresh schema (the raw table by COPY; a fairq
-queue with Queue.enqueue_many over FLOWS flows), runs ANALYZE, and hands the
+queue with Queue.enqueue_many over FLOWS flows, or for batches over
+flows_for(processes, batch) flows), runs ANALYZE, and hands the
 drain to `processes` of the pool's spawned processes (started once, reused),
 which each open their connection, wait on a barrier, then claim and ack
 until every event is acked:
@@ -44,12 +45,21 @@ def with_parameter(url: str, key: str, value: str) -> str:
     return urllib.parse.urlunsplit(parts._replace(query=urllib.parse.urlencode(query)))
 
 
-def fill_fairq(url: str, events: int) -> None:
+def flows_for(processes: int, batch: int) -> int:
+    """The flows a fairq drain fills: FLOWS for single items; for batches
+    enough that every process can fill its batch five times over. A flow has
+    one event leased at a time (its order), so with fewer flows than
+    processes x batch the drain would measure that order, which the raw
+    queue does not keep, not the verbs."""
+    return FLOWS if batch == 1 else max(FLOWS, 5 * processes * batch)
+
+
+def fill_fairq(url: str, events: int, flows: int = FLOWS) -> None:
     import fairq
 
     with fairq.Queue(url) as q:
         for start in range(0, events, FILL_BATCH):
-            q.enqueue_many([(f"e{i}", {"i": i}, f"f{i % FLOWS}")
+            q.enqueue_many([(f"e{i}", {"i": i}, f"f{i % flows}")
                             for i in range(start, min(events, start + FILL_BATCH))])
     analyze(url)
 
@@ -180,7 +190,7 @@ class DrainPool:
             if kind == "raw":
                 pg_raw.create_and_fill(direct, events)
             else:
-                fill_fairq(direct, events)
+                fill_fairq(direct, events, flows_for(processes, batch))
             app = f"fairq-bench-{uuid.uuid4().hex[:8]}"
             reach = via.via_proxy(direct) if via is not None else direct
             url = with_parameter(reach, "application_name", app)

@@ -375,7 +375,7 @@ def main() -> None:
               f"{found['synchronous_commit']}, shared_buffers={found['shared_buffers']}; {os.cpu_count()} CPUs; "
               f"load average {'/'.join(f'{x:.1f}' for x in os.getloadavg())} (1/5/15 min)")
         print(f"# drains: {sizes['events']} single events, {sizes['batch_events']} in batches of {CLAIM_BATCH}, "
-              f"over {FLOWS} fairq flows; processes {','.join(map(str, sizes['workers']))}; "
+              f"over {FLOWS} fairq flows (batches: 5 x processes x batch); processes {','.join(map(str, sizes['workers']))}; "
               f"RTT {args.rtt_ms} ms; {sizes['repeat']} run(s) per cell")
         if "drains" in only:
             run_drains(server, sizes, rtts, results)

@@ -204,6 +204,9 @@ class Store(Protocol):
     """An open queue database: hands out write transactions and read snapshots."""
 
     version: int  # the schema version found or made at open
+    #: Calls that threads sharing the store can have running at once
+    #: (PostgreSQL: its pool of connections; SQLite: 1, one writer at a time).
+    parallel_calls: int
 
     def close(self) -> None: ...
 

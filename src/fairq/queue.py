@@ -347,6 +347,12 @@ class Queue(QueueReads, QueueRedrive, QueueMaintenance, QueueConfig, QueueWaits)
                 lease_ms = to_ms(tx.policy().lease_seconds)
             return tx.extend(event_id, generation, lease_ms=lease_ms, now_ms=now_ms)
 
+    @property
+    def parallel_calls(self) -> int:
+        """How many calls threads sharing this Queue can have running at once:
+        on PostgreSQL its pool of connections (fairq_pool), on SQLite 1."""
+        return self._store.parallel_calls
+
     # -- schedules ---------------------------------------------------------------------
 
     @property

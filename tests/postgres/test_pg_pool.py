@@ -6,6 +6,7 @@ refused naming the parameter."""
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 import uuid
@@ -14,6 +15,7 @@ from typing import Any
 import pytest
 
 import fairq
+import fairq.aio
 from fairq.postgres.pool import Pool
 from fairq.postgres.url import POOL_SIZE, parse
 from pgsessions import psycopg
@@ -73,6 +75,31 @@ def test_threads_sharing_a_queue_hold_their_transactions_at_the_same_time(pg_url
         assert all(isinstance(pid, int) for pid in got.values()), got
         assert len(set(got.values())) == POOL_SIZE  # each transaction on a connection of its own
         assert q.stats().counts["acked"] == POOL_SIZE
+
+
+def test_an_async_queue_runs_the_calls_of_concurrent_tasks_at_once_on_the_pool(pg_url: str) -> None:
+    async def main() -> dict[int, int]:
+        async with fairq.aio.AsyncQueue(pg_url) as q:
+            assert q.sync.parallel_calls == POOL_SIZE
+            await q.enqueue_many([(f"e{i}", {}, f"f{i}") for i in range(POOL_SIZE)])
+            met = threading.Barrier(POOL_SIZE)  # with calls taking turns on one thread, never met
+            got: dict[int, int] = {}
+
+            def effect(i: int, conn: Any) -> None:
+                got[i] = int(conn.execute("SELECT pg_backend_pid()").fetchone()[0])
+                met.wait(MEET)
+
+            async def one(i: int) -> None:
+                lease = await q.claim()
+                assert lease is not None
+                await q.ack(lease, effect=lambda conn: effect(i, conn))
+
+            await asyncio.wait_for(asyncio.gather(*(one(i) for i in range(POOL_SIZE))), HANG)
+            assert (await q.stats()).counts["acked"] == POOL_SIZE
+            return got
+
+    got = asyncio.run(main())
+    assert len(set(got.values())) == POOL_SIZE  # each task's transaction on a connection of its own
 
 
 def test_a_queue_opens_connections_only_as_calls_need_them_and_never_more_than_fairq_pool(

@@ -23,9 +23,9 @@ Verb = Callable[Concatenate[Any, P], Coroutine[Any, Any, R]]
 class Facade(Generic[T]):
     """Owns a sync queue object (`sync`) and its thread; closes both on close() / ``async with``."""
 
-    def __init__(self, sync: T, thread_name: str) -> None:
+    def __init__(self, sync: T, thread_name: str, threads: int = 1) -> None:
         self.sync = sync
-        self._thread = DbThread(thread_name)
+        self._thread = DbThread(thread_name, threads)
 
     async def run(self, fn: Callable[Concatenate[T, P], R], *args: P.args, **kw: P.kwargs) -> R:
         """fn(sync, *args, **kw) on the database thread: any sync call the facade does not wrap,

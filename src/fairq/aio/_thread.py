@@ -1,8 +1,8 @@
 """A dedicated thread of fairq's own (one per queue, one per running AsyncWorker's
 waits), how a coroutine waits for a call on it, and how it completes work it must not drop.
 
-DbThread runs blocking calls one at a time on its own thread (never the
-loop's default executor), each in a copy of the caller's contextvars. A
+DbThread runs blocking calls on threads of its own (one by default; never
+the loop's default executor), each in a copy of the caller's contextvars. A
 call that has started cannot be stopped: if the awaiting task is cancelled,
 the call still runs to its end, `on_cancel(result)` gives back what it took
 (a claim's leases), and only then is CancelledError raised. A call still
@@ -21,10 +21,10 @@ R = TypeVar("R")
 
 
 class DbThread:
-    """A single-thread executor named `name`; call() runs a blocking function on it."""
+    """An executor of `threads` threads (default one) named `name`; call() runs a blocking function on it."""
 
-    def __init__(self, name: str) -> None:
-        self._executor = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix=name)
+    def __init__(self, name: str, threads: int = 1) -> None:
+        self._executor = concurrent.futures.ThreadPoolExecutor(max_workers=threads, thread_name_prefix=name)
 
     async def call(self, fn: Callable[[], R], on_cancel: Callable[[R], Awaitable[Any]] | None = None) -> R:
         """fn() on the thread, in a copy of this task's contextvars.

@@ -1,4 +1,4 @@
-"""AsyncQueue: every fairq.Queue verb as a coroutine, run on one thread per queue.
+"""AsyncQueue: every fairq.Queue verb as a coroutine, run on the queue's own threads.
 
 Nothing here re-implements a verb: each attribute forwards to the same
 method of the fairq.Queue it owns (fairq.aio._facade).
@@ -19,7 +19,8 @@ class AsyncQueue(Facade[Queue]):
 
     path and options open a fairq.Queue (the same arguments); or pass an open
     Queue, which the AsyncQueue then owns and closes. Every call runs on this
-    queue's own thread, one at a time, in a copy of the caller's contextvars;
+    queue's own threads (one on SQLite; on PostgreSQL one per connection of
+    its pool, so calls of concurrent tasks run at once), in a copy of the caller's contextvars;
     settle effects run there too, inside the settle's transaction. A call
     whose awaiting task is cancelled still completes (a transaction cannot be
     stopped halfway); a cancelled claim or claim_many then releases the
@@ -30,7 +31,7 @@ class AsyncQueue(Facade[Queue]):
         if isinstance(path, Queue) and options:
             raise InvalidInput("options", f"an open Queue is used as it is; got {', '.join(sorted(options))}")
         queue = path if isinstance(path, Queue) else Queue(path, **options)
-        super().__init__(queue, f"fairq-db-{os.path.basename(os.fspath(queue.path))}")
+        super().__init__(queue, f"fairq-db-{os.path.basename(os.fspath(queue.path))}", queue.parallel_calls)
         self.path = queue.path
 
     async def __aenter__(self) -> AsyncQueue:

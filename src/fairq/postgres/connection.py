@@ -95,6 +95,7 @@ class PgDatabase:
         self._inside = threading.local()  # .busy: this thread's call has its transaction open
         first, self.place = self._open()
         self._pool: Pool[Any] = Pool(self._open_here, _close, self._target.pool)
+        self.pool_size = self._target.pool
         self._pool.renew(first)
 
     @property

@@ -61,6 +61,11 @@ class PgStore:
             raise
 
     @property
+    def parallel_calls(self) -> int:
+        """The pool's size (fairq_pool): calls that run at once, each on a connection of its own."""
+        return self.db.pool_size
+
+    @property
     def url(self) -> str:
         """The database URL, without its password."""
         return self.db.url

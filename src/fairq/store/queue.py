@@ -53,6 +53,9 @@ T = TypeVar("T")
 class QueueStore:
     """A queue database file: opens it, migrates it, hands out transactions."""
 
+    #: One writer at a time: more threads only wait for the write lock.
+    parallel_calls = 1
+
     def __init__(self, path: Any, *, synchronous: str, busy_timeout: float, readonly: bool = False,
                  policy: Policy | None = None) -> None:
         """readonly: open an existing, current queue file without writing it;
