@@ -27,7 +27,8 @@ from ..types import Outcome
 from ..worker import Handled, Job
 from ..worker.counts import Tally
 from ..worker.job import RELEASE, Decision
-from ..worker.loop import count
+from ..worker.ahead import AsyncClaimAhead
+from ..worker.counts import count
 from ..worker.outage import Outage
 from ..worker.settings import check_settings
 from ..worker.signals import exit_now
@@ -56,8 +57,10 @@ class AsyncWorker:
     timeout: seconds a handler may run; past it its task is cancelled and
     its event retried with reason "timeout". A lost lease (found by the
     heartbeat) sets job.lost and cancels the handler's task; nothing of it
-    is settled (its Handled has outcome release, settled None, and `lost`). A handler must not block the loop: one that blocks it longer
-    than the lease is logged ("loop.blocked") and its leases expire.
+    is settled (its Handled has outcome release, settled None, and `lost`).
+    A handler must not block the loop: one that blocks it longer than the
+    lease is logged ("loop.blocked") and its leases expire. With batch 1 and
+    concurrency > 1, the rounds about to claim share one claim_many (fairq.worker.ahead).
     """
 
     def __init__(self, queue: Any, handler: Callable[[Job], Awaitable[Any]], *, owner: str | None = None,
@@ -88,6 +91,9 @@ class AsyncWorker:
         self._active = 0  # rounds in progress: until_idle waits for all of them
         self._busy_rounds = 0  # rounds that handled something
         self.watch: LoopWatch | None = None
+        self._ahead = (AsyncClaimAhead(lambda n: self.queue.claim_many(n, owner=self.owner,
+                                                                       lease_seconds=self.lease_seconds),
+                                       self.concurrency) if self.batch == 1 and self.concurrency > 1 else None)
 
     # -- one round -------------------------------------------------------------
 
@@ -103,8 +109,9 @@ class AsyncWorker:
         if the step is cancelled while it waits for the database thread (then
         CancelledError follows it). A claim cancelled midway gives its leases back.
         """
-        leases = await self.queue.claim_many(await self._claim_size(), owner=self.owner,
-                                             lease_seconds=self.lease_seconds)
+        leases = await (self._ahead.take() if self._ahead is not None else
+                        self.queue.claim_many(await self._claim_size(), owner=self.owner,
+                                              lease_seconds=self.lease_seconds))
         if not leases:
             return []
         self.tally.add("claimed", len(leases))
@@ -178,6 +185,14 @@ class AsyncWorker:
             count(self.tally, jobs[i], h, settled=i != abandoned)
         return [h for h in out if h is not None]
 
+    async def _release_left(self) -> None:
+        """Give back the leases claimed ahead that no round took (its task was
+        cancelled while it waited): ready at once, their attempts unspent."""
+        left = self._ahead.left() if self._ahead is not None else []
+        if left:
+            self.tally.add("claimed", len(left))
+            await completing(self._settle([AsyncJob(lease, self._stop) for lease in left], [RELEASE] * len(left)))
+
     # -- the loop ----------------------------------------------------------------
 
     async def run(self, until_idle: bool = False, *, until_empty: bool = False,
@@ -206,6 +221,7 @@ class AsyncWorker:
         rounds = [asyncio.ensure_future(self._loop(mode, waits)) for _ in range(self.concurrency)]
         try:
             await self._supervise(rounds)
+            await self._release_left()
         finally:
             for signum in installed:
                 loop.remove_signal_handler(signum)

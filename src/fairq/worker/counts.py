@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 from typing import Any
 
-from ..types import State
+from ..types import Outcome, State
+from .job import Handled, Job
+
+log = logging.getLogger("fairq.worker")
 
 #: What a worker counts; Worker.counts() and run() return these keys.
 COUNTS = ("claimed", "acked", "retried", "released", "quarantined", "lost", "abandoned")
@@ -32,3 +36,19 @@ class Tally:
     def snapshot(self) -> dict[str, int]:
         with self._lock:
             return dict(zip(COUNTS, self.values[:]))
+
+
+def count(tally: Tally, job: Job, h: Handled, *, settled: bool = True) -> None:
+    """Count and log one handled job: lost (not settled), or what its settle made of it
+    (settled=False: a job abandoned at the stop timeout, counted as such elsewhere)."""
+    if h.settled is None:
+        tally.add("lost")
+        log.warning("lease.lost event_id=%s outcome=%s error=%r", h.event_id, h.outcome, str(h.lost))
+        return
+    if settled:
+        tally.add("released" if h.outcome is Outcome.RELEASE else COUNT_FOR[h.settled.state])
+    if h.settled.state is State.QUARANTINED:
+        log.error("event.quarantined event_id=%s attempts=%d reason=%r", h.event_id, job.attempts, h.reason)
+    else:
+        log.debug("settled event_id=%s outcome=%s state=%s", h.event_id, h.outcome, h.settled.state)
+

@@ -21,8 +21,9 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..errors import FairqError, InvalidInput, LeaseLost, Unavailable
-from ..types import Outcome, State
-from .counts import COUNT_FOR, COUNTS, Tally
+from ..types import State
+from .ahead import ClaimAhead
+from .counts import COUNTS, Tally, count
 from .handler import check_handler, decide
 from .heartbeat import Heartbeat
 from .outage import Outage
@@ -101,6 +102,10 @@ class Worker:
         #: A worker process's until_idle also waits for its siblings' leases.
         self.idle_needs_no_inflight = False
 
+        #: With threads running one job each, one claim for every thread about to claim.
+        self._ahead = (ClaimAhead(lambda n: self.queue.claim_many(n, owner=self.owner,
+                                                                  lease_seconds=self.lease_seconds),
+                                  self.concurrency) if self.batch == 1 and self.concurrency > 1 else None)
         if processes:
             check_sendable(handler, process_init, self.queue)
             self.tally = Tally(shared_counts(len(COUNTS)))
@@ -119,7 +124,8 @@ class Worker:
         heartbeat (other than Busy or Unavailable, which the next beat tries
         again) is raised after the batch is settled.
         """
-        leases = self.queue.claim_many(self._claim_size(), owner=self.owner, lease_seconds=self.lease_seconds)
+        leases = (self._ahead.take() if self._ahead is not None else
+                  self.queue.claim_many(self._claim_size(), owner=self.owner, lease_seconds=self.lease_seconds))
         if not leases:
             return []
         self.tally.add("claimed", len(leases))
@@ -247,9 +253,11 @@ class Worker:
         return counts
 
     def _release_unstarted(self) -> None:
-        """Give back the jobs of abandoned batches that no handler started:
-        ready at once, their attempts unspent."""
-        unstarted = self._heartbeat.take_unstarted()
+        """Give back the jobs of abandoned batches that no handler started, and
+        leases claimed ahead that no thread took: ready at once, their attempts unspent."""
+        left = self._ahead.left() if self._ahead is not None else []
+        self.tally.add("claimed", len(left))
+        unstarted = [*self._heartbeat.take_unstarted(), *(Job(lease, self._stop) for lease in left)]
         if not unstarted:
             return
         try:
@@ -382,19 +390,4 @@ class Worker:
         lease was gone) and abandoned (still running when the stop timeout
         ended); the keys are COUNTS."""
         return self.tally.snapshot()
-
-
-def count(tally: Tally, job: Job, h: Handled, *, settled: bool = True) -> None:
-    """Count and log one handled job: lost (not settled), or what its settle made of it
-    (settled=False: a job abandoned at the stop timeout, counted as such elsewhere)."""
-    if h.settled is None:
-        tally.add("lost")
-        log.warning("lease.lost event_id=%s outcome=%s error=%r", h.event_id, h.outcome, str(h.lost))
-        return
-    if settled:
-        tally.add("released" if h.outcome is Outcome.RELEASE else COUNT_FOR[h.settled.state])
-    if h.settled.state is State.QUARANTINED:
-        log.error("event.quarantined event_id=%s attempts=%d reason=%r", h.event_id, job.attempts, h.reason)
-    else:
-        log.debug("settled event_id=%s outcome=%s state=%s", h.event_id, h.outcome, h.settled.state)
 
