@@ -5,6 +5,7 @@
     python3 benchmarks/postgres.py --events 4000 --repeat 3 --rtt-ms 0,1 --workers 1,4,8 --backlog 0
     python3 benchmarks/postgres.py --url postgresql://user@host:port/db --output results.json
     python3 benchmarks/postgres.py --only trips  # some sections only: drains, trips, cost, worker
+    python3 benchmarks/postgres.py --only peers --repeat 3  # fairq beside procrastinate and PgQueuer
 
 Without --url it starts its own throwaway PostgreSQL cluster (initdb, as the
 `postgres` user when run as root) with fsync on, synchronous_commit on and
@@ -63,6 +64,12 @@ Sections and what each figure means:
 5. worker: claim+ack per second through fairq.Worker (no-op handler, one
    thread per process) on SQLite and PostgreSQL, 0 ms only (the older figure;
    --quick runs it only when --only names it).
+6. peers (benchmarks/pg_peers.py; only when --only names it): jobs/s of
+   --peer-jobs no-op jobs (default 2,000; --quick 200) drained by fairq's,
+   procrastinate's and PgQueuer's own workers, 1, 4 and 8 processes and one
+   process of concurrency 8, each system in a fresh database; "fairq ÷ best
+   peer" per column. A peer that is not installed is skipped, saying why
+   (pip install procrastinate pgqueuer, or the project's `bench` extra).
 
 --output FILE writes every figure (and each run's raw numbers) as JSON.
 """
@@ -90,6 +97,7 @@ sys.path.insert(0, str(ROOT / "tests" / "support"))  # pgcluster, pgops: a throw
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import fairq  # noqa: E402
+import pg_peers  # noqa: E402
 import pg_report  # noqa: E402
 import pg_trips  # noqa: E402
 import pgcluster  # noqa: E402
@@ -103,11 +111,14 @@ FLOWS = 100
 BATCH = 10_000
 CLAIM_BATCH = 100  # items per claim_many / settle_many in the batch drains
 SECTIONS = ("drains", "trips", "cost", "worker")
+OPTIONAL = ("peers",)  # run only when --only names them
 
 FULL = {"events": 4_000, "batch_events": 40_000, "workers": (1, 4, 8, 16), "repeat": 3, "small": 1_000,
-        "backlog": 1_000_000, "blocked": 100_000, "claims": 500, "worker_events": 4_000}
+        "backlog": 1_000_000, "blocked": 100_000, "claims": 500, "worker_events": 4_000,
+        "peer_jobs": 2_000}
 QUICK = {"events": 100, "batch_events": 1_000, "workers": (1, 2), "repeat": 1, "small": 100, "backlog": 2_000,
-         "blocked": 500, "claims": 50, "worker_events": 200}
+         "blocked": 500, "claims": 50, "worker_events": 200,
+         "peer_jobs": 200}
 
 
 def progress(text: str) -> None:
@@ -344,16 +355,18 @@ def arguments() -> tuple[argparse.Namespace, dict[str, Any]]:
     parser.add_argument("--workers", help="process counts, e.g. 1,4,8,16 (the default; --quick 1,2)")
     parser.add_argument("--rtt-ms", default="0,1", help="round trips added by the proxy, ms (default 0,1)")
     parser.add_argument("--backlog", type=int, help="the large claim-cost backlog (default 1M; --quick 2k; 0: skip)")
-    parser.add_argument("--only", default=",".join(SECTIONS), help=f"sections to run, of {','.join(SECTIONS)}")
+    parser.add_argument("--only", default=",".join(SECTIONS),
+                        help=f"sections to run, of {','.join(SECTIONS + OPTIONAL)} (default {','.join(SECTIONS)})")
+    parser.add_argument("--peer-jobs", type=int, help="no-op jobs per peers run (default 2,000; --quick 200)")
     parser.add_argument("--shared-buffers", default="256MB", help="of the throwaway cluster (default 256MB)")
     args = parser.parse_args()
     sizes = dict(QUICK if args.quick else FULL)
-    for key in ("events", "batch_events", "repeat", "backlog"):
+    for key in ("events", "batch_events", "repeat", "backlog", "peer_jobs"):
         if getattr(args, key) is not None:
             sizes[key] = getattr(args, key)
     if args.workers:
         sizes["workers"] = tuple(int(n) for n in args.workers.split(","))
-    unknown = set(args.only.split(",")) - set(SECTIONS)
+    unknown = set(args.only.split(",")) - set(SECTIONS + OPTIONAL)
     if unknown:
         parser.error(f"--only: unknown section(s) {', '.join(sorted(unknown))}")
     return args, sizes
@@ -389,6 +402,8 @@ def main() -> None:
             run_claim_cost(targets, sizes, results)
         if "worker" in only and not (args.quick and args.only == ",".join(SECTIONS)):
             run_worker(targets, sizes, results)
+        if "peers" in only:
+            pg_peers.run(server, sizes["peer_jobs"], sizes["repeat"], results)
     results["load_average_end"] = os.getloadavg()
     results["seconds"] = time.monotonic() - began
     print(f"\n# {results['seconds']:.0f} s; load average at the end "

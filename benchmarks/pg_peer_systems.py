@@ -1,0 +1,269 @@
+"""The systems benchmarks/pg_peers.py runs: fairq, procrastinate and PgQueuer, each through its own worker.
+
+Each system, in a fresh database of its own, has:
+
+  fill(url, jobs)   enqueue `jobs` no-op jobs numbered 0..jobs-1 (before the
+                    clock), through the system's own enqueue API, then ANALYZE;
+  work(url, opts, barrier) -> numbers
+                    one worker process: build the system's worker as its
+                    documentation shows, wait on the barrier, run it until
+                    the queue is empty; returns the job numbers its no-op
+                    handler saw;
+  DONE              SQL counting the jobs finished, in the system's own tables
+                    (the parent polls it to stop the clock);
+  check(url, jobs)  what is wrong with the tables afterwards, or None when
+                    every job finished exactly once.
+
+How each worker runs and stops (no-op handlers, in the form each system runs
+natively: a plain function for fairq.Worker, a coroutine for the two others):
+
+  fairq          fairq.Worker(q, handler, concurrency=c, batch=b).run(until_empty=True,
+                 signals=False): threads, returns once nothing is ready or inflight.
+                 Jobs are spread over 100 flows (fairq leases one event per flow at a time).
+  procrastinate  App(connector=PsycopgConnector(conninfo=url)), a task named "noop",
+                 app.run_worker_async(wait=False, concurrency=c, install_signal_handlers=False):
+                 returns at its first fetch that finds nothing. Its psycopg pool holds
+                 max(4, c + 2) connections (psycopg_pool's default is 4), so a worker of
+                 concurrency 8 is not held back by its pool.
+  PgQueuer       QueueManager(Queries(PsycopgDriver(conn))) on one autocommit psycopg
+                 AsyncConnection (asyncpg is not installed), an entrypoint "noop",
+                 qm.run(mode=QueueExecutionMode.drain, batch_size=b, max_concurrent_tasks=m):
+                 returns once nothing is queued and its tasks are done (completions are
+                 buffered and written before it returns).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.metadata
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import pg_drain
+
+CHUNK = 1_000  # jobs per enqueue call while filling
+
+
+@dataclass(frozen=True)
+class System:
+    name: str  # the row's label
+    package: str  # the distribution whose version is shown ("" for fairq)
+    fill: Callable[[str, int], None]
+    work: Callable[[str, dict[str, Any], Any], list[int]]
+    done_sql: str
+    check: Callable[[str, int], str | None]
+    options: Callable[[int], dict[str, Any]] = field(default=lambda c: {"concurrency": c})
+
+
+def version(package: str) -> str:
+    return importlib.metadata.version(package) if package else ""
+
+
+def count(url: str, sql: str) -> int:
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        return int(conn.execute(sql).fetchone()[0])  # type: ignore[index]
+
+
+def problems(url: str, checks: dict[str, tuple[str, int]]) -> str | None:
+    """The first check whose count is not the one expected: 'what: got N, expected M'."""
+    for what, (sql, expected) in checks.items():
+        got = count(url, sql)
+        if got != expected:
+            return f"{what}: {got}, expected {expected}"
+    return None
+
+
+# -- fairq ---------------------------------------------------------------------------
+
+
+def fairq_fill(url: str, jobs: int) -> None:
+    pg_drain.fill_fairq(url, jobs)  # enqueue_many over 100 flows, body {"i": i}; ANALYZE
+
+
+def fairq_work(url: str, opts: dict[str, Any], barrier: Any) -> list[int]:
+    import fairq
+
+    seen: list[int] = []
+    with fairq.Queue(url) as q:
+        worker = fairq.Worker(q, lambda job: seen.append(job.body["i"]), **opts)
+        barrier.wait()
+        worker.run(until_empty=True, signals=False)
+    return seen
+
+
+def fairq_check(url: str, jobs: int) -> str | None:
+    return problems(url, {
+        "events": ("SELECT count(*) FROM event", jobs),
+        "acked events": ("SELECT count(*) FROM event WHERE state = 'acked'", jobs),
+        "events claimed other than once": ("SELECT count(*) FROM event WHERE lifetime_attempts <> 1", 0),
+    })
+
+
+# -- procrastinate ---------------------------------------------------------------------
+
+
+def procrastinate_app(url: str, concurrency: int, handler: Callable[..., Any]) -> Any:
+    import procrastinate
+
+    size = max(4, concurrency + 2)  # the jobs running, the fetch, the LISTEN connection
+    app = procrastinate.App(connector=procrastinate.PsycopgConnector(conninfo=url, min_size=size, max_size=size))
+    app.task(name="noop")(handler)
+    return app
+
+
+async def _procrastinate_noop(i: int) -> None:
+    pass
+
+
+def procrastinate_fill(url: str, jobs: int) -> None:
+    async def fill() -> None:
+        app = procrastinate_app(url, 1, _procrastinate_noop)
+        async with app.open_async():
+            await app.schema_manager.apply_schema_async()
+            task = app.tasks["noop"]
+            for start in range(0, jobs, CHUNK):
+                await task.batch_defer_async(*[{"i": i} for i in range(start, min(jobs, start + CHUNK))])
+
+    asyncio.run(fill())
+    pg_drain.analyze(url)
+
+
+def procrastinate_work(url: str, opts: dict[str, Any], barrier: Any) -> list[int]:
+    seen: list[int] = []
+
+    async def noop(i: int) -> None:
+        seen.append(i)
+
+    async def main() -> None:
+        app = procrastinate_app(url, opts["concurrency"], noop)
+        async with app.open_async():  # the pool's connections are opened here, before the clock
+            barrier.wait()
+            await app.run_worker_async(wait=False, install_signal_handlers=False, **opts)
+
+    asyncio.run(main())
+    return seen
+
+
+def procrastinate_check(url: str, jobs: int) -> str | None:
+    return problems(url, {
+        "jobs": ("SELECT count(*) FROM procrastinate_jobs", jobs),
+        "succeeded jobs": ("SELECT count(*) FROM procrastinate_jobs WHERE status = 'succeeded'", jobs),
+        "jobs finished other than once": ("SELECT count(*) FROM procrastinate_jobs WHERE attempts <> 1", 0),
+        "'started' events": ("SELECT count(*) FROM procrastinate_events WHERE type = 'started'", jobs),
+        "jobs started": ("SELECT count(DISTINCT job_id) FROM procrastinate_events WHERE type = 'started'", jobs),
+    })
+
+
+# -- PgQueuer --------------------------------------------------------------------------
+
+
+def pgqueuer_fill(url: str, jobs: int) -> None:
+    async def fill() -> None:
+        import psycopg
+        from pgqueuer import PsycopgDriver, Queries
+
+        async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
+            queries = Queries(PsycopgDriver(conn))
+            await queries.install()
+            for start in range(0, jobs, CHUNK):
+                n = min(jobs, start + CHUNK) - start
+                await queries.enqueue(["noop"] * n, [str(i).encode() for i in range(start, start + n)], [0] * n)
+
+    asyncio.run(fill())
+    pg_drain.analyze(url)
+
+
+def pgqueuer_options(concurrency: int) -> dict[str, Any]:
+    """1 task at a time: its defaults (batches of 10, no cap on running tasks); c > 1:
+    max_concurrent_tasks c and the largest batch it allows with that cap (c / 2)."""
+    if concurrency == 1:
+        return {}
+    return {"batch_size": max(1, concurrency // 2), "max_concurrent_tasks": concurrency}
+
+
+def pgqueuer_work(url: str, opts: dict[str, Any], barrier: Any) -> list[int]:
+    seen: list[int] = []
+
+    async def main() -> None:
+        import psycopg
+        from pgqueuer import PsycopgDriver, Queries, QueueManager
+        from pgqueuer.types import QueueExecutionMode
+
+        async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
+            qm = QueueManager(Queries(PsycopgDriver(conn)))
+
+            @qm.entrypoint("noop")
+            async def noop(job: Any) -> None:
+                seen.append(int(job.payload))
+
+            barrier.wait()
+            await qm.run(mode=QueueExecutionMode.drain, **opts)
+
+    asyncio.run(main())
+    return seen
+
+
+def pgqueuer_check(url: str, jobs: int) -> str | None:
+    return problems(url, {
+        "jobs left in pgqueuer": ("SELECT count(*) FROM pgqueuer", 0),
+        "'successful' log rows": ("SELECT count(*) FROM pgqueuer_log WHERE status = 'successful'", jobs),
+        "jobs logged successful": ("SELECT count(DISTINCT job_id) FROM pgqueuer_log WHERE status = 'successful'",
+                                   jobs),
+        "log rows of other outcomes": ("SELECT count(*) FROM pgqueuer_log "
+                                       "WHERE status NOT IN ('queued', 'picked', 'successful')", 0),
+    })
+
+
+# -- the systems ---------------------------------------------------------------------
+
+FAIRQ_DONE = "SELECT count(*) FROM event WHERE state = 'acked'"
+FAIRQ = System("fairq", "", fairq_fill, fairq_work, FAIRQ_DONE, fairq_check)
+FAIRQ_BATCH = System("fairq, batch 10", "", fairq_fill, fairq_work, FAIRQ_DONE, fairq_check,
+                     options=lambda c: {"concurrency": c, "batch": 10})
+PROCRASTINATE = System("procrastinate", "procrastinate", procrastinate_fill, procrastinate_work,
+                       "SELECT count(*) FROM procrastinate_jobs WHERE status = 'succeeded'", procrastinate_check)
+PGQUEUER = System("PgQueuer", "pgqueuer", pgqueuer_fill, pgqueuer_work,
+                  "SELECT count(*) FROM pgqueuer_log WHERE status = 'successful'", pgqueuer_check,
+                  options=pgqueuer_options)
+PEERS = (PROCRASTINATE, PGQUEUER)
+BY_NAME = {s.name: s for s in (FAIRQ, FAIRQ_BATCH, *PEERS)}
+
+
+def missing(system: System) -> str | None:
+    """Why a peer cannot run here (its package does not import), or None."""
+    if not system.package:
+        return None
+    try:
+        __import__(system.package)
+    except ImportError as exc:
+        return f"not importable ({exc}); install it with: python3 -m pip install {system.package}"
+    return None
+
+
+def oban_note() -> str:
+    """oban (oban-py) is not measured: say why, as this machine shows it."""
+    py = ".".join(map(str, sys.version_info[:3]))
+    try:
+        found = importlib.metadata.version("oban")
+    except importlib.metadata.PackageNotFoundError:
+        return (f"oban (oban-py): skipped, not installed here: its package `oban` requires Python >= 3.12 "
+                f"and this run's Python is {py}")
+    return f"oban (oban-py) {found}: skipped, this benchmark has no runner for it"
+
+
+def child(name: str, url: str, opts: dict[str, Any], barrier: Any, results: Any) -> None:
+    """A spawned worker process: one system's worker until the queue is empty; reports
+    ("ok", job numbers seen, monotonic time it returned) or ("error", message)."""
+    import time
+
+    try:
+        seen = BY_NAME[name].work(url, opts, barrier)
+        results.put(("ok", seen, time.monotonic()))
+    except BaseException as exc:
+        barrier.abort()  # a process that fails before the barrier must not leave the others waiting
+        results.put(("error", f"{name}: {type(exc).__name__}: {exc}", 0.0))
+        raise
