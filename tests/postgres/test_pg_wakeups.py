@@ -67,6 +67,19 @@ def test_work_claimable_now_wakes_listeners_and_waiting_work_does_not(pg_url: st
         assert received(listener) == 1
 
 
+def test_a_wake_up_says_how_many_heads_became_claimable(pg_url: str, listener) -> None:
+    # A listening process wakes that many of its idle workers, not every one.
+    with fairq.Queue(pg_url) as q:
+        q.enqueue_many([("a", {}, "F"), ("b", {}, "F"), ("c", {}), ("d", {}, "G")])
+        assert heard(listener) == [(READY_CHANNEL, "3")]  # F's head, c, G's head; b waits behind a
+        leases = q.claim_many(3)
+        assert heard(listener) == []
+        q.settle_many([(lease, "ack") for lease in leases])
+        assert heard(listener) == [(READY_CHANNEL, "1")]  # b is F's head now
+        q.release(q.claim())
+        assert heard(listener) == [(READY_CHANNEL, "1")]
+
+
 def test_a_rolled_back_transaction_wakes_nobody(pg_url: str, listener) -> None:
     with fairq.Queue(pg_url) as q, psycopg.connect(pg_url) as app:
         app.execute("SELECT 1")  # the application's transaction is open
@@ -124,7 +137,7 @@ def test_the_verbs_notify_only_while_some_worker_may_be_asleep(pg_url: str) -> N
         conn.execute(ASLEEP)
         q.release(q.claim(now=20), now=20)
         q.retry(q.claim(now=20), "later", delay=5, now=20)
-        assert heard(conn) == [(READY_CHANNEL, ""), (DUE_CHANNEL, "25000")]
+        assert heard(conn) == [(READY_CHANNEL, "1"), (DUE_CHANNEL, "25000")]
         conn.execute("SELECT pg_advisory_unlock_shared(26228, 0)")
         q.ack(q.claim(now=30), now=30)
         assert heard(conn) == []

@@ -86,7 +86,7 @@ def claim_many(tx: TxnCore, n: int, *, owner: str | None, now_ms: int, lease_ms:
     if promoted > len(leases):
         # Heads this claim promoted and left were invisible to claims running
         # beside it: they look again once it commits.
-        tx.wake()
+        tx.wake(promoted - len(leases))
     if not promoted:
         tx.leave_time_unstored()
     return leases

@@ -88,8 +88,7 @@ def _insert_events(tx: TxnCore, items: list[NewEvent], now_ms: int) -> dict[str,
          "h_event_id": [h[0] for h in heads], "h_dispatch": [h[2] for h in heads],
          "h_runnable": [h[3] for h in heads]},
     )
-    if any(h[3] for h in heads):
-        tx.wake()
+    tx.wake(sum(1 for h in heads if h[3]))
     tx.due_later([h[2] for h in heads], now_ms)
     tx.moved(None, "ready", len(items))
     tx.happened("enqueued", len(items))

@@ -6,7 +6,11 @@ connection that LISTENs on it, read by one daemon thread; every thread of
 the process that waits for work (Queue.wait_for_work) sleeps on a condition
 that the thread wakes on each notification. Each waiting thread remembers
 the last notification it saw, so one that arrives while the thread is busy
-claiming is not lost: its next wait returns at once. A transaction that
+claiming is not lost: its next wait returns at once. A notification says
+how many heads its transaction made claimable (its payload): of the threads
+asleep when it arrives, only that many wake, the longest asleep first, and
+the others sleep on as if they had seen it (their process has threads
+enough on the way for that work); an empty payload wakes them all. A transaction that
 only leaves work waiting until a later time notifies the due channel with
 that time: a waiter that would sleep past it (or heard it while busy)
 sleeps until then instead.
@@ -87,6 +91,7 @@ class Listener:
         self._marks = 0  # how many times the process was marked as one that may sleep
         self._marked = False  # marked now (the lock is held)
         self._waiting = 0  # threads inside wait()
+        self._sleepers: collections.deque[list[int]] = collections.deque()  # [seen] of each asleep, first asleep first
         self._last_wait = 0.0  # monotonic time the last wait ended
         self._conn: Any = None
 
@@ -129,15 +134,20 @@ class Listener:
                     self._cond.wait(min(left, STOP_SLICE))
                 return self._end_wait(self._marked and self._listening)
             self._waiting += 1
-            while self._count == seen and not self._closed and not (stop is not None and stop.is_set()):
-                if until is not None and self._due_count != due_seen:
-                    deadline = min(deadline, time.monotonic() + self._seconds_to_due(due_seen, until))
-                    due_seen = self._due_count
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    break
-                self._cond.wait(min(left, STOP_SLICE) if stop is not None else left)
-                listened = listened and self._listening
+            asleep = [seen]  # a notice that does not wake this thread moves it on
+            self._sleepers.append(asleep)
+            try:
+                while asleep[0] == self._count and not self._closed and not (stop is not None and stop.is_set()):
+                    if until is not None and self._due_count != due_seen:
+                        deadline = min(deadline, time.monotonic() + self._seconds_to_due(due_seen, until))
+                        due_seen = self._due_count
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        break
+                    self._cond.wait(min(left, STOP_SLICE) if stop is not None else left)
+                    listened = listened and self._listening
+            finally:
+                self._sleepers.remove(asleep)
             self._seen.due = due_seen if until is not None else self._due_count
             return self._end_wait(listened and self._listening)
 
@@ -251,7 +261,22 @@ class Listener:
                 self._dues.append((self._due_count, due_ms))
             else:
                 self._count += 1
+                self._pass_over(payload)
             self._cond.notify_all()
+
+    def _pass_over(self, payload: str) -> None:
+        """Of the threads asleep, wake as many as the notice's payload counts (the
+        longest asleep first); the others take it as seen and sleep on."""
+        try:
+            wake = int(payload)
+        except ValueError:
+            return  # not counted: every one wakes
+        for asleep in self._sleepers:
+            if asleep[0] == self._count - 1:  # still asleep (not woken by an earlier notice)
+                if wake > 0:
+                    wake -= 1
+                else:
+                    asleep[0] = self._count
 
     def _drop(self) -> None:
         with self._cond:

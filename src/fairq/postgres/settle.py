@@ -116,8 +116,7 @@ def _ack(tx: TxnCore, rows: list[Held], now_ms: int) -> None:
         {"flow": [r.flow_id for r in named], "seq": [r.seq + 1 for r in named],
          "pass": [r.pass_ for r in named], "turn": [r.turn for r in named], "now_ms": now_ms},
     ).fetchall()
-    if any(r[0] for r in runnable):
-        tx.wake()
+    tx.wake(sum(1 for r in runnable if r[0]))
     tx.due_later([int(r[1]) for r in runnable], now_ms)
 
 
@@ -144,8 +143,7 @@ def _ready_again(tx: TxnCore, retried: list[tuple[Held, int, str | None]], relea
         "FROM unnest(%(pk)s::bigint[], %(at)s::bigint[]) AS c(pk, at) WHERE h.event_pk = c.pk",
         {"pk": pks, "at": next_at, "now_ms": now_ms},
     )
-    if any(at <= now_ms for at in next_at):
-        tx.wake()
+    tx.wake(sum(1 for at in next_at if at <= now_ms))
     tx.due_later(next_at, now_ms)
 
 

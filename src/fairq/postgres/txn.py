@@ -90,7 +90,7 @@ _WRITES = (
     "ON CONFLICT (name, shard) DO UPDATE SET n = counter.n + excluded.n) "
     # Sleeping workers wake, or learn of an earlier due time; delivered
     # at commit, never for a rollback. The shard taken (NULL: every one was held).
-    "SELECT (SELECT shard FROM taken), (SELECT pg_notify(%(channel)s, '') WHERE %(notify)s), "
+    "SELECT (SELECT shard FROM taken), (SELECT pg_notify(%(channel)s, %(ready)s) WHERE %(notify)s), "
     "(SELECT pg_notify(%(due_channel)s, %(due)s::text) WHERE %(due)s::text IS NOT NULL)"
 )
 _FLUSH_FREE = "WITH taken AS (" + _FREE_SHARD + "), " + _WRITES
@@ -118,7 +118,7 @@ class TxnCore(AuditTrail):
         self._moved: Counter[str] = Counter()
         self._totals: Counter[str] = Counter()
         self._lags: Counter[int] = Counter()
-        self._notify = False
+        self._ready = 0  # heads this transaction makes claimable now (notified at commit)
         self._due_ms: int | None = None  # the earliest time a head this transaction left waiting is due
 
     def __enter__(self) -> Any:
@@ -229,9 +229,10 @@ class TxnCore(AuditTrail):
     def claim_lag(self, lag_ms: int) -> None:
         self._lags[policy.lag_bucket(lag_ms)] += 1
 
-    def wake(self) -> None:
-        """This transaction makes a head claimable now: notify at commit."""
-        self._notify = True
+    def wake(self, heads: int = 1) -> None:
+        """This transaction makes `heads` heads claimable now: notify at commit,
+        saying how many (a listening process wakes that many idle workers)."""
+        self._ready += max(heads, 0)
 
     def due_later(self, times_ms: Sequence[int], now_ms: int) -> None:
         """This transaction leaves heads waiting until these times: those after
@@ -248,15 +249,15 @@ class TxnCore(AuditTrail):
                    **{f"lag_{bucket}": n for bucket, n in self._lags.items() if n}}
         store_time = self._time_dirty and not self.server_clock
         # A wake-up makes waiters look again at the earliest time: no due notice beside it.
-        due = None if self._notify or self._due_ms is None else str(self._due_ms)
-        if not (store_time or self._rotation_dirty or changes or self._notify or due):
+        due = None if self._ready or self._due_ms is None else str(self._due_ms)
+        if not (store_time or self._rotation_dirty or changes or self._ready or due):
             return
         names = sorted(changes)
         vtime, tail = self._rotation if self._rotation is not None else (0, 0)
         params = {"now_ms": self._clock_ms, "store_time": store_time, "vtime": vtime, "tail": tail,
                   "move": self._rotation_dirty, "names": names, "ns": [changes[k] for k in names],
-                  "fold": 0, "channel": READY_CHANNEL, "notify": self._notify, "due_channel": DUE_CHANNEL,
-                  "due": due}
+                  "fold": 0, "channel": READY_CHANNEL, "notify": self._ready > 0, "ready": str(self._ready),
+                  "due_channel": DUE_CHANNEL, "due": due}
         if self._joined and not self._rotation_dirty:
             # The application's transaction may stay open for long: it holds
             # no row that another transaction's bookkeeping needs.
@@ -269,7 +270,8 @@ class TxnCore(AuditTrail):
             self.execute("SELECT shard FROM rotation WHERE shard = %(held)s FOR UPDATE", {"held": held})
             self.execute(_FLUSH_HELD, {**params, "held": held, "store_time": False, "notify": False,
                                        "due": None})
-        self._time_dirty = self._rotation_dirty = self._notify = False
+        self._time_dirty = self._rotation_dirty = False
+        self._ready = 0
         self._due_ms = None
         self._moved.clear()
         self._totals.clear()

@@ -145,9 +145,12 @@ $$;
 -- its own (below the shards, keyed by its transaction id); else the shard is
 -- one no other transaction holds (SKIP LOCKED on its rotation row, which
 -- guards its counter rows), waited for only when every shard is held.
+-- p_ready: how many heads the transaction made claimable now (the ready
+-- notice's payload: a process wakes that many of its idle workers, not all);
+-- NULL: not counted (every idle worker wakes).
 CREATE OR REPLACE FUNCTION fairq_bookkeep(p_outbox boolean, p_store_time boolean, p_now bigint, p_move boolean,
                                           p_vtime bigint, p_tail bigint, p_names text[], p_ns bigint[],
-                                          p_fold integer, p_notify boolean, p_due bigint)
+                                          p_fold integer, p_notify boolean, p_due bigint, p_ready integer)
 RETURNS integer LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $$
 DECLARE
     v_shard integer;
@@ -209,12 +212,23 @@ BEGIN
         v_tell := fairq_asleep();
     END IF;
     IF v_tell AND p_notify THEN
-        PERFORM pg_notify('fairq_ready', '');
+        PERFORM pg_notify('fairq_ready', coalesce(p_ready::text, ''));
     ELSIF v_tell THEN
         PERFORM pg_notify('fairq_due', p_due::text);
     END IF;
     RETURN v_shard;
 END
+$$;
+
+-- The bookkeeping as schema versions 4 and 5 called it (a process of that
+-- version still running beside an upgraded schema): the ready notice wakes
+-- every idle worker.
+CREATE OR REPLACE FUNCTION fairq_bookkeep(p_outbox boolean, p_store_time boolean, p_now bigint, p_move boolean,
+                                          p_vtime bigint, p_tail bigint, p_names text[], p_ns bigint[],
+                                          p_fold integer, p_notify boolean, p_due bigint)
+RETURNS integer LANGUAGE sql AS $$
+    SELECT fairq_bookkeep(p_outbox, p_store_time, p_now, p_move, p_vtime, p_tail, p_names, p_ns, p_fold, p_notify,
+                          p_due, NULL)
 $$;
 
 -- The time a verb's transaction runs at: the server's, or (model clock) the
@@ -391,7 +405,7 @@ BEGIN
     -- beside it: they look again once it commits. An idle claim stores no time.
     PERFORM fairq_bookkeep(false, p_model AND v_now > v_stored AND (v_promoted > 0 OR cardinality(v_names) > 0),
                            v_now, v_claims > 0, v_vtime, v_tail, v_names, v_ns, p_fold, v_promoted > v_claims,
-                           NULL);
+                           NULL, v_promoted - v_claims);
 END
 $$;
 
@@ -462,6 +476,7 @@ DECLARE
     v_a_detail text[] := '{}';
     v_changed integer;
     v_notify boolean := false;
+    v_ready integer := 0;
     v_due bigint;
     v_names text[] := '{}';
     v_ns bigint[] := '{}';
@@ -587,8 +602,9 @@ BEGIN
                    JOIN event AS e ON e.flow_id = c.flow AND e.seq = c.seq + 1
                    WHERE c.flow IS NOT NULL
                    RETURNING head.runnable, head.dispatch_ms)
-        SELECT bool_or(n.runnable), min(n.dispatch_ms) FILTER (WHERE n.dispatch_ms > v_now)
-        INTO v_notify, v_due FROM n;
+        SELECT bool_or(n.runnable), min(n.dispatch_ms) FILTER (WHERE n.dispatch_ms > v_now),
+               count(*) FILTER (WHERE n.runnable)
+        INTO v_notify, v_due, v_ready FROM n;
         v_notify := coalesce(v_notify, false);
     END IF;
     IF cardinality(v_rdy_pk) > 0 THEN
@@ -608,7 +624,8 @@ BEGIN
         END IF;
         UPDATE head AS h SET dispatch_ms = c.at, runnable = c.at <= v_now
         FROM unnest(v_rdy_pk, v_rdy_at) AS c(pk, at) WHERE h.event_pk = ANY(v_rdy_pk) AND h.event_pk = c.pk;
-        v_notify := v_notify OR EXISTS (SELECT FROM unnest(v_rdy_at) AS a WHERE a <= v_now);
+        v_ready := v_ready + (SELECT count(*) FROM unnest(v_rdy_at) AS a WHERE a <= v_now);
+        v_notify := v_ready > 0;
         v_due := (SELECT min(a) FROM unnest(v_rdy_at || v_due) AS a WHERE a > v_now);
     END IF;
     IF cardinality(v_q_pk) > 0 THEN
@@ -642,7 +659,7 @@ BEGIN
     -- nothing: a single settle raises, and its time is not stored.
     PERFORM fairq_bookkeep(false, p_model AND v_now > v_stored AND cardinality(v_settled) > 0, v_now, false, 0, 0,
                            v_names, v_ns, p_fold,
-                           v_notify, CASE WHEN v_notify THEN NULL ELSE v_due END);
+                           v_notify, CASE WHEN v_notify THEN NULL ELSE v_due END, v_ready);
     RETURN QUERY
     SELECT o.kind, p_ids[o.i::integer], o.state, o.next_at, o.attempts, o.gen, o.until, o.in_batch,
            (o.i - 1)::integer, v_now, v_stored
@@ -706,7 +723,7 @@ BEGIN
     END IF;
     UPDATE head SET dispatch_ms = v_until WHERE event_pk = r.id;
     PERFORM fairq_bookkeep(false, p_model AND v_now > v_stored, v_now, false, 0, 0, '{}', '{}', p_fold => 0,
-                           p_notify => false, p_due => NULL);
+                           p_notify => false, p_due => NULL, p_ready => 0);
     RETURN NEXT;
 END
 $$;
