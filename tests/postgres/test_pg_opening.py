@@ -155,3 +155,20 @@ def test_a_connection_lost_under_a_queue_is_unavailable_and_nothing_half_done(pg
         assert isinstance(info.value.__cause__, psycopg.Error)
     with fairq.Queue(pg_url) as again:
         assert again.get("e").state is fairq.State.READY
+
+
+def test_an_upgrade_applies_the_functions_again_after_its_steps(pg_url: str) -> None:
+    # The server-side functions are not steps: an open that upgrades the schema
+    # replaces them with this fairq's definitions, whatever the old ones were.
+    with fairq.Queue(pg_url) as q:
+        q.enqueue("a", {})
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute("ALTER FUNCTION fairq_claim RESET ALL")  # as the functions of a version before 6
+        conn.execute("DELETE FROM fairq_schema WHERE version = %s", (LATEST,))
+    with fairq.Queue(pg_url) as q:
+        assert q.schema_version == LATEST
+        assert q.claim() is not None
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        config = conn.execute("SELECT proconfig FROM pg_proc AS p JOIN pg_namespace AS n ON n.oid = p.pronamespace "
+                              "WHERE n.nspname = current_schema() AND p.proname = 'fairq_claim'").fetchone()[0]
+        assert config == ["plan_cache_mode=force_generic_plan"]
