@@ -19,7 +19,8 @@ system in turn (interleaved, so the machine's noise falls on all of them alike):
    from the processes) and the system's tables agree; anything else fails the run loudly.
 
 jobs/s = jobs ÷ that time; a cell's figure is the median of --repeat runs. "fairq ÷ best peer":
-fairq's default worker (batch 1) over the fastest peer in that column. A peer whose package does
+fairq's default worker (batch 1) over the fastest peer in that column; "fairq, batch 10 ÷ best
+peer": the same for fairq.Worker(batch=10), the like of PgQueuer's default batches of 10. A peer whose package does
 not import is skipped, saying why; oban (oban-py) is not measured (see oban_note()).
 """
 
@@ -88,7 +89,8 @@ def drain(server: str, system: systems.System, jobs: int, processes: int, concur
         verify(url, system, jobs, [o[1] for o in outs])
     seconds = ended - began
     return {"jobs_per_s": jobs / seconds, "seconds": seconds,
-            "workers_returned_s": max(o[2] for o in outs) - began, "options": opts}
+            "workers_returned_s": max(o[2] for o in outs) - began,
+            "first_job_s": min(o[3] for o in outs if o[1]) - began, "options": opts}
 
 
 def wait_done(poll: Any, system: systems.System, jobs: int, procs: list[Any], began: float) -> float:
@@ -156,16 +158,16 @@ def report(table: dict[str, dict[str, float]], versions: dict[str, str], skipped
         shown = f"{name} {versions[name]}".strip()
         lines.append(f"| {shown} | " + " | ".join(f"{row[c]:,.0f}" for c in cells) + " |")
     peers = [name for name in table if name in {s.name for s in systems.PEERS}]
-    if peers:
-        ratios = [table["fairq"][c] / max(table[p][c] for p in peers) for c in cells]
-        lines.append("| fairq ÷ best peer | " + " | ".join(f"{r:.2f}" for r in ratios) + " |")
+    for ours in (systems.FAIRQ.name, systems.FAIRQ_BATCH.name) if peers else ():
+        ratios = [table[ours][c] / max(table[p][c] for p in peers) for c in cells]
+        lines.append(f"| {ours} ÷ best peer | " + " | ".join(f"{r:.2f}" for r in ratios) + " |")
     lines.append("")
     lines += [f"* {name}: skipped, {why}" for name, why in skipped.items()]
     lines.append(f"* {systems.oban_note()}")
     if "PgQueuer" in table:
-        lines.append("* PgQueuer in the process columns runs its defaults (batch_size 10, no cap on running tasks: "
-                     "it dequeues up to 10 jobs a round and runs them at once); in the concurrency column "
-                     "max_concurrent_tasks 8 with batch_size 4, the largest that cap allows.")
+        lines.append("* PgQueuer in the process columns runs its defaults (batch_size 10, no cap on running "
+                     "tasks: it dequeues up to 10 jobs a round and runs them at once); in the concurrency column "
+                     "batch_size 8 (uncapped: faster here than max_concurrent_tasks 8, which allows batches of 4).")
     lines.append("* `fairq, batch 10` is fairq.Worker(batch=10): claim_many of up to 10 a round, one settle_many; "
                  "fairq's jobs are spread over 100 flows (one leased event per flow at a time).")
     return lines
