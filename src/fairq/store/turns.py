@@ -44,8 +44,11 @@ process with two connections to one file says it once for both.
 from __future__ import annotations
 
 import fcntl
+import mmap
 import os
 import queue
+import struct
+import sys
 import threading
 import time
 
@@ -78,11 +81,22 @@ class _Due:
 
 
 _due = _Due()
+# This process's id, kept up to date across fork() (asking the kernel at every turn costs a system call).
+_pid = [os.getpid()]
 if hasattr(os, "register_at_fork"):
     def _forget_due() -> None:
         global _due
         _due = _Due()  # a child made by fork() holds none of its parent's record locks
+        _pid[0] = os.getpid()
     os.register_at_fork(after_in_child=_forget_due)
+
+# Where the kernel says who holds a record lock without taking it (F_GETLK:
+# one system call where a test lock and its release are two), the layout
+# of Linux's struct flock on a 64-bit build: l_type, l_whence, l_start,
+# l_len, l_pid. Elsewhere the test lock is taken and given back.
+_GETLK: struct.Struct | None = (
+    struct.Struct("hhqqi") if sys.platform == "linux" and struct.calcsize("l") == 8 else None
+)
 
 
 class _Request:
@@ -106,6 +120,10 @@ class WriteTurns:
         self._mutex = threading.Lock()  # guards _fd, _pid, _pending and a request's verdict
         self._fd: int | None = None
         self._pid = 0
+        # The turn count, mapped from the lock file's first 8 bytes where it can
+        # be (reading and adding to it then costs no system call); None: pread/pwrite.
+        self._map: mmap.mmap | None = None
+        self._view: memoryview | None = None
         self._key = (0, 0)
         self._last_count: int | None = None  # the turn count after this connection's last turn
         self._last_time = 0.0  # and when it let the lock go
@@ -140,18 +158,23 @@ class WriteTurns:
         fd = self._fd
         if fd is None or fd < 0:
             return
-        try:
-            count = _count(fd) + 1
-            os.pwrite(fd, count.to_bytes(8, "little"), 0)
-            self._last_count = count
-        except OSError:  # not counted (a full disk): the others' LONGEST_WAIT still holds
-            pass
+        view = self._view
+        if view is not None:  # the holder alone adds to the count: no lost update
+            view[0] = self._last_count = view[0] + 1
+        else:
+            try:
+                count = _count(fd) + 1
+                os.pwrite(fd, count.to_bytes(8, "little"), 0)
+                self._last_count = count
+            except OSError:  # not counted (a full disk): the others' LONGEST_WAIT still holds
+                pass
         fcntl.flock(fd, fcntl.LOCK_UN)
         self._last_time = time.monotonic()
 
     def close(self) -> None:
         with self._mutex:
-            if self._fd is not None and self._fd >= 0 and self._pid == os.getpid():
+            if self._fd is not None and self._fd >= 0 and self._pid == _pid[0]:
+                self._unmap()
                 os.close(self._fd)
             self._fd = None
             self._pid = -1  # closed for good: no lock from here on
@@ -163,15 +186,24 @@ class WriteTurns:
         or no other process is; left is how many more turns of others make
         it due, 0 if it is (taken is also True where there is no lock)."""
         with self._mutex:
-            fd = self._open()
-            if fd is None:
+            fd = self._fd
+            if fd is None or self._pid != _pid[0]:
+                fd = self._open()
+                if fd is None:
+                    return True, 0
+            elif fd < 0:
                 return True, 0
             last = self._last_count
-            try:
-                left = (0 if last is None or now - self._last_time >= LONGEST_WAIT or self._came_back
-                        else max(0, BYPASS - (_count(fd) - last)))
-            except OSError:  # the count cannot be read: wait in the kernel's queue
+            if last is None or self._came_back or now - self._last_time >= LONGEST_WAIT:
                 left = 0
+            else:
+                view = self._view
+                try:
+                    left = BYPASS - ((view[0] if view is not None else _count(fd)) - last)
+                except OSError:  # the count cannot be read: wait in the kernel's queue
+                    left = 0
+                if left < 0:
+                    left = 0
             if self._pending or (left and self._others_due(fd)):
                 return False, left
             try:
@@ -211,6 +243,13 @@ class WriteTurns:
         with due.mutex:
             if due.waiting.get(self._key):
                 return True
+            if _GETLK is not None:
+                try:
+                    # Would a lock of the byte conflict? (The kernel answers F_UNLCK when free.)
+                    found = fcntl.fcntl(fd, fcntl.F_GETLK, _GETLK.pack(fcntl.F_WRLCK, os.SEEK_SET, 0, 1, 0))
+                    return bool(_GETLK.unpack_from(found)[0] != fcntl.F_UNLCK)
+                except OSError:
+                    return True
             try:
                 # A test lock, given back at once: refused while another process holds the byte.
                 fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, 0)
@@ -244,18 +283,42 @@ class WriteTurns:
         handler alone, as without it."""
         if self._pid == -1:
             return None
-        if self._fd is None or self._pid != os.getpid():
-            self._pid = os.getpid()
+        if self._fd is None or self._pid != _pid[0]:
+            self._pid = _pid[0]
             self._pending = 0
             self._helper = None
             self._requests = queue.SimpleQueue()
+            self._map = self._view = None  # a parent's mapping: this process maps the file again
             try:
                 self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o666)
                 stat = os.fstat(self._fd)
                 self._key = (stat.st_dev, stat.st_ino)
             except OSError:
                 self._fd = -1
+            else:
+                self._map_count(stat.st_size)
         return None if self._fd < 0 else self._fd
+
+    def _map_count(self, size: int) -> None:
+        """Map the count (8 bytes, little-endian, as every fairq writes it);
+        where that fails, the count is read and written with pread/pwrite."""
+        if sys.byteorder != "little" or self._fd is None:
+            return
+        try:
+            if size < 8:
+                # Zeros up to 8 bytes; a count another process wrote meanwhile is kept.
+                os.ftruncate(self._fd, 8)
+            self._map = mmap.mmap(self._fd, 8)
+            self._view = memoryview(self._map).cast("Q")
+        except (OSError, ValueError):
+            self._unmap()
+
+    def _unmap(self) -> None:
+        if self._view is not None:
+            self._view.release()
+        if self._map is not None:
+            self._map.close()
+        self._map = self._view = None
 
     def _start_helper(self) -> None:
         if self._helper is None:
