@@ -40,11 +40,6 @@ REENTRY = ("a fairq call from inside its own effect or apply: the transaction is
            "open; use the connection the callback was given")
 
 
-def _armed() -> bool:
-    """Whether any crash or freeze point is set (unset, a group skips its points' loop)."""
-    return _crash.ARMED is not None or _crash.FROZEN is not None
-
-
 class Interrupted(BaseException):
     """What finish() raises when a call waiting for its group's COMMIT is
     interrupted (a Ctrl-C, its `__cause__`): the call's writes are in the
@@ -100,11 +95,12 @@ class Writers:
         me = threading.get_ident()
         if self.owner == me:
             raise UsageError(REENTRY)
-        if self.conn_lock.acquire(blocking=False):  # nobody has it: no need to count as waiting
-            with self._state:
-                if self.group is not None or not self._reading:
-                    self.owner = me
-                    return
+        if self.conn_lock.acquire(False):  # nobody has it: no need to count as waiting
+            # A read that starts waiting just after this look waits for the
+            # connection, then for this call's group to end, as if it came later.
+            if self.group is not None or not self._reading:
+                self.owner = me
+                return
             self.conn_lock.release()
         while True:
             with self._state:
@@ -180,7 +176,7 @@ class Writers:
         """After a call's savepoint: hand the connection to a waiting call, or
         end the group (COMMIT); return once the group has ended either way."""
         group.size += 1
-        if not conn.in_transaction and group.error is None:
+        if group.error is None and not conn.in_transaction:
             # SQLite rolled the whole transaction back under a failing statement
             # (a full disk can), or a callback ended it: nothing of the group stands.
             group.error = UsageError("the transaction was ended inside a call of its group; "
@@ -188,7 +184,7 @@ class Writers:
         # A call counts itself waiting before it waits for the connection, which
         # this one holds: one seen here takes the connection next (a call that
         # starts waiting just after this look begins the next group).
-        if group.error is None and self._waiting > 0 and group.size < MAX_GROUP:
+        if self._waiting > 0 and group.error is None and group.size < MAX_GROUP:
             done = group.done
             if done is None:
                 done = group.done = threading.Event()
@@ -201,8 +197,9 @@ class Writers:
         try:
             self._end(conn, group)
         finally:
-            self.let_go()
-            if group.error is None and _armed():
+            self.owner = None  # let_go(), spelled out on the path every call takes
+            self.conn_lock.release()
+            if group.error is None and (_crash.ARMED is not None or _crash.FROZEN is not None):
                 for name in dict.fromkeys(group.names):
                     _crash.point(name, "after_commit")  # committed, and no call answered yet
             if group.done is not None:  # calls of the group wait for it
@@ -213,7 +210,7 @@ class Writers:
         the next group begin."""
         try:
             if group.error is None:
-                if _armed():
+                if _crash.ARMED is not None or _crash.FROZEN is not None:
                     for name in dict.fromkeys(group.names):
                         _crash.point(name, "before_commit")
                 conn.execute(COMMIT)
@@ -226,10 +223,13 @@ class Writers:
             finally:
                 if self.turns is not None:
                     self.turns.release()
-                with self._state:
-                    self.group = None
-                    if group.error is None:
-                        self.groups += 1
-                        self.calls += group.size
-                    if self._reading:  # only a read (or close) waits for the group to end
+                # Only the connection's holder (this call) changes these. A read
+                # counts itself before it looks at the group under the lock, so
+                # one that waits for this group is woken below.
+                self.group = None
+                if group.error is None:
+                    self.groups += 1
+                    self.calls += group.size
+                if self._reading:  # only a read (or close) waits for the group to end
+                    with self._state:
                         self._state.notify_all()

@@ -239,7 +239,8 @@ class Database:
 
     def write(self, name: str, before_commit: Callable[[], None] | None = None) -> Transaction:
         """One BEGIN IMMEDIATE transaction, named for its crash points."""
-        self.refuse_write()
+        if self.closed or self.readonly:
+            self.refuse_write()
         return Transaction(self, name, before_commit)
 
     def join(self, conn: Any, before_commit: Callable[[], None] | None = None) -> JoinedTransaction:

@@ -56,7 +56,8 @@ class Transaction:
         writers.take_for_write()
         conn = db.conn
         try:
-            db.refuse_closed()
+            if db.closed:
+                db.refuse_closed()
             self._group, began = writers.begin(conn)
         except BaseException as exc:
             writers.let_go()
