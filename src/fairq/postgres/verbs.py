@@ -32,7 +32,7 @@ from .._json import body_value
 from ..backend import SettleItem
 from ..errors import LeaseExpired, LeaseLost, StaleLease, StoreError
 from ..policy import Backoff, from_ms, to_ms
-from ..types import Lease, Settled, State, UndecodableBody
+from ..types import Lease, Outcome, Settled, State, UndecodableBody
 from .txn import TxnCore, fold
 
 # -- claim ------------------------------------------------------------------------
@@ -119,7 +119,9 @@ def settle_many(tx: TxnCore, items: Sequence[SettleItem], *, requested: tuple[in
         "factor": None if backoff is None else backoff.factor, "cap": None if backoff is None else backoff.cap,
         "jitter": None if backoff is None else backoff.jitter}
     for _ in range(2):
-        params["draws"] = [None if a is None else policy.jitter_draw(item.event_id, item.generation, a)
+        # A draw is needed only by a retry that takes its delay from the backoff.
+        params["draws"] = [policy.jitter_draw(item.event_id, item.generation, a)
+                           if a is not None and item.outcome is Outcome.RETRY and item.delay is None else None
                            for item, a in zip(items, seen)]
         params["draw_attempts"] = seen
         rows = tx.db.statement("settle", _SETTLE, {**params, "fold": fold()})

@@ -403,7 +403,7 @@ BEGIN
                   v_quarantined]::bigint[] || array_fill(1::bigint, ARRAY[cardinality(v_lags)]);
     -- Heads this claim promoted and left were invisible to claims running
     -- beside it: they look again once it commits. An idle claim stores no time.
-    PERFORM fairq_bookkeep(false, p_model AND v_now > v_stored AND (v_promoted > 0 OR cardinality(v_names) > 0),
+    PERFORM fairq_bookkeep(false, p_model AND v_now > v_stored AND (v_promoted > 0 OR v_claims > 0 OR v_expired > 0),
                            v_now, v_claims > 0, v_vtime, v_tail, v_names, v_ns, p_fold, v_promoted > v_claims,
                            NULL, v_promoted - v_claims);
 END
