@@ -9,7 +9,7 @@ Each system, in a fresh database of its own, has:
                     documentation shows, wait on the barrier, run it until
                     the queue is empty; returns the job numbers its no-op
                     handler saw;
-  DONE              SQL counting the jobs finished, in the system's own tables
+  done_sql          SQL counting the jobs finished, in the system's own tables
                     (the parent polls it to stop the clock);
   check(url, jobs)  what is wrong with the tables afterwards, or None when
                     every job finished exactly once.
