@@ -1,7 +1,7 @@
 """No statement on the hot path scans events or flows, or sorts.
 
 Every statement the verbs run is recorded as it was prepared (SQL text and
-bound parameters, by wrapping fairq's own connection class) on a file with a
+bound parameters, by wrapping fairq's own connection and cursor classes) on a file with a
 few thousand events, then explained with the same parameters; a regression
 to a table scan or a temp b-tree fails here.
 """
@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 import fairq
-from fairq.store.sqlite import OwnConnection
+from fairq.store.callbacks import OwnConnection, OwnCursor
 
 # The allowed SCANs on the write path: walking the rotation index in order,
 # stopped by LIMIT, and reading a batch's own parameter list (a JSON array).
@@ -69,8 +69,21 @@ def recorded(q: fairq.Queue, fn: Any, monkeypatch: pytest.MonkeyPatch) -> list[t
             seen.append((sql, rows[0]))
         return sqlite3.Connection.executemany(self, sql, rows)
 
+    def cursor_execute(self: OwnCursor, sql: str, params: Any = ()) -> sqlite3.Cursor:
+        seen.append((sql, params))
+        return sqlite3.Cursor.execute(self, sql, params)
+
+    def cursor_executemany(self: OwnCursor, sql: str, rows: Any) -> sqlite3.Cursor:
+        rows = list(rows)
+        if rows:
+            seen.append((sql, rows[0]))
+        return sqlite3.Cursor.executemany(self, sql, rows)
+
     monkeypatch.setattr(OwnConnection, "execute", execute)
     monkeypatch.setattr(OwnConnection, "executemany", executemany)
+    # The write path's own cursor (Database.cursor) runs the hot statements.
+    monkeypatch.setattr(OwnCursor, "execute", cursor_execute)
+    monkeypatch.setattr(OwnCursor, "executemany", cursor_executemany)
     fn(q)
     monkeypatch.undo()
     return seen

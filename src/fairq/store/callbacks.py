@@ -83,6 +83,12 @@ class OwnConnection(sqlite3.Connection):
             raise UsageError(f"a settle effect or Inbox apply cannot {what}; nothing of its call was written")
 
 
+class OwnCursor(sqlite3.Cursor):
+    """The class of the cursor a fairq connection keeps for its write path
+    (Database.cursor), so its statements can be told apart like the
+    connection's own."""
+
+
 class CallbackGuard:
     """The authorizer of one fairq connection, and the callbacks run on it."""
 

@@ -90,7 +90,7 @@ def claim_many(tx: TxnCore, n: int, *, owner: str | None, now_ms: int, lease_ms:
         # attempt counted durably before any work starts, and waits in the
         # waiting index until its lease ends or it is settled. (Positional
         # parameters, in the order written: the claim's hot statement.)
-        conn.executemany(
+        tx.cursor.executemany(
             "UPDATE event SET state = 'inflight', generation = generation + 1, "
             "attempts = attempts + 1, lifetime_attempts = lifetime_attempts + 1, "
             "next_at_ms = NULL, lease_until_ms = ?, owner = ?, "

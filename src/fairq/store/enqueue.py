@@ -17,7 +17,7 @@ from typing import Any
 
 from .. import rules
 from ..backend import NewEvent
-from ..rows import StoredId, enqueued, fresh_events, placed
+from ..rows import StoredId, enqueued, fresh_events, placed, ready_at
 from ..types import Enqueued
 from .txn import TxnCore
 
@@ -60,7 +60,7 @@ def enqueue_many(tx: TxnCore, items: Sequence[NewEvent], now_ms: int) -> list[En
     Any conflict raises before anything is written.
     """
     if len(items) == 1 and items[0].flow is None and _insert_own_flow(tx, items[0], now_ms):
-        return enqueued(items, {}, {items[0].event_id: 1})
+        return [Enqueued(items[0].event_id, None, 1, True)]  # a new flow's first seq
     if len(items) == 1:  # one id: looked up by value, without a JSON list
         found = tx.connection.execute(_KNOWN_ONE, {"id": items[0].event_id})
     else:
@@ -76,12 +76,11 @@ def _insert_own_flow(tx: TxnCore, item: NewEvent, now_ms: int) -> bool:
     where a lookup and an insert would be two); False: the id is known, and
     nothing was written."""
     row = tx.state_row()
-    p = next(placed([item], {}, now_ms))
+    next_at = ready_at(item, now_ms)
     turn = row.turn + 1  # taken below only if the insert happened
-    inserted = tx.connection.execute(
+    inserted = tx.cursor.execute(
         _INSERT_OWN_FLOW,
-        (item.event_id, item.body, now_ms, p.next_at_ms, rules.join_pass(row.tail), turn,
-         int(p.next_at_ms <= now_ms)),
+        (item.event_id, item.body, now_ms, next_at, rules.join_pass(row.tail), turn, int(next_at <= now_ms)),
     ).rowcount
     if not inserted:
         return False

@@ -64,9 +64,10 @@ class Group:
 class Writers:
     """Who has the connection, the open group, and who waits for either."""
 
-    def __init__(self, conn_lock: threading.Lock, turns: WriteTurns | None) -> None:
+    def __init__(self, conn_lock: threading.Lock, turns: WriteTurns | None, cursor: sqlite3.Cursor) -> None:
         self.conn_lock = conn_lock  # held by the call (or read) using the connection
         self.turns = turns
+        self.cursor = cursor  # the connection's, for BEGIN, COMMIT and ROLLBACK
         self._state = threading.Condition(threading.Lock())  # guards the fields below
         self._waiting = 0  # write calls waiting for the connection (they will join a group)
         self._reading = 0  # reads (and close) waiting for the open group to end
@@ -164,7 +165,7 @@ class Writers:
         if self.turns is not None:
             self.turns.acquire()
         try:
-            conn.execute(BEGIN_WRITE)
+            self.cursor.execute(BEGIN_WRITE)
         except BaseException:
             if self.turns is not None:
                 self.turns.release()
@@ -213,13 +214,13 @@ class Writers:
                 if _crash.ARMED is not None or _crash.FROZEN is not None:
                     for name in dict.fromkeys(group.names):
                         _crash.point(name, "before_commit")
-                conn.execute(COMMIT)
+                self.cursor.execute(COMMIT)
         except BaseException as failure:
             group.error = failure
         finally:
             try:
                 if conn.in_transaction:
-                    conn.execute(ROLLBACK)
+                    self.cursor.execute(ROLLBACK)
             finally:
                 if self.turns is not None:
                     self.turns.release()

@@ -89,10 +89,6 @@ class QueueStore:
 class QueueTxn(TxnCore):
     """Every verb, bound to one open transaction (a context manager)."""
 
-    def __enter__(self) -> QueueTxn:
-        super().__enter__()
-        return self
-
     def enqueue_many(self, items: Sequence[NewEvent], now_ms: int) -> list[Enqueued]:
         """Store each new event at the end of its flow; identical repeats collapse.
         Any conflict raises before anything is written."""

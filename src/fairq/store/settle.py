@@ -33,7 +33,7 @@ def _held(tx: TxnCore, event_ids: list[str]) -> dict[str, _Held]:
     # The rows the fence judges, by the event_id index, read under the write
     # lock; one id by value, without a JSON list.
     if len(event_ids) == 1:
-        row = tx.connection.execute(_FENCE_ONE, {"id": event_ids[0]}).fetchone()
+        row = tx.cursor.execute(_FENCE_ONE, {"id": event_ids[0]}).fetchone()
         return {} if row is None else {row[0]: _Held._make(row)}
     rows = tx.connection.execute(_FENCE_MANY, {"ids": json.dumps(event_ids)})
     return {row[0]: _Held._make(row) for row in rows}
@@ -53,49 +53,45 @@ def settle_many(
     judged = judge_settles(items, _held(tx, [item.event_id for item in items]), now_ms=now_ms,
                            max_attempts=max_attempts, backoff=backoff)
     judged.count(tx)
-    acked = [(now_ms, row.id) for row in judged.acked]  # (settled_ms, id)
-    # (pass, turn, now_ms, flow_id, seq) of each acked head's successor
-    next_heads = [(row.pass_, row.turn, now_ms, row.flow_id, row.seq + 1)
-                  for row in judged.acked if row.flow_id is not None]
-    retried = [{"id": row.id, "next_at_ms": next_at, "runnable": int(next_at <= now_ms), "reason": reason}
-               for row, next_at, reason in judged.retried]
-    released = [{"id": row.id, "now_ms": now_ms} for row in judged.released]
-    quarantined = [{"id": row.id, "reason": reason} for row, reason in judged.quarantined]
     conn = tx.connection
     # The ack statements, the hot path of every cycle, take positional
     # parameters in the order written.
-    if acked:
+    if judged.acked:
         # Acked is final: the event leaves the dispatch indexes for good.
-        conn.executemany(
+        tx.cursor.executemany(
             "UPDATE event SET state = 'acked', lease_until_ms = NULL, settled_ms = ?, "
             "pass = NULL, turn = NULL, dispatch_ms = NULL, runnable = 0 WHERE id = ?",
-            acked,
+            [(now_ms, row.id) for row in judged.acked],  # (settled_ms, id)
         )
-    if next_heads:
-        # The next seq (there are no gaps) becomes the head and inherits
-        # the flow's rotation place; no row: the flow is idle now.
-        conn.executemany(
-            "UPDATE event SET pass = ?, turn = ?, dispatch_ms = next_at_ms, "
-            "runnable = next_at_ms <= ? WHERE flow_id = ? AND seq = ?",
-            next_heads,
-        )
-    if retried:
+        # (pass, turn, now_ms, flow_id, seq) of each acked head's successor
+        next_heads = [(row.pass_, row.turn, now_ms, row.flow_id, row.seq + 1)
+                      for row in judged.acked if row.flow_id is not None]
+        if next_heads:
+            # The next seq (there are no gaps) becomes the head and inherits
+            # the flow's rotation place; no row: the flow is idle now.
+            conn.executemany(
+                "UPDATE event SET pass = ?, turn = ?, dispatch_ms = next_at_ms, "
+                "runnable = next_at_ms <= ? WHERE flow_id = ? AND seq = ?",
+                next_heads,
+            )
+    if judged.retried:
         # Back to ready: still the head, claimable again from next_at.
         conn.executemany(
             "UPDATE event SET state = 'ready', lease_until_ms = NULL, next_at_ms = :next_at_ms, "
             "dispatch_ms = :next_at_ms, runnable = :runnable, reason = :reason WHERE id = :id",
-            retried,
+            [{"id": row.id, "next_at_ms": next_at, "runnable": int(next_at <= now_ms), "reason": reason}
+             for row, next_at, reason in judged.retried],
         )
-    if released:
+    if judged.released:
         # Given back unused: ready at once, and the claim is not counted
         # against the round's budget (lifetime_attempts keeps it).
         conn.executemany(
             "UPDATE event SET state = 'ready', lease_until_ms = NULL, next_at_ms = :now_ms, "
             "dispatch_ms = :now_ms, runnable = 1, attempts = attempts - 1 WHERE id = :id",
-            released,
+            [{"id": row.id, "now_ms": now_ms} for row in judged.released],
         )
-    if quarantined:
-        tx.quarantine(quarantined)
+    if judged.quarantined:
+        tx.quarantine([{"id": row.id, "reason": reason} for row, reason in judged.quarantined])
     if judged.audits:
         tx.append_audit(judged.audits)
     return judged.out

@@ -94,9 +94,11 @@ if hasattr(os, "register_at_fork"):
 # one system call where a test lock and its release are two), the layout
 # of Linux's struct flock on a 64-bit build: l_type, l_whence, l_start,
 # l_len, l_pid. Elsewhere the test lock is taken and given back.
-_GETLK: struct.Struct | None = (
-    struct.Struct("hhqqi") if sys.platform == "linux" and struct.calcsize("l") == 8 else None
+_GETLK: bytes | None = (
+    struct.pack("hhqqi", fcntl.F_WRLCK, os.SEEK_SET, 0, 1, 0)  # a write lock of the first byte
+    if sys.platform == "linux" and struct.calcsize("l") == 8 else None
 )
+_UNLOCKED = struct.pack("h", fcntl.F_UNLCK)  # l_type of the answer: nothing conflicts
 
 
 class _Request:
@@ -240,16 +242,17 @@ class WriteTurns:
         """Whether a writer of another process (or another connection of this
         one) is due: holds the shared record lock on the first byte."""
         due = _due
+        if _GETLK is not None:  # a question, which changes no lock: no need to hold the mutex
+            if due.waiting.get(self._key):
+                return True
+            try:
+                # Would a lock of the byte conflict? (The kernel answers F_UNLCK when free.)
+                return fcntl.fcntl(fd, fcntl.F_GETLK, _GETLK)[:2] != _UNLOCKED
+            except OSError:
+                return True
         with due.mutex:
             if due.waiting.get(self._key):
                 return True
-            if _GETLK is not None:
-                try:
-                    # Would a lock of the byte conflict? (The kernel answers F_UNLCK when free.)
-                    found = fcntl.fcntl(fd, fcntl.F_GETLK, _GETLK.pack(fcntl.F_WRLCK, os.SEEK_SET, 0, 1, 0))
-                    return bool(_GETLK.unpack_from(found)[0] != fcntl.F_UNLCK)
-                except OSError:
-                    return True
             try:
                 # A test lock, given back at once: refused while another process holds the byte.
                 fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, 0)

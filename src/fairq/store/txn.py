@@ -16,7 +16,7 @@ import logging
 import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from .. import policy
 from ..policy import Policy
@@ -28,13 +28,15 @@ from .transactions import JoinedTransaction, Transaction
 
 log = logging.getLogger("fairq")
 
+_Txn = TypeVar("_Txn", bound="TxnCore")
+
 # A system clock reading clamped by more than this is worth a warning (once
 # per stored clock value in a process): the stored clock was set ahead.
 _AHEAD_WARNING_MS = round(policy.DEFAULT_MAX_CLOCK_SKEW * 1000)
 _ahead_warned: list[int | None] = [None]
 
 
-@dataclass
+@dataclass(slots=True)
 class StateRow:
     """The queue_state row as a transaction holds it: the stored time and the
     rotation state (the counts and totals are only ever added to, by _flush)."""
@@ -73,6 +75,17 @@ _STATE_ROW_AND_HEAD = (
     "LEFT JOIN flow AS f ON f.flow_id = h.flow_id WHERE s.id = 1"
 )
 
+# An enqueue's state row: the clock and the rotation counters alone (an
+# enqueue needs neither the policy nor the waiting index); the rest of
+# _STATE_ROW is read by _STATE_REST if the transaction asks for it.
+_CLOCK_ROW = "SELECT now_ms, vtime, tail, turn, claim_lag FROM queue_state WHERE id = 1"
+_STATE_REST = (
+    "SELECT (SELECT min(dispatch_ms) FROM event WHERE runnable = 0 AND dispatch_ms IS NOT NULL), "
+    "p.max_attempts, p.lease_ms, "
+    "p.backoff_base_s, p.backoff_factor, p.backoff_cap_s, p.backoff_jitter, p.version "
+    "FROM policy AS p WHERE p.id = 1"
+)
+
 # The clock, rotation counters and totals only move forward (CHECK keeps
 # tail >= vtime); the state counts follow the transitions made. Positional
 # parameters (in the order of the SET list): binding 16 named ones cost
@@ -87,9 +100,12 @@ _WRITE_STATE_ROW = (
     "redriven_total = redriven_total + ?, claim_lag = coalesce(?, claim_lag) WHERE id = 1"
 )
 
-# The counts a transaction adds to, as plain ints: no Counter, no key built per call.
-_NO_MOVES = {"ready": 0, "inflight": 0, "acked": 0, "quarantined": 0}
-_NO_TOTALS = dict.fromkeys(TOTALS, 0)
+# Where each state's count and each TOTALS counter sits in a transaction's
+# list of changes, in the order of _WRITE_STATE_ROW's parameters.
+_STATE_SLOT = {"ready": 0, "inflight": 1, "acked": 2, "quarantined": 3}
+_TOTAL_SLOT = {name: 4 + i for i, name in enumerate(TOTALS)}
+_NO_CHANGES = [0] * (len(_STATE_SLOT) + len(_TOTAL_SLOT))
+assert TOTALS == ("enqueued", "claimed", "expired", "acked", "retried", "quarantined", "redriven")
 
 
 class TxnCore(AuditTrail):
@@ -102,21 +118,29 @@ class TxnCore(AuditTrail):
         )
         self._db = db
         self.connection: sqlite3.Connection = db.conn
+        # For statements whose rows are read at once: the connection's own
+        # cursor (an application's connection gets one of its own in __enter__).
+        self.cursor: sqlite3.Cursor = db.cursor
         self._row: StateRow | None = None
-        self._policy_row: tuple[Any, ...] = ()  # read with the state row
+        # The state row's statement: with the first head for a claim, the clock
+        # alone for an enqueue (_STATE_REST reads the rest if asked for).
+        self._read = _STATE_ROW_AND_HEAD if name == "claim" else _CLOCK_ROW if name == "enqueue" else _STATE_ROW
+        self._policy_row: tuple[Any, ...] | None = None  # read with the state row (None: not yet)
         self._policy: Policy | None = None
-        self._moved = _NO_MOVES.copy()  # state -> change in its event count
-        self._totals = _NO_TOTALS.copy()  # TOTALS name -> how many more happened
+        # Change in each state's event count, then how many more of each TOTALS
+        # happened (positions: _STATE_SLOT, _TOTAL_SLOT).
+        self._changes = _NO_CHANGES.copy()
         self._counted = False  # whether any count or total changed
         self._lags: list[int] | None = None  # claim lag bucket counts, once a first claim changes them
         self._dirty = False
         # A claim's state row brings the rotation's first head ([] when the
         # rotation index was empty; None: not read, or handed out already).
-        self._with_head = name == "claim"
         self._head: list[tuple[Any, ...]] | None = None
 
-    def __enter__(self) -> Any:
-        self.connection = self._transaction.__enter__()
+    def __enter__(self: _Txn) -> _Txn:
+        conn = self.connection = self._transaction.__enter__()
+        if conn is not self._db.conn:
+            self.cursor = conn.cursor()
         return self
 
     def __exit__(self, *exc: Any) -> None:
@@ -138,15 +162,26 @@ class TxnCore(AuditTrail):
             # judges by the policy stored now, whichever process set it. The
             # waiting index's first entry (one seek) tells a claim whether any
             # head came due, so it promotes only when one did.
-            if self._with_head:
-                read = self.connection.execute(_STATE_ROW_AND_HEAD).fetchone()
+            sql = self._read
+            read = self.cursor.execute(sql).fetchone()
+            if sql is _CLOCK_ROW:
+                row = self._row = StateRow(read[0], read[1], read[2], read[3], read[4], None)
+                return row
+            if sql is _STATE_ROW_AND_HEAD:
                 self._head = [] if read[13] is None else [read[13:]]
-                read = read[:13]
-            else:
-                read = self.connection.execute(_STATE_ROW).fetchone()
-            row = self._row = StateRow(*read[:6])
-            self._policy_row = read[6:]
+            row = self._row = StateRow(read[0], read[1], read[2], read[3], read[4], read[5])
+            self._policy_row = read[6:13]
         return row
+
+    def _read_rest(self) -> tuple[Any, ...]:
+        """The policy row, after a state row read without it (an enqueue's),
+        and the waiting index's first entry."""
+        row = self._row or self.state_row()
+        if self._policy_row is None:
+            rest = self.cursor.execute(_STATE_REST).fetchone()
+            row.waiting_ms = rest[0]
+            self._policy_row = rest[1:]
+        return self._policy_row
 
     def first_head(self) -> list[tuple[Any, ...]] | None:
         """The rotation index's first head as the state row read it (a claim's
@@ -157,18 +192,18 @@ class TxnCore(AuditTrail):
 
     def policy(self) -> Policy:
         """The stored retry policy, as this transaction sees it (built when first asked)."""
-        if self._row is None:
-            self.state_row()
         found = self._policy
         if found is None:
-            found = self._policy = _policy(self._policy_row)
+            found = self._policy = _policy(self._policy_row or self._read_rest())
         return found
 
     def now(self, requested_ms: int, explicit: bool) -> int:
         """The time this call runs at; raises ClockError for an explicit time
         before the stored clock, clamps a wall clock that stepped back."""
         clock = self._row or self.state_row()
-        now_ms = policy.effective_now(requested_ms, clock.now_ms, explicit=explicit)
+        # At or past the stored clock (the usual case): the time asked for.
+        now_ms = (requested_ms if requested_ms >= clock.now_ms
+                  else policy.effective_now(requested_ms, clock.now_ms, explicit=explicit))
         if now_ms - requested_ms > _AHEAD_WARNING_MS and _ahead_warned[0] != now_ms:
             _ahead_warned[0] = now_ms
             log.warning("the queue's stored clock (%s) is %.0f s ahead of the system clock, which "
@@ -185,6 +220,8 @@ class TxnCore(AuditTrail):
         index's earliest entry, read with the state row, has; or this
         transaction already moved events (their new dispatch times are not in
         that reading)."""
+        if self._policy_row is None:
+            self._read_rest()
         waiting_ms = (self._row or self.state_row()).waiting_ms
         return self._counted or (waiting_ms is not None and waiting_ms <= now_ms)
 
@@ -207,20 +244,21 @@ class TxnCore(AuditTrail):
     def moved(self, before: str | None, after: str, n: int = 1) -> None:
         """Record that n events moved from state `before` (None: new) to `after`."""
         if n and before != after:
+            changes = self._changes
             if before is not None:
-                self._moved[before] -= n
-            self._moved[after] += n
+                changes[_STATE_SLOT[before]] -= n
+            changes[_STATE_SLOT[after]] += n
             self._dirty = self._counted = True
 
     def removed(self, state: str, n: int) -> None:
         """Record that n events in `state` left the event table (purge)."""
-        self._moved[state] -= n
+        self._changes[_STATE_SLOT[state]] -= n
         self._dirty = self._counted = True
 
     def happened(self, total: str, n: int = 1) -> None:
         """Add n to one of the TOTALS counters."""
         if n:
-            self._totals[total] += n
+            self._changes[_TOTAL_SLOT[total]] += n
             self._dirty = self._counted = True
 
     def claim_lag(self, lag_ms: int) -> None:
@@ -241,14 +279,10 @@ class TxnCore(AuditTrail):
         if not self._dirty:
             return
         clock = self._row or self.state_row()
-        moved, totals = self._moved, self._totals
         # The state row's new values (_WRITE_STATE_ROW says what each keeps).
-        self.connection.execute(
+        self.cursor.execute(
             _WRITE_STATE_ROW,
-            (clock.now_ms, clock.vtime, clock.tail, clock.turn,
-             moved["ready"], moved["inflight"], moved["acked"], moved["quarantined"],
-             totals["enqueued"], totals["claimed"], totals["expired"], totals["acked"],
-             totals["retried"], totals["quarantined"], totals["redriven"],
+            (clock.now_ms, clock.vtime, clock.tail, clock.turn, *self._changes,
              None if self._lags is None else _lag_text(self._lags)),
         )
         self._dirty = False
