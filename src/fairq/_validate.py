@@ -11,7 +11,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
-from ._json import canonical
+from ._json import canonical_tree
 from .errors import InvalidInput
 from .types import Outcome
 
@@ -153,7 +153,7 @@ def body(value: Any, field: str = "body", *, max_bytes: int = DEFAULT_MAX_BODY_B
     """
     if not _plain_json(value, 0):
         _check_json(value, field)  # raises naming the exact place, or accepts (e.g. a str subclass)
-    text = canonical(value)
+    text = canonical_tree(value)  # both checks refuse a cycle (as too deep) and NaN
     size = len(text) if text.isascii() else len(_encodable(text, field))
     if size > max_bytes:
         raise InvalidInput(field, f"is {size} bytes of canonical JSON, over the limit of {max_bytes}")

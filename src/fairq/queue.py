@@ -138,6 +138,8 @@ class Queue(QueueReads, QueueRedrive, QueueMaintenance, QueueConfig, QueueWaits)
 
     def _requested(self, now: float | None, field: str = "now") -> tuple[int, bool]:
         """(milliseconds, explicit?) for a call's `now` argument (requests.requested_time)."""
+        if now is None:  # the clock's reading, as requested_time takes it
+            return to_ms(v.seconds(self._clock(), "clock")), False
         return requested_time(self._clock, self.max_clock_skew, now, field, server_clock=self._server_clock)
 
     # -- enqueue -----------------------------------------------------------------
@@ -252,8 +254,9 @@ class Queue(QueueReads, QueueRedrive, QueueMaintenance, QueueConfig, QueueWaits)
     ) -> list[Lease]:
         """Lease up to n heads in one transaction: at most one per flow, in fair order."""
         n = v.count(n, "n", low=1, high=_MAX_CLAIM)
-        owner = v.optional_identifier(owner, "owner")
-        lease_ms = call_lease_ms(lease_seconds)
+        if owner is not None:
+            owner = v.identifier(owner, "owner")
+        lease_ms = None if lease_seconds is None else call_lease_ms(lease_seconds)
         requested = self._requested(now)
         with self._store.transaction("claim") as tx:
             now_ms = tx.now(*requested)

@@ -34,6 +34,7 @@ __all__ = [
     "StoredId",
     "fresh_events",
     "Placed",
+    "ready_at",
     "placed",
     "enqueued",
     "event_info",
@@ -106,13 +107,16 @@ class Judged:
         self.audits: list[dict[str, Any]] = []
 
     def count(self, tx: Tally) -> None:
-        """Record the batch's state moves and totals in `tx`."""
-        tx.moved("inflight", "acked", len(self.acked))
-        tx.happened("acked", len(self.acked))
-        tx.moved("inflight", "ready", len(self.retried) + len(self.released))
-        tx.happened("retried", len(self.retried))
-        tx.moved("inflight", "quarantined", len(self.quarantined))
-        tx.happened("quarantined", len(self.quarantined))
+        """Record the batch's state moves and totals in `tx` (none for an empty kind)."""
+        if self.acked:
+            tx.moved("inflight", "acked", len(self.acked))
+            tx.happened("acked", len(self.acked))
+        if self.retried or self.released:
+            tx.moved("inflight", "ready", len(self.retried) + len(self.released))
+            tx.happened("retried", len(self.retried))
+        if self.quarantined:
+            tx.moved("inflight", "quarantined", len(self.quarantined))
+            tx.happened("quarantined", len(self.quarantined))
 
 
 def judge_settles(items: Sequence[SettleItem], held: Mapping[str, Held], *, now_ms: int,
@@ -241,13 +245,18 @@ class Placed(NamedTuple):
     next_at_ms: int
 
 
+def ready_at(item: NewEvent, now_ms: int) -> int:
+    """When a new event is ready: its delay after now_ms, or its own time (a schedule's slot)."""
+    return now_ms + item.delay_ms if item.at_ms is None else item.at_ms
+
+
 def placed(items: Sequence[NewEvent], flows: Mapping[str, list[Any]], now_ms: int) -> Iterator[Placed]:
     """Each new event's place, in batch order. flows: for each named flow of
     the batch, [flow_id, its first new seq, whether it has a head already];
     advanced as the batch's events take their seqs, so an event that finds
     its flow idle becomes its head and the later ones queue behind it."""
     for item in items:
-        next_at = now_ms + item.delay_ms if item.at_ms is None else item.at_ms
+        next_at = ready_at(item, now_ms)
         if item.flow is None:
             yield Placed(item, None, 1, True, next_at)
             continue
