@@ -1,9 +1,10 @@
-"""Claim ahead: with batch 1 and concurrency > 1, the threads (or tasks) of one worker
-about to claim share one claim_many, each taking the next lease in claim order, and
-each job is still settled on its own as it finishes. Real threads on a real file: the
-handlers meet at a barrier, so the threads come back to claim together, and fewer
-claims than jobs are sent; every event is handled once and acked; leases claimed
-ahead that no thread took are released at the end of the run."""
+"""Claim ahead and settle together: with batch 1 and concurrency > 1, the threads (or
+tasks) of one worker about to claim share one claim_many, each taking the next lease in
+claim order, and the settles of those finishing at once share one settle_many; a job
+that finished is settled while another thread's job still runs. Real threads on a real
+file: the handlers meet at a barrier, so the threads come back together, and fewer
+claims and settles than jobs are sent; every event is handled once and acked; leases
+claimed ahead that no thread took are released at the end of the run."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from typing import Any
 import fairq
 import fairq.aio
 from fairq.worker.ahead import ClaimAhead
+from fairq.worker.together import SettleTogether
 
 THREADS = 4
 EVENTS = 48
@@ -43,7 +45,7 @@ def fill(q: fairq.Queue) -> None:
     q.enqueue_many([(f"e{i}", {"i": i}, f"f{i}") for i in range(EVENTS)])
 
 
-def test_threads_about_to_claim_share_one_claim_and_settle_each_job_alone(tmp_path: Path) -> None:
+def test_threads_about_to_claim_share_one_claim_and_those_finishing_together_one_settle(tmp_path: Path) -> None:
     with CountingQueue(tmp_path / "q.db") as q:
         fill(q)
         met = threading.Barrier(THREADS)
@@ -63,7 +65,7 @@ def test_threads_about_to_claim_share_one_claim_and_settle_each_job_alone(tmp_pa
         got = [n for n, found in q.claims if found]
         assert sum(found for _, found in q.claims) == EVENTS
         assert len(got) < EVENTS and max(got) > 1, q.claims  # one claim served several threads
-        assert set(q.settles) == {1}  # each job settled alone, as it finished
+        assert sum(q.settles) == EVENTS and len(q.settles) < EVENTS, q.settles
 
 
 def test_async_rounds_about_to_claim_share_one_claim(tmp_path: Path) -> None:
@@ -96,6 +98,31 @@ def test_async_rounds_about_to_claim_share_one_claim(tmp_path: Path) -> None:
     assert len(got) < EVENTS and max(got) > 1, claims
 
 
+def test_a_finished_job_is_settled_while_another_thread_still_runs_its_own(tmp_path: Path) -> None:
+    with fairq.Queue(tmp_path / "q.db") as q:
+        q.enqueue_many([("slow", {}, "A"), ("fast", {}, "B")])
+        gate = threading.Event()
+
+        def handler(job: fairq.Job) -> None:
+            if job.event_id == "slow":
+                gate.wait(MEET * 4)
+
+        worker = fairq.Worker(q, handler, concurrency=2)
+        run = threading.Thread(target=lambda: worker.run(until_empty=True, signals=False))
+        run.start()
+        try:
+            for _ in range(int(MEET * 100)):
+                if q.get("fast").state is fairq.State.ACKED:
+                    break
+                threading.Event().wait(0.01)
+            assert q.get("fast").state is fairq.State.ACKED  # settled as it finished
+            assert q.get("slow").state is fairq.State.INFLIGHT
+        finally:
+            gate.set()
+            run.join(MEET * 4)
+        assert q.get("slow").state is fairq.State.ACKED
+
+
 def test_leases_claimed_ahead_that_no_thread_took_are_handed_back_in_claim_order() -> None:
     leases = [object(), object(), object()]
     asked: list[int] = []
@@ -108,3 +135,64 @@ def test_leases_claimed_ahead_that_no_thread_took_are_handed_back_in_claim_order
     assert ahead.take() == [leases[0]] and asked == [1]  # one thread waiting: asks for one
     assert ahead.take() == [leases[1]] and asked == [1]  # the next takes the one kept for it
     assert ahead.left() == [leases[2]] and ahead.left() == []
+
+
+def test_settles_waiting_for_one_being_written_are_written_together_and_each_gets_its_own_results() -> None:
+    calls: list[list[str]] = []
+    first_in = threading.Event()
+    let_go = threading.Event()
+
+    def settle_many(items: list[str]) -> list[str]:
+        calls.append(list(items))
+        if len(calls) == 1:
+            first_in.set()
+            let_go.wait(MEET)
+        if "boom" in items:
+            raise fairq.Unavailable("x", "the database is out of reach")
+        return [f"done {item}" for item in items]
+
+    together: SettleTogether[str] = SettleTogether(settle_many)
+    got: dict[str, object] = {}
+
+    def settle(name: str, items: list[str]) -> None:
+        try:
+            got[name] = together.settle(items)
+        except fairq.Unavailable as exc:
+            got[name] = exc
+
+    first = threading.Thread(target=settle, args=("first", ["a"]))
+    first.start()
+    assert first_in.wait(MEET)  # written alone, at once: nobody else was settling
+    others = [threading.Thread(target=settle, args=(name, items))
+              for name, items in (("second", ["b", "c"]), ("third", ["d"]))]
+    for t in others:
+        t.start()
+    for _ in range(int(MEET * 100)):  # both wait for the first write
+        if len(together._waiting) == 2:
+            break
+        threading.Event().wait(0.01)
+    let_go.set()
+    for t in [first, *others]:
+        t.join(MEET)
+    assert calls[0] == ["a"] and sorted(calls[1]) == ["b", "c", "d"] and len(calls) == 2
+    assert got == {"first": ["done a"], "second": ["done b", "done c"], "third": ["done d"]}
+    # An error of the call is every waiting thread's: none of its items was written.
+    calls.clear()
+    first_in.clear()
+    let_go.clear()
+    first = threading.Thread(target=settle, args=("first", ["a"]))
+    first.start()
+    assert first_in.wait(MEET)
+    others = [threading.Thread(target=settle, args=(name, items))
+              for name, items in (("second", ["boom"]), ("third", ["d"]))]
+    for t in others:
+        t.start()
+    for _ in range(int(MEET * 100)):
+        if len(together._waiting) == 2:
+            break
+        threading.Event().wait(0.01)
+    let_go.set()
+    for t in [first, *others]:
+        t.join(MEET)
+    assert got["first"] == ["done a"]
+    assert isinstance(got["second"], fairq.Unavailable) and got["second"] is got["third"]

@@ -23,12 +23,13 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from ..errors import FairqError, InvalidInput, LeaseLost, Unavailable
-from ..types import Outcome
+from ..types import Outcome, Settled
 from ..worker import Handled, Job
 from ..worker.counts import Tally
 from ..worker.job import RELEASE, Decision
 from ..worker.ahead import AsyncClaimAhead
 from ..worker.counts import count
+from ..worker.together import AsyncSettleTogether
 from ..worker.outage import Outage
 from ..worker.settings import check_settings
 from ..worker.signals import exit_now
@@ -94,6 +95,8 @@ class AsyncWorker:
         self._ahead = (AsyncClaimAhead(lambda n: self.queue.claim_many(n, owner=self.owner,
                                                                        lease_seconds=self.lease_seconds),
                                        self.concurrency) if self.batch == 1 and self.concurrency > 1 else None)
+        self._settles: AsyncSettleTogether[Settled | LeaseLost] | None = (
+            AsyncSettleTogether(self.queue.settle_many) if self.concurrency > 1 else None)
 
     # -- one round -------------------------------------------------------------
 
@@ -176,7 +179,8 @@ class AsyncWorker:
             else:
                 items.append((job.lease, outcome, reason, delay))
                 slots.append((i, outcome, reason))
-        results = await self.queue.settle_many(items) if items else []
+        results = ((await self._settles.settle(items) if self._settles is not None
+                    else await self.queue.settle_many(items)) if items else [])
         for (i, outcome, reason), result in zip(slots, results):
             if isinstance(result, LeaseLost):
                 out[i] = h = Handled(jobs[i].event_id, outcome, reason, None, result)

@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..errors import FairqError, InvalidInput, LeaseLost, Unavailable
-from ..types import State
+from ..types import Settled, State
 from .ahead import ClaimAhead
 from .counts import COUNTS, Tally, count
 from .handler import check_handler, decide
@@ -31,6 +31,7 @@ from .job import GONE, RELEASE, RELEASED, RUNNING, Decision, Handled, Job
 from .processes import check_sendable, run_processes, shared_counts
 from .settings import check_settings
 from .signals import StopSignals
+from .together import SettleTogether
 from .stops import fair_share, log_tick, log_tick_failed, only_quarantined_left, stop_mode
 from .verbs import QueueVerbs, check_queue, waiter
 
@@ -106,6 +107,9 @@ class Worker:
         self._ahead = (ClaimAhead(lambda n: self.queue.claim_many(n, owner=self.owner,
                                                                   lease_seconds=self.lease_seconds),
                                   self.concurrency) if self.batch == 1 and self.concurrency > 1 else None)
+        #: With threads, the settles of those finishing at once share one settle_many.
+        self._settles: SettleTogether[Settled | LeaseLost] | None = (
+            SettleTogether(self.queue.settle_many) if self.concurrency > 1 else None)
         if processes:
             check_sendable(handler, process_init, self.queue)
             self.tally = Tally(shared_counts(len(COUNTS)))
@@ -183,7 +187,8 @@ class Worker:
             else:
                 items.append((job.lease, outcome, reason, delay))
                 slots.append((i, outcome, reason))
-        results = self.queue.settle_many(items) if items else []
+        results = ((self._settles.settle(items) if self._settles is not None else self.queue.settle_many(items))
+                   if items else [])
         for (i, outcome, reason), result in zip(slots, results):
             if isinstance(result, LeaseLost):
                 out[i] = Handled(jobs[i].event_id, outcome, reason, None, result)
