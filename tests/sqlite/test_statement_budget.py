@@ -8,6 +8,7 @@ benchmarks/run.py, never by a test.)
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Callable
 from typing import Any
 
@@ -117,3 +118,23 @@ def test_the_claim_lag_histogram_counts_claims_made_by_two_queues_on_one_file(tm
     finally:
         a.close()
         b.close()
+
+
+def test_single_item_calls_leave_no_garbage_for_the_collector(q: fairq.Queue) -> None:
+    # A reference cycle per call (a transaction and its own flush) was freed
+    # only by the garbage collector: a collection every few dozen cycles.
+    q.enqueue("warm", {}, now=1)
+    q.ack(q.claim(now=1), now=1)
+    gc.collect()
+    gc.disable()
+    try:
+        for i in range(20):
+            q.enqueue(f"e{i}", {"i": i}, now=2)
+            lease = q.claim(now=2)
+            q.extend(lease, now=2)
+            q.ack(lease, now=2)
+            q.enqueue_many([(f"b{i}", {}, "F"), (f"c{i}", {}, "F")], now=2)
+            q.settle_many([(lease, "retry", "again") for lease in q.claim_many(2, now=2)], now=2)
+        assert gc.collect() == 0
+    finally:
+        gc.enable()

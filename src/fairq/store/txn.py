@@ -144,7 +144,13 @@ class TxnCore(AuditTrail):
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        self._transaction.__exit__(*exc)
+        try:
+            self._transaction.__exit__(*exc)
+        finally:
+            # The transaction held this one's _flush: without the link the pair is
+            # freed at once, not left to the garbage collector (a collection
+            # every few dozen calls).
+            self._transaction.before_commit = None
 
     def run_callback(self, fn: Callable[[sqlite3.Connection], Any], what: str) -> Any:
         """fn(conn) inside this transaction, which it must leave open (a settle effect)."""
