@@ -331,6 +331,8 @@ class AuditTrail:
     """What a store's write transaction appends to the audit log, through
     the one statement it provides (append_audit)."""
 
+    __slots__ = ()
+
     def append_audit(self, rows: list[dict[str, Any]]) -> None:
         """Append audit rows made by audit_row."""
         raise NotImplementedError

@@ -89,6 +89,8 @@ class QueueStore:
 class QueueTxn(TxnCore):
     """Every verb, bound to one open transaction (a context manager)."""
 
+    __slots__ = ()
+
     def enqueue_many(self, items: Sequence[NewEvent], now_ms: int) -> list[Enqueued]:
         """Store each new event at the end of its flow; identical repeats collapse.
         Any conflict raises before anything is written."""

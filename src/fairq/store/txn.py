@@ -111,6 +111,9 @@ assert TOTALS == ("enqueued", "claimed", "expired", "acked", "retried", "quarant
 class TxnCore(AuditTrail):
     """A write transaction (a context manager) with the queue's state row and counters."""
 
+    __slots__ = ("_transaction", "_db", "connection", "cursor", "_row", "_read", "_policy_row", "_policy",
+                 "_changes", "_counted", "_lags", "_dirty", "_head")
+
     def __init__(self, db: Database, name: str, conn: sqlite3.Connection | None = None) -> None:
         self._transaction: Transaction | JoinedTransaction = (
             db.write(name, before_commit=self._flush) if conn is None
@@ -344,9 +347,15 @@ def _lag_counts(text: str) -> list[int]:
     return counts.copy()
 
 
+# The histogram's text, one %d per bucket (lag_counts gives at least every one).
+_LAG_BUCKETS = len(policy.CLAIM_LAG_BOUNDS_MS) + 1
+_LAG_FORMAT = "[" + ",".join(["%d"] * _LAG_BUCKETS) + "]"
+
+
 def _lag_text(counts: list[int]) -> str:
     """The histogram as stored: a JSON array of ints."""
-    text = "[" + ",".join(map(str, counts)) + "]"
+    text = (_LAG_FORMAT % tuple(counts) if len(counts) == _LAG_BUCKETS
+            else "[" + ",".join(map(str, counts)) + "]")
     _last_lags[0] = (text, counts.copy())
     return text
 
