@@ -1,4 +1,4 @@
-"""The systems benchmarks/pg_peers.py runs: fairq, procrastinate and PgQueuer, each through its own worker.
+"""The systems benchmarks/pg_peers.py runs: fairq, procrastinate, PgQueuer and oban, each through its own worker.
 
 Each system, in a fresh database of its own, has:
 
@@ -8,7 +8,8 @@ Each system, in a fresh database of its own, has:
                     one worker process: build the system's worker as its
                     documentation shows, wait on the barrier, run it until
                     the queue is empty; returns the job numbers its no-op
-                    handler saw;
+                    handler saw (oban has `workers` instead: its processes
+                    run in another interpreter, benchmarks/pg_peer_oban.py);
   done_sql          SQL counting the jobs finished, in the system's own tables
                     (the parent polls it to stop the clock);
   check(url, jobs)  what is wrong with the tables afterwards, or None when
@@ -30,19 +31,24 @@ natively: a plain function for fairq.Worker, a coroutine for the two others):
                  qm.run(mode=QueueExecutionMode.drain, batch_size=b) (pgqueuer_options):
                  returns once nothing is queued and its tasks are done (completions are
                  buffered and written before it returns).
+  oban           (oban-py) in its own interpreter, Python >= 3.12 (pg_peer_oban.py): in each
+                 process Oban(pool=Oban.create_pool(url, min_size=4), queues={"default": c})
+                 and a @worker class "Noop"; oban.start() when released, oban.stop() once the
+                 parent has seen every job completed (oban has no mode that returns when the
+                 queue is empty). Its polling and notification settings are its defaults.
 """
 
 from __future__ import annotations
 
 import asyncio
 import importlib.metadata
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import pg_drain
+import pg_peer_oban
 
 CHUNK = 1_000  # jobs per enqueue call while filling
 
@@ -52,10 +58,12 @@ class System:
     name: str  # the row's label
     package: str  # the distribution whose version is shown ("" for fairq)
     fill: Callable[[str, int], None]
-    work: Callable[[str, dict[str, Any], Any], Seen]
+    work: Callable[[str, dict[str, Any], Any], Seen] | None  # None: `workers` runs it
     done_sql: str
     check: Callable[[str, int], str | None]
     options: Callable[[int], dict[str, Any]] = field(default=lambda c: {"concurrency": c})
+    # (url, options, processes) -> its worker processes, when they run outside this interpreter
+    workers: Callable[[str, dict[str, Any], int], Any] | None = None
 
 
 class Seen(list[int]):
@@ -69,8 +77,11 @@ class Seen(list[int]):
         self.append(number)
 
 
-def version(package: str) -> str:
-    return importlib.metadata.version(package) if package else ""
+def version(system: System) -> str:
+    if system is OBAN:
+        found = pg_peer_oban.probe()
+        return "" if isinstance(found, str) else found[1]
+    return importlib.metadata.version(system.package) if system.package else ""
 
 
 def count(url: str, sql: str) -> int:
@@ -233,6 +244,45 @@ def pgqueuer_check(url: str, jobs: int) -> str | None:
     })
 
 
+# -- oban (oban-py) ---------------------------------------------------------------------
+
+
+def oban_fill(url: str, jobs: int) -> None:
+    pg_peer_oban.run_fill(url, jobs)  # oban.schema.install, then Oban.enqueue_many of {"i": i}
+    pg_drain.analyze(url)
+
+
+def oban_options(concurrency: int) -> dict[str, Any]:
+    return {"limit": concurrency}  # the queue's limit: jobs one process runs at once
+
+
+def oban_workers(url: str, opts: dict[str, Any], processes: int) -> pg_peer_oban.Workers:
+    return pg_peer_oban.Workers(url, opts["limit"], processes)
+
+
+def oban_check(url: str, jobs: int) -> str | None:
+    return problems(url, {
+        "jobs": ("SELECT count(*) FROM oban_jobs", jobs),
+        "completed jobs": ("SELECT count(*) FROM oban_jobs WHERE state = 'completed'", jobs),
+        "jobs attempted other than once": ("SELECT count(*) FROM oban_jobs WHERE attempt <> 1", 0),
+        "jobs with errors recorded": ("SELECT count(*) FROM oban_jobs WHERE errors <> '[]'::jsonb", 0),
+        "distinct job numbers": ("SELECT count(DISTINCT args->>'i') FROM oban_jobs", jobs),
+    })
+
+
+def oban_how() -> str:
+    """How oban was run, or why it was not."""
+    found = pg_peer_oban.probe()
+    if isinstance(found, str):
+        return f"oban: skipped: {found}"
+    exe, release, py = found
+    return (f"oban (oban-py) {release} runs in its own interpreter, Python {py} ({exe}), embedded through its "
+            f"library API under asyncio.run: per process Oban(pool=Oban.create_pool(url, min_size="
+            f"{pg_peer_oban.POOL_MIN}), queues={{'default': limit}}), limit 1 in the process columns and 8 in "
+            "the concurrency column; polling and notification at oban's defaults; started together over pipes "
+            "(oban.start() when released), stopped with oban.stop() once the parent saw every job completed.")
+
+
 # -- the systems ---------------------------------------------------------------------
 
 FAIRQ_DONE = "SELECT count(*) FROM event WHERE state = 'acked'"
@@ -244,12 +294,17 @@ PROCRASTINATE = System("procrastinate", "procrastinate", procrastinate_fill, pro
 PGQUEUER = System("PgQueuer", "pgqueuer", pgqueuer_fill, pgqueuer_work,
                   "SELECT count(*) FROM pgqueuer_log WHERE status = 'successful'", pgqueuer_check,
                   options=pgqueuer_options)
-PEERS = (PROCRASTINATE, PGQUEUER)
+OBAN = System("oban", "oban", oban_fill, None, "SELECT count(*) FROM oban_jobs WHERE state = 'completed'",
+              oban_check, options=oban_options, workers=oban_workers)
+PEERS = (PROCRASTINATE, PGQUEUER, OBAN)
 BY_NAME = {s.name: s for s in (FAIRQ, FAIRQ_BATCH, *PEERS)}
 
 
 def missing(system: System) -> str | None:
     """Why a peer cannot run here (its package does not import), or None."""
+    if system is OBAN:
+        found = pg_peer_oban.probe()
+        return found if isinstance(found, str) else None
     if not system.package:
         return None
     try:
@@ -259,22 +314,13 @@ def missing(system: System) -> str | None:
     return None
 
 
-def oban_note() -> str:
-    """oban (oban-py) is not measured: say why, as this machine shows it."""
-    py = ".".join(map(str, sys.version_info[:3]))
-    try:
-        found = importlib.metadata.version("oban")
-    except importlib.metadata.PackageNotFoundError:
-        return (f"oban (oban-py): skipped, not installed here: its package `oban` requires Python >= 3.12 "
-                f"and this run's Python is {py}")
-    return f"oban (oban-py) {found}: skipped, this benchmark has no runner for it"
-
-
 def child(name: str, url: str, opts: dict[str, Any], barrier: Any, results: Any) -> None:
     """A spawned worker process: one system's worker until the queue is empty; reports
     ("ok", job numbers seen, monotonic time it returned, time its first job ran) or ("error", message)."""
     try:
-        seen = BY_NAME[name].work(url, opts, barrier)
+        work = BY_NAME[name].work
+        assert work is not None
+        seen = work(url, opts, barrier)
         results.put(("ok", list(seen), time.monotonic(), seen.first))
     except BaseException as exc:
         barrier.abort()  # a process that fails before the barrier must not leave the others waiting

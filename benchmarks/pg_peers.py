@@ -1,4 +1,4 @@
-"""fairq beside its Python peers on PostgreSQL (procrastinate, PgQueuer): no-op jobs drained by each
+"""fairq beside its Python peers on PostgreSQL (procrastinate, PgQueuer, oban): no-op jobs drained by each
 system's own worker, on one server, in one run. The `peers` section of benchmarks/postgres.py:
 
     python3 benchmarks/postgres.py --only peers --repeat 3      # 2,000 jobs a run
@@ -11,10 +11,13 @@ system in turn (interleaved, so the machine's noise falls on all of them alike):
 1. gets a fresh database on the server and is filled with the same number of no-op jobs through
    its own enqueue API, then ANALYZE; nothing of this is timed;
 2. `processes` spawned processes each build the system's own worker (benchmarks/pg_peer_systems.py
-   says how each runs and stops), open their connections, and wait on a barrier;
-3. the clock starts when the parent passes the barrier and stops when the parent, polling the
-   system's own tables every 10 ms, sees every job finished (fairq: acked; procrastinate:
-   succeeded; PgQueuer: logged successful);
+   says how each runs and stops), open their connections, and wait on a barrier; oban's processes
+   run in an interpreter of their own (Python >= 3.12, benchmarks/pg_peer_oban.py) and wait on
+   their pipes instead: each says "ready", and the parent writes "go" to each once all have;
+3. the clock starts when the parent passes the barrier (oban: has written the last "go") and stops
+   when the parent, polling the system's own tables every 10 ms, sees every job finished (fairq:
+   acked; procrastinate: succeeded; PgQueuer: logged successful; oban: completed); oban's
+   processes, which do not stop by themselves, are then told to stop;
 4. afterwards every job number was seen by a handler exactly once (the handlers' lists, gathered
    from the processes) and the system's tables agree; anything else fails the run loudly.
 
@@ -23,12 +26,13 @@ the same runs from the first job any handler ran, leaving out each worker's star
 clock (PgQueuer checks its schema and opens its listener first: up to ~0.3 s with 8 processes). "fairq ÷ best peer":
 fairq's default worker (batch 1) over the fastest peer in that column; "fairq, batch 10 ÷ best
 peer": the same for fairq.Worker(batch=10), the like of PgQueuer's default batches of 10. A peer whose package does
-not import is skipped, saying why; oban (oban-py) is not measured (see oban_note()).
+not import is skipped, saying why (oban: when no Python >= 3.12 with oban installed is found).
 """
 
 from __future__ import annotations
 
 import collections
+import functools
 import multiprocessing
 import statistics
 import sys
@@ -55,6 +59,50 @@ def label(processes: int, concurrency: int) -> str:
     return f"{processes} proc" + ("s" if processes > 1 else "")
 
 
+class Spawned:
+    """`processes` spawned processes of this interpreter, each running the system's `work`, held at a barrier."""
+
+    def __init__(self, system: systems.System, url: str, opts: dict[str, Any], processes: int) -> None:
+        self.name = system.name
+        self.barrier = SPAWN.Barrier(processes + 1)
+        self.results: Any = SPAWN.Queue()
+        self.procs = [SPAWN.Process(target=systems.child, args=(system.name, url, opts, self.barrier, self.results),
+                                    daemon=True) for _ in range(processes)]
+        for p in self.procs:
+            p.start()
+
+    def start(self, timeout: float) -> None:
+        try:
+            self.barrier.wait(timeout=timeout)
+        except Exception:
+            raise RuntimeError(f"{self.name}: a worker process failed to start: {self.error()}") from None
+
+    def alive(self) -> bool:
+        return any(p.is_alive() for p in self.procs)
+
+    def exitcodes(self) -> list[int | None]:
+        return [p.exitcode for p in self.procs]
+
+    def finish(self, timeout: float) -> list[tuple[str, list[int], float, float]]:
+        outs = [self.results.get(timeout=timeout) for _ in self.procs]
+        errors = [o[1] for o in outs if o[0] == "error"]
+        if errors:
+            raise RuntimeError(errors[0])
+        return outs
+
+    def error(self) -> str:
+        try:
+            return str(self.results.get(timeout=5)[1])
+        except Exception:
+            return "no message (the barrier timed out)"
+
+    def close(self) -> None:
+        for p in self.procs:
+            p.join(timeout=60)
+            if p.is_alive():
+                p.terminate()
+
+
 def drain(server: str, system: systems.System, jobs: int, processes: int, concurrency: int) -> dict[str, Any]:
     """One run: a fresh database, filled, drained by `processes` worker processes; the figures."""
     import psycopg
@@ -62,39 +110,25 @@ def drain(server: str, system: systems.System, jobs: int, processes: int, concur
     with pgops.fresh_database(server, prefix="peers") as url:
         system.fill(url, jobs)
         opts = system.options(concurrency)
-        barrier = SPAWN.Barrier(processes + 1)
-        results: Any = SPAWN.Queue()
-        procs = [SPAWN.Process(target=systems.child, args=(system.name, url, opts, barrier, results), daemon=True)
-                 for _ in range(processes)]
-        for p in procs:
-            p.start()
+        workers = (system.workers or functools.partial(Spawned, system))(url, opts, processes)
         try:
             with psycopg.connect(url, autocommit=True) as poll:
-                try:
-                    barrier.wait(timeout=START)
-                except Exception:
-                    raise RuntimeError(f"{system.name}: a worker process failed to start: {first_error(results)}")
+                workers.start(timeout=START)
                 began = time.monotonic()
                 try:
-                    ended = wait_done(poll, system, jobs, procs, began)
+                    ended = wait_done(poll, system, jobs, workers, began)
                 except RuntimeError as exc:
-                    raise RuntimeError(f"{exc}; a process said: {first_error(results)}") from None
-            outs = [results.get(timeout=HUNG) for _ in procs]
+                    raise RuntimeError(f"{exc}; a process said: {workers.error()}") from None
+            outs = workers.finish(timeout=HUNG)
         finally:
-            for p in procs:
-                p.join(timeout=60)
-                if p.is_alive():
-                    p.terminate()
-        errors = [o[1] for o in outs if o[0] == "error"]
-        if errors:
-            raise RuntimeError(errors[0])
+            workers.close()
         verify(url, system, jobs, [o[1] for o in outs])
     seconds, first = ended - began, min(o[3] for o in outs if o[1]) - began
     return {"jobs_per_s": jobs / seconds, "from_first_job_per_s": jobs / (seconds - first), "seconds": seconds,
             "first_job_s": first, "workers_returned_s": max(o[2] for o in outs) - began, "options": opts}
 
 
-def wait_done(poll: Any, system: systems.System, jobs: int, procs: list[Any], began: float) -> float:
+def wait_done(poll: Any, system: systems.System, jobs: int, workers: Any, began: float) -> float:
     """Poll the system's finished-job count until it reaches `jobs`; the monotonic time it did."""
     while True:
         done = int(poll.execute(system.done_sql).fetchone()[0])
@@ -103,17 +137,10 @@ def wait_done(poll: Any, system: systems.System, jobs: int, procs: list[Any], be
             return now
         if now - began > HUNG:
             raise RuntimeError(f"{system.name}: {done} of {jobs} jobs finished after {HUNG:.0f} s")
-        if all(not p.is_alive() for p in procs):
+        if not workers.alive():
             raise RuntimeError(f"{system.name}: every worker process returned with {done} of {jobs} jobs "
-                               f"finished (exit codes {[p.exitcode for p in procs]})")
+                               f"finished (exit codes {workers.exitcodes()})")
         time.sleep(POLL)
-
-
-def first_error(results: Any) -> str:
-    try:
-        return str(results.get(timeout=5)[1])
-    except Exception:
-        return "no message (the barrier timed out)"
 
 
 def verify(url: str, system: systems.System, jobs: int, seen: list[list[int]]) -> None:
@@ -143,9 +170,10 @@ def run(server: str, jobs: int, repeat: int, results: dict[str, Any]) -> None:
             f"{s.name} {statistics.median(r['jobs_per_s'] for r in runs[s.name][cell]):,.0f}/s" for s in measured))
     table, warm = ({name: {cell: statistics.median(r[key] for r in cells[cell]) for cell in cells}
                     for name, cells in runs.items()} for key in ("jobs_per_s", "from_first_job_per_s"))
-    versions = {s.name: systems.version(s.package) for s in measured}
+    versions = {s.name: systems.version(s) for s in measured}
     results["peers"] = {"jobs": jobs, "repeat": repeat, "jobs_per_s": table, "from_first_job_per_s": warm,
-                        "runs": runs, "versions": versions, "skipped": {**skipped, "oban": systems.oban_note()}}
+                        "runs": runs, "versions": versions, "skipped": skipped,
+                        "oban": systems.oban_how()}
     print(f"\n## fairq and its Python peers, {jobs:,} no-op jobs, each system's own worker\n",
           f"jobs/s from the barrier to the last job finished, median of {repeat} run(s) per cell", "",
           *rows(table, versions), "",
@@ -168,8 +196,8 @@ def rows(table: dict[str, dict[str, float]], versions: dict[str, str]) -> list[s
 
 
 def notes(table: dict[str, dict[str, float]], skipped: dict[str, str]) -> list[str]:
-    lines = [f"* {name}: skipped, {why}" for name, why in skipped.items()]
-    lines.append(f"* {systems.oban_note()}")
+    lines = [f"* {name}: skipped, {why}" for name, why in skipped.items() if name != systems.OBAN.name]
+    lines.append(f"* {systems.oban_how()}")
     if "PgQueuer" in table:
         lines.append("* PgQueuer in the process columns runs its defaults (batch_size 10, no cap on running "
                      "tasks: it dequeues up to 10 jobs a round and runs them at once); in the concurrency column "
