@@ -1,8 +1,10 @@
-"""`fairq serve` and a threaded Worker let their calls group.
+"""`fairq serve`'s connections let their calls group.
 
 A settle effect on the same Queue holds the connection until the server's
-connection threads (or the Worker's threads) are all waiting for it; their
-calls then join that settle's transaction and commit with it, once.
+connection threads are all waiting for it; their calls then join that
+settle's transaction and commit with it, once. (A threaded Worker's threads
+about to claim share one claim_many instead, and those finishing together
+one settle_many: tests/test_worker_claim_ahead.py.)
 """
 
 from __future__ import annotations
@@ -56,29 +58,4 @@ def test_requests_on_separate_connections_of_fairq_serve_commit_as_one_group(tmp
         assert sorted(a.event_id for a in answers) == ["e0", "e1", "e2", "e3"]
         # the claim and enqueue of ack_holding, then one group of five calls
         assert (writers(q).groups - groups, writers(q).calls - calls) == (3, 7)
-    q.close()
-
-
-def test_a_threaded_worker_with_batch_1_groups_its_claims(tmp_path: Path) -> None:
-    q = fairq.Queue(tmp_path / "q.db")
-    q.enqueue_many([(f"e{i}", {"i": i}, f"f{i}") for i in range(4)])
-    go = threading.Event()
-    started: list[str] = []
-
-    def handler(job: fairq.Job) -> None:
-        started.append(job.lease.event_id)
-        assert go.wait(30)
-
-    worker = fairq.Worker(q, handler, concurrency=4, batch=1, idle_min=0.01, idle_max=0.01)
-    groups, calls = writers(q).groups, writers(q).calls
-    leader, _ = ack_holding(q, 4)
-    run = threading.Thread(target=worker.run, kwargs={"until_idle": True, "signals": False})
-    run.start()
-    leader.join(timeout=60)
-    assert eventually(lambda: len(started) == 4, seconds=30)
-    # the enqueue and claim of ack_holding, then the ack and four claims in one group
-    assert (writers(q).groups - groups, writers(q).calls - calls) == (3, 7)
-    go.set()
-    run.join(timeout=60)
-    assert q.stats().counts["acked"] == 5
     q.close()
