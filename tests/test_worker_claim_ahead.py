@@ -152,47 +152,40 @@ def test_settles_waiting_for_one_being_written_are_written_together_and_each_get
         return [f"done {item}" for item in items]
 
     together: SettleTogether[str] = SettleTogether(settle_many)
-    got: dict[str, object] = {}
 
-    def settle(name: str, items: list[str]) -> None:
-        try:
-            got[name] = together.settle(items)
-        except fairq.Unavailable as exc:
-            got[name] = exc
+    def round_of(second: list[str], third: list[str]) -> dict[str, object]:
+        """"first" settles alone and is held; "second" and "third" wait for it, then go."""
+        calls.clear()
+        first_in.clear()
+        let_go.clear()
+        got: dict[str, object] = {}
 
-    first = threading.Thread(target=settle, args=("first", ["a"]))
-    first.start()
-    assert first_in.wait(MEET)  # written alone, at once: nobody else was settling
-    others = [threading.Thread(target=settle, args=(name, items))
-              for name, items in (("second", ["b", "c"]), ("third", ["d"]))]
-    for t in others:
-        t.start()
-    for _ in range(int(MEET * 100)):  # both wait for the first write
-        if len(together._waiting) == 2:
-            break
-        threading.Event().wait(0.01)
-    let_go.set()
-    for t in [first, *others]:
-        t.join(MEET)
+        def settle(name: str, items: list[str]) -> None:
+            try:
+                got[name] = together.settle(items)
+            except fairq.Unavailable as exc:
+                got[name] = exc
+
+        first = threading.Thread(target=settle, args=("first", ["a"]))
+        first.start()
+        assert first_in.wait(MEET)  # written alone, at once: nobody else was settling
+        others = [threading.Thread(target=settle, args=(name, items))
+                  for name, items in (("second", second), ("third", third))]
+        for t in others:
+            t.start()
+        for _ in range(int(MEET * 100)):  # both wait for the first write
+            if len(together._waiting) == 2:
+                break
+            threading.Event().wait(0.01)
+        let_go.set()
+        for t in [first, *others]:
+            t.join(MEET)
+        return got
+
+    got = round_of(["b", "c"], ["d"])
     assert calls[0] == ["a"] and sorted(calls[1]) == ["b", "c", "d"] and len(calls) == 2
     assert got == {"first": ["done a"], "second": ["done b", "done c"], "third": ["done d"]}
     # An error of the call is every waiting thread's: none of its items was written.
-    calls.clear()
-    first_in.clear()
-    let_go.clear()
-    first = threading.Thread(target=settle, args=("first", ["a"]))
-    first.start()
-    assert first_in.wait(MEET)
-    others = [threading.Thread(target=settle, args=(name, items))
-              for name, items in (("second", ["boom"]), ("third", ["d"]))]
-    for t in others:
-        t.start()
-    for _ in range(int(MEET * 100)):
-        if len(together._waiting) == 2:
-            break
-        threading.Event().wait(0.01)
-    let_go.set()
-    for t in [first, *others]:
-        t.join(MEET)
+    got = round_of(["boom"], ["d"])
     assert got["first"] == ["done a"]
     assert isinstance(got["second"], fairq.Unavailable) and got["second"] is got["third"]
