@@ -61,7 +61,9 @@ class AsyncWorker:
     is settled (its Handled has outcome release, settled None, and `lost`).
     A handler must not block the loop: one that blocks it longer than the
     lease is logged ("loop.blocked") and its leases expire. With batch 1 and
-    concurrency > 1, the rounds about to claim share one claim_many (fairq.worker.ahead).
+    concurrency > 1, the rounds about to claim share one claim_many
+    (fairq.worker.ahead); with concurrency > 1, the settles of rounds that
+    finish together share one settle_many (fairq.worker.together).
     """
 
     def __init__(self, queue: Any, handler: Callable[[Job], Awaitable[Any]], *, owner: str | None = None,
