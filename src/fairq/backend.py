@@ -19,7 +19,7 @@ from contextlib import AbstractContextManager
 from typing import Any, NamedTuple, Protocol, TypeVar
 
 from .errors import LeaseLost, RedriveRefused
-from .policy import Backoff, Policy
+from .policy import Policy
 from .types import (AuditEntry, ClockReset, Enqueued, EventInfo, Lease, Misfire, Outcome, Schedule,
                     Settled, Stats)
 
@@ -160,9 +160,9 @@ class WriteTxn(Protocol):
         """Store new events at the ends of their flows; identical repeats
         collapse (created=False); any Conflict raises before anything is written."""
 
-    def claim_many(self, n: int, *, owner: str | None, now_ms: int, lease_ms: int,
-                   max_attempts: int) -> list[Lease]:
-        """Lease up to n heads, one per flow, in rotation order."""
+    def claim_many(self, n: int, *, owner: str | None, now_ms: int, lease_ms: int | None) -> list[Lease]:
+        """Lease up to n heads, one per flow, in rotation order, judged by the
+        stored policy; lease_ms None: the stored policy's lease."""
 
     def check_fence(self, event_id: str, generation: int, now_ms: int) -> None:
         """Raise StaleLease or LeaseExpired unless this lease may settle now."""
@@ -170,11 +170,12 @@ class WriteTxn(Protocol):
     def run_callback(self, fn: Callable[[AppConnection], Any], what: str) -> Any:
         """fn(connection) inside this transaction, which it must leave open."""
 
-    def settle_many(self, items: Sequence[SettleItem], *, now_ms: int, max_attempts: int,
-                    backoff: Backoff) -> list[Settled | LeaseLost]:
-        """Settle each lease on its own; a lost lease is returned in its slot."""
+    def settle_many(self, items: Sequence[SettleItem], *, now_ms: int) -> list[Settled | LeaseLost]:
+        """Settle each lease on its own, judged by the stored policy; a lost
+        lease is returned in its slot."""
 
-    def extend(self, event_id: str, generation: int, *, lease_ms: int, now_ms: int) -> Lease: ...
+    def extend(self, event_id: str, generation: int, *, lease_ms: int | None, now_ms: int) -> Lease:
+        """Move a live lease's end to now + lease_ms (None: the stored policy's lease)."""
 
     def redrive_many(self, items: Sequence[tuple[str, int]], *, reason: str, actor: str | None,
                      now_ms: int) -> list[int | RedriveRefused]:

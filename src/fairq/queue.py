@@ -259,11 +259,8 @@ class Queue(QueueReads, QueueRedrive, QueueMaintenance, QueueConfig, QueueWaits)
         lease_ms = None if lease_seconds is None else call_lease_ms(lease_seconds)
         requested = self._requested(now)
         with self._store.transaction("claim") as tx:
-            now_ms = tx.now(*requested)
-            policy = tx.policy()  # as stored now: any process may have changed it
-            return tx.claim_many(n, owner=owner, now_ms=now_ms,
-                                 lease_ms=to_ms(policy.lease_seconds) if lease_ms is None else lease_ms,
-                                 max_attempts=policy.max_attempts)
+            # The policy as stored now (any process may have changed it) judges the claim.
+            return tx.claim_many(n, owner=owner, now_ms=tx.now(*requested), lease_ms=lease_ms)
 
     # -- settle --------------------------------------------------------------------
 
@@ -292,9 +289,7 @@ class Queue(QueueReads, QueueRedrive, QueueMaintenance, QueueConfig, QueueWaits)
                 _crash.point("settle", "after_effect")
                 if now is None:
                     now_ms = tx.now(*self._requested(None))
-            policy = tx.policy()
-            result = tx.settle_many([item], now_ms=now_ms, max_attempts=policy.max_attempts,
-                                    backoff=policy.backoff)[0]
+            result = tx.settle_many([item], now_ms=now_ms)[0]
             if isinstance(result, LeaseLost):
                 raise result
         _log_settled(result)
@@ -330,10 +325,7 @@ class Queue(QueueReads, QueueRedrive, QueueMaintenance, QueueConfig, QueueWaits)
         if not batch:
             return []
         with self._store.transaction("settle") as tx:
-            now_ms = tx.now(*requested)
-            policy = tx.policy()
-            results = tx.settle_many(batch, now_ms=now_ms, max_attempts=policy.max_attempts,
-                                     backoff=policy.backoff)
+            results = tx.settle_many(batch, now_ms=tx.now(*requested))
         for result in results:
             _log_settled(result)
         return results
@@ -345,10 +337,7 @@ class Queue(QueueReads, QueueRedrive, QueueMaintenance, QueueConfig, QueueWaits)
         lease_ms = call_lease_ms(seconds, "seconds")
         requested = self._requested(now)
         with self._store.transaction("extend") as tx:
-            now_ms = tx.now(*requested)
-            if lease_ms is None:
-                lease_ms = to_ms(tx.policy().lease_seconds)
-            return tx.extend(event_id, generation, lease_ms=lease_ms, now_ms=now_ms)
+            return tx.extend(event_id, generation, lease_ms=lease_ms, now_ms=tx.now(*requested))
 
     @property
     def parallel_calls(self) -> int:

@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 
 from ..backend import NewEvent, SettleItem
 from ..errors import InvalidInput, LeaseLost, RedriveRefused, UsageError
-from ..policy import Backoff, Policy, policy_json, to_ms
+from ..policy import Policy, policy_json, to_ms
 from ..types import ClockReset, Enqueued, Lease, Settled
 from . import claim, enqueue, enqueue_one, maintenance, settle, verbs
 from .connection import PgDatabase
@@ -106,15 +106,6 @@ def clock_name(server_clock: bool) -> str:
 #: tests/postgres/test_pg_one_statement.py empties it to compare the two.
 ONE_STATEMENT: frozenset[str] = frozenset({"claim", "settle", "extend", "enqueue"})
 
-#: What policy() answers before such a transaction has begun: "the stored
-#: policy", which the one statement reads in its own transaction. Its values
-#: are ones no caller can give (a negative lease, no attempts), so a verb
-#: tells them from a call's own.
-_STORED_BACKOFF = Backoff()
-STORED_POLICY = Policy(max_attempts=0, backoff=_STORED_BACKOFF, lease_seconds=-0.001, version=0)
-_STORED_LEASE_MS = to_ms(STORED_POLICY.lease_seconds)
-
-
 class PgTxn(TxnCore):
     """Every verb, bound to one transaction (a context manager). An enqueue,
     claim, settle or extend on fairq's own connection begins nothing until it
@@ -182,16 +173,12 @@ class PgTxn(TxnCore):
         return super().stored_now()
 
     def policy(self) -> Policy:
-        if not self._begun and self._lazy:
-            return STORED_POLICY
         self._begin()
         return super().policy()
 
-    def _stored_lease(self, lease_ms: int) -> int:
-        return to_ms(self.policy().lease_seconds) if lease_ms == _STORED_LEASE_MS else lease_ms
-
-    def _stored_attempts(self, max_attempts: int) -> int:
-        return self.policy().max_attempts if max_attempts == STORED_POLICY.max_attempts else max_attempts
+    def _lease_ms(self, lease_ms: int | None) -> int:
+        """The call's lease, or the stored policy's (a verb run from Python)."""
+        return to_ms(self.policy().lease_seconds) if lease_ms is None else lease_ms
 
     def enqueue_many(self, items: Sequence[NewEvent], now_ms: int) -> list[Enqueued]:
         requested = self._one_statement()
@@ -208,39 +195,32 @@ class PgTxn(TxnCore):
                         {"from": policy_json(before), "to": policy_json(after)})
         return after
 
-    def claim_many(self, n: int, *, owner: str | None, now_ms: int, lease_ms: int,
-                   max_attempts: int) -> list[Lease]:
+    def claim_many(self, n: int, *, owner: str | None, now_ms: int, lease_ms: int | None) -> list[Lease]:
         requested = self._one_statement()
-        if requested is not None:
-            return verbs.claim_many(self, n, owner=owner, requested=requested,
-                                    lease_ms=None if lease_ms == _STORED_LEASE_MS else lease_ms,
-                                    max_attempts=None if max_attempts == STORED_POLICY.max_attempts else max_attempts)
+        if requested is not None:  # the statement reads the stored policy in its own transaction
+            return verbs.claim_many(self, n, owner=owner, requested=requested, lease_ms=lease_ms)
         now_ms = self._at(now_ms)
-        return claim.claim_many(self, n, owner=owner, now_ms=now_ms, lease_ms=self._stored_lease(lease_ms),
-                                max_attempts=self._stored_attempts(max_attempts))
+        return claim.claim_many(self, n, owner=owner, now_ms=now_ms, lease_ms=self._lease_ms(lease_ms),
+                                max_attempts=self.policy().max_attempts)
 
     def check_fence(self, event_id: str, generation: int, now_ms: int) -> None:
         settle.check_fence(self, event_id, generation, self._at(now_ms))
 
-    def settle_many(self, items: Sequence[SettleItem], *, now_ms: int, max_attempts: int,
-                    backoff: Backoff) -> list[Settled | LeaseLost]:
+    def settle_many(self, items: Sequence[SettleItem], *, now_ms: int) -> list[Settled | LeaseLost]:
         requested = self._one_statement()
         if requested is not None:
-            return verbs.settle_many(
-                self, items, requested=requested,
-                max_attempts=None if max_attempts == STORED_POLICY.max_attempts else max_attempts,
-                backoff=None if backoff is _STORED_BACKOFF else backoff)
+            return verbs.settle_many(self, items, requested=requested)
         now_ms = self._at(now_ms)
-        return settle.settle_many(self, items, now_ms=now_ms, max_attempts=self._stored_attempts(max_attempts),
-                                  backoff=self.policy().backoff if backoff is _STORED_BACKOFF else backoff)
+        policy = self.policy()
+        return settle.settle_many(self, items, now_ms=now_ms, max_attempts=policy.max_attempts,
+                                  backoff=policy.backoff)
 
-    def extend(self, event_id: str, generation: int, *, lease_ms: int, now_ms: int) -> Lease:
+    def extend(self, event_id: str, generation: int, *, lease_ms: int | None, now_ms: int) -> Lease:
         requested = self._one_statement()
         if requested is not None:
-            return verbs.extend(self, event_id, generation, requested=requested,
-                                lease_ms=None if lease_ms == _STORED_LEASE_MS else lease_ms)
+            return verbs.extend(self, event_id, generation, requested=requested, lease_ms=lease_ms)
         now_ms = self._at(now_ms)
-        return settle.extend(self, event_id, generation, lease_ms=self._stored_lease(lease_ms), now_ms=now_ms)
+        return settle.extend(self, event_id, generation, lease_ms=self._lease_ms(lease_ms), now_ms=now_ms)
 
     def redrive_many(self, items: Sequence[tuple[str, int]], *, reason: str, actor: str | None,
                      now_ms: int) -> list[int | RedriveRefused]:

@@ -31,7 +31,7 @@ from .. import _crash, policy, rules
 from .._json import body_value
 from ..backend import SettleItem
 from ..errors import LeaseExpired, LeaseLost, StaleLease, StoreError
-from ..policy import Backoff, from_ms, to_ms
+from ..policy import from_ms, to_ms
 from ..types import Lease, Outcome, Settled, State, UndecodableBody
 from .txn import TxnCore, fold
 
@@ -42,12 +42,12 @@ _CLAIM = ("SELECT * FROM fairq_claim(%(n)s, %(owner)s, %(model)s, %(requested)s,
           "%(lease_ms)s, %(max_attempts)s, %(fold)s)")
 
 
-def claim_many(tx: TxnCore, n: int, *, owner: str | None, requested: tuple[int, bool], lease_ms: int | None,
-               max_attempts: int | None) -> list[Lease]:
-    """claim_many in one statement; lease_ms, max_attempts None: the stored policy's."""
+def claim_many(tx: TxnCore, n: int, *, owner: str | None, requested: tuple[int, bool],
+               lease_ms: int | None) -> list[Lease]:
+    """claim_many in one statement, judged by the stored policy; lease_ms None: its lease."""
     rows = tx.db.statement("claim", _CLAIM, {
         "n": n, "owner": owner, "model": not tx.server_clock, "requested": requested[0],
-        "explicit": requested[1], "lease_ms": lease_ms, "max_attempts": max_attempts, "fold": fold()})
+        "explicit": requested[1], "lease_ms": lease_ms, "max_attempts": None, "fold": fold()})
     refused_time(rows, requested, 9)
     _crash.point("claim", "after_commit")
     leases: list[Lease] = []
@@ -105,19 +105,17 @@ _SETTLE = ("SELECT * FROM fairq_settle(%(ids)s, %(gens)s, %(outcomes)s, %(reason
            "%(cap)s, %(jitter)s, %(fold)s)")
 
 
-def settle_many(tx: TxnCore, items: Sequence[SettleItem], *, requested: tuple[int, bool],
-                max_attempts: int | None, backoff: Backoff | None) -> list[Settled | LeaseLost]:
+def settle_many(tx: TxnCore, items: Sequence[SettleItem], *,
+                requested: tuple[int, bool]) -> list[Settled | LeaseLost]:
     """settle_many in one statement (two when a retry's jitter draw was not
-    known); max_attempts, backoff None: the stored policy's."""
+    known), judged by the stored policy (NULL for each of its overrides)."""
     seen = [item.attempts for item in items]
     params: dict[str, Any] = {
         "ids": [item.event_id for item in items], "gens": [item.generation for item in items],
         "outcomes": [item.outcome.value for item in items], "reasons": [item.reason for item in items],
         "delays": [None if item.delay is None else to_ms(item.delay) for item in items],
         "model": not tx.server_clock, "requested": requested[0], "explicit": requested[1],
-        "max_attempts": max_attempts, "base": None if backoff is None else backoff.base,
-        "factor": None if backoff is None else backoff.factor, "cap": None if backoff is None else backoff.cap,
-        "jitter": None if backoff is None else backoff.jitter}
+        "max_attempts": None, "base": None, "factor": None, "cap": None, "jitter": None}
     for _ in range(2):
         # A draw is needed only by a retry that takes its delay from the backoff.
         params["draws"] = [policy.jitter_draw(item.event_id, item.generation, a)

@@ -33,7 +33,7 @@ from typing import Any, TypeVar
 
 from ..backend import NewEvent, SettleItem
 from ..errors import LeaseLost, RedriveRefused, SchemaError
-from ..policy import Backoff, Policy, policy_json
+from ..policy import Policy, policy_json, to_ms
 from ..types import ClockReset, Enqueued, Lease, Settled
 from . import claim, enqueue, settle
 from .clock import ClockTxn
@@ -107,24 +107,27 @@ class QueueTxn(TxnCore):
                         {"from": policy_json(before), "to": policy_json(after)})
         return after
 
-    def claim_many(self, n: int, *, owner: str | None, now_ms: int, lease_ms: int,
-                   max_attempts: int) -> list[Lease]:
+    def claim_many(self, n: int, *, owner: str | None, now_ms: int, lease_ms: int | None) -> list[Lease]:
         """Claim up to n heads, one per flow, lowest rotation position first."""
-        return claim.claim_many(self, n, owner=owner, now_ms=now_ms, lease_ms=lease_ms,
-                                max_attempts=max_attempts)
+        policy = self.policy()
+        return claim.claim_many(self, n, owner=owner, now_ms=now_ms,
+                                lease_ms=to_ms(policy.lease_seconds) if lease_ms is None else lease_ms,
+                                max_attempts=policy.max_attempts)
 
     def check_fence(self, event_id: str, generation: int, now_ms: int) -> None:
         """Raise StaleLease or LeaseExpired unless this lease may settle now."""
         settle.check_fence(self, event_id, generation, now_ms)
 
-    def settle_many(self, items: Sequence[SettleItem], *, now_ms: int, max_attempts: int,
-                    backoff: Backoff) -> list[Settled | LeaseLost]:
+    def settle_many(self, items: Sequence[SettleItem], *, now_ms: int) -> list[Settled | LeaseLost]:
         """Settle each lease on its own; a lost lease is reported in its slot."""
-        return settle.settle_many(self, items, now_ms=now_ms, max_attempts=max_attempts, backoff=backoff)
+        policy = self.policy()
+        return settle.settle_many(self, items, now_ms=now_ms, max_attempts=policy.max_attempts,
+                                  backoff=policy.backoff)
 
-    def extend(self, event_id: str, generation: int, *, lease_ms: int, now_ms: int) -> Lease:
+    def extend(self, event_id: str, generation: int, *, lease_ms: int | None, now_ms: int) -> Lease:
         """Move a live lease's end to now + lease_ms (fenced like settle)."""
-        return settle.extend(self, event_id, generation, lease_ms=lease_ms, now_ms=now_ms)
+        return settle.extend(self, event_id, generation, now_ms=now_ms,
+                             lease_ms=to_ms(self.policy().lease_seconds) if lease_ms is None else lease_ms)
 
     def redrive_many(self, items: Sequence[tuple[str, int]], *, reason: str, actor: str | None,
                      now_ms: int) -> list[int | RedriveRefused]:
