@@ -31,7 +31,7 @@ def test_an_enqueue_racing_the_one_statement_ack_of_its_flows_last_event_becomes
         acker.enqueue("f1", {}, flow="F")
         lease = acker.claim()
         assert lease is not None
-        pause_at(pg_url, "fairq_settle", "        v_notify := coalesce(v_notify, false);")
+        pause_at(pg_url, "fairq_settle", "        INTO v_ready, v_due FROM n;")
         with held(pg_url):
             ta = threading.Thread(target=lambda: acker.ack(lease))
             ta.start()

@@ -109,11 +109,12 @@ def test_the_one_statement_verbs_plan_their_statements_once_per_session(pg_url: 
     with fairq.Queue(pg_url):
         pass
     with psycopg.connect(pg_url, autocommit=True) as conn:
-        # (fairq_bookkeep: the current one; an 11-argument one calls it for an older fairq.)
+        # (fairq_bookkeep: the current one; one in SQL calls it for an older fairq.)
         config = dict(conn.execute(
             "SELECT p.proname, p.proconfig FROM pg_proc AS p JOIN pg_namespace AS n ON n.oid = p.pronamespace "
             "WHERE n.nspname = current_schema() AND p.proname LIKE 'fairq%%' "
-            "AND (p.proname <> 'fairq_bookkeep' OR p.pronargs = 12)").fetchall())
+            "AND (p.proname <> 'fairq_bookkeep' OR p.prolang = (SELECT oid FROM pg_language "
+            "WHERE lanname = 'plpgsql'))").fetchall())
     for verb in ("fairq_claim", "fairq_settle", "fairq_extend", "fairq_bookkeep", "fairq_enqueue"):
         assert "plan_cache_mode=force_generic_plan" in (config[verb] or []), (verb, config[verb])
 

@@ -41,8 +41,8 @@ def test_a_worker_going_to_sleep_while_an_unannounced_ack_commits_finds_its_work
         acker.enqueue_many([("a", {}, "F"), ("b", {}, "F")])
         lease = acker.claim(lease_seconds=HANG * 2)
         assert lease is not None and lease.event_id == "a"
-        pause_at(pg_url, "fairq_settle", "                           v_notify, CASE WHEN v_notify THEN NULL "
-                                         "ELSE v_due END, v_ready);")
+        pause_at(pg_url, "fairq_settle", "                           v_ready, CASE WHEN v_ready > 0 THEN NULL "
+                                         "ELSE v_due END);")
         with held(pg_url):
             ta = threading.Thread(target=lambda: acker.ack(lease))
             ta.start()

@@ -141,3 +141,14 @@ def test_the_verbs_notify_only_while_some_worker_may_be_asleep(pg_url: str) -> N
         conn.execute("SELECT pg_advisory_unlock_shared(26228, 0)")
         q.ack(q.claim(now=30), now=30)
         assert heard(conn) == []
+
+
+def test_the_bookkeeping_as_an_older_fairq_calls_it_still_wakes_every_idle_worker(pg_url: str, listener) -> None:
+    # A process of schema 4 or 5, still running beside an upgraded schema, passes p_notify.
+    with fairq.Queue(pg_url), psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute("SELECT fairq_bookkeep(false, false, 0, false, 0, 0, '{}'::text[], '{}'::bigint[], 0, "
+                     "true, NULL::bigint)")
+        assert heard(listener) == [(READY_CHANNEL, "")]
+        conn.execute("SELECT fairq_bookkeep(false, false, 0, false, 0, 0, '{}'::text[], '{}'::bigint[], 0, "
+                     "false, NULL::bigint)")
+        assert heard(listener) == []

@@ -183,9 +183,8 @@ BEGIN
     -- earliest one left waiting; the model clock keeps the time this call ran at.
     PERFORM fairq_bookkeep(false, p_model AND v_now > v_stored, v_now, false, 0, 0,
                            ARRAY['ready', 'total_enqueued'], ARRAY[v_n, v_n]::bigint[], p_fold,
-                           coalesce(v_now >= ANY(v_head_times), false),
-                           (SELECT min(t) FROM unnest(v_head_times) AS t WHERE t > v_now),
-                           (SELECT count(*) FROM unnest(v_head_times) AS t WHERE t <= v_now)::integer);
+                           (SELECT count(*) FROM unnest(v_head_times) AS t WHERE t <= v_now)::integer,
+                           (SELECT min(t) FROM unnest(v_head_times) AS t WHERE t > v_now));
     RETURN QUERY SELECT 'stored', s.event_id, s.flow, s.seq, s.body, s.hash, NULL::bigint
                  FROM unnest(v_s_ids, v_s_flows, v_s_seqs, v_s_bodies, v_s_hashes) AS s(event_id, flow, seq, body,
                                                                                          hash)

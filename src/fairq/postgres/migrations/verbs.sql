@@ -145,18 +145,21 @@ $$;
 -- its own (below the shards, keyed by its transaction id); else the shard is
 -- one no other transaction holds (SKIP LOCKED on its rotation row, which
 -- guards its counter rows), waited for only when every shard is held.
--- p_ready: how many heads the transaction made claimable now (the ready
--- notice's payload: a process wakes that many of its idle workers, not all);
--- NULL: not counted (every idle worker wakes).
+-- p_ready: how many heads the transaction made claimable now, the ready
+-- notice's payload (a process wakes that many of its idle workers, not all);
+-- 0: no ready notice; NULL: a notice that does not count (every idle worker
+-- wakes). p_due: the earliest time a head it left waiting is due, told when
+-- nothing became claimable now.
 CREATE OR REPLACE FUNCTION fairq_bookkeep(p_outbox boolean, p_store_time boolean, p_now bigint, p_move boolean,
                                           p_vtime bigint, p_tail bigint, p_names text[], p_ns bigint[],
-                                          p_fold integer, p_notify boolean, p_due bigint, p_ready integer)
+                                          p_fold integer, p_ready integer, p_due bigint)
 RETURNS integer LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $$
 DECLARE
     v_shard integer;
+    v_notify boolean := p_ready IS DISTINCT FROM 0;
     v_tell boolean;
 BEGIN
-    IF NOT (p_store_time OR p_move OR p_notify OR p_due IS NOT NULL OR 0 <> ANY(p_ns)) THEN
+    IF NOT (p_store_time OR p_move OR v_notify OR p_due IS NOT NULL OR 0 <> ANY(p_ns)) THEN
         RETURN NULL;
     END IF;
     IF p_outbox THEN
@@ -182,36 +185,28 @@ BEGIN
     IF p_move THEN
         UPDATE rotation SET vtime = greatest(vtime, p_vtime), tail = greatest(tail, p_tail) WHERE shard = v_shard;
     END IF;
-    IF p_fold > 0 AND NOT p_outbox THEN
-        -- Counter rows appended by committed outbox transactions are folded
-        -- into the shard taken (skipping those another fold has); each
-        -- counter's true value is the sum of its rows.
-        WITH foldable AS (SELECT c.name, c.shard FROM counter AS c WHERE c.shard < 0
-                          LIMIT p_fold FOR UPDATE SKIP LOCKED),
-             folded AS (DELETE FROM counter USING foldable WHERE counter.name = foldable.name
-                        AND counter.shard = foldable.shard RETURNING counter.name, counter.n)
-        INSERT INTO counter (name, shard, n)
-        SELECT c.name, v_shard, sum(c.n)
-        FROM (SELECT * FROM unnest(p_names, p_ns) AS m(name, n) WHERE m.n <> 0 UNION ALL SELECT * FROM folded)
-             AS c(name, n)
-        GROUP BY c.name ORDER BY c.name
-        ON CONFLICT (name, shard) DO UPDATE SET n = counter.n + excluded.n;
-    ELSE
-        -- The counters moved, added to the shard's rows (in name order).
-        INSERT INTO counter (name, shard, n)
-        SELECT m.name, v_shard, sum(m.n) FROM unnest(p_names, p_ns) AS m(name, n) WHERE m.n <> 0
-        GROUP BY m.name ORDER BY m.name
-        ON CONFLICT (name, shard) DO UPDATE SET n = counter.n + excluded.n;
-    END IF;
+    -- Counter rows appended by committed outbox transactions are folded into
+    -- the shard taken (skipping those another fold has); each counter's true
+    -- value is the sum of its rows.
+    WITH foldable AS (SELECT c.name, c.shard FROM counter AS c WHERE c.shard < 0 AND NOT p_outbox
+                      LIMIT p_fold FOR UPDATE SKIP LOCKED),
+         folded AS (DELETE FROM counter USING foldable WHERE counter.name = foldable.name
+                    AND counter.shard = foldable.shard RETURNING counter.name, counter.n)
+    INSERT INTO counter (name, shard, n)
+    SELECT c.name, v_shard, sum(c.n)
+    FROM (SELECT * FROM unnest(p_names, p_ns) AS m(name, n) WHERE m.n <> 0 UNION ALL SELECT * FROM folded)
+         AS c(name, n)
+    GROUP BY c.name ORDER BY c.name
+    ON CONFLICT (name, shard) DO UPDATE SET n = counter.n + excluded.n;
     -- Sleeping workers wake, or learn of an earlier due time; delivered at
     -- commit. A NOTIFY serialises every notifying commit of the database, so
     -- fairq's own transactions send it only while some worker may be asleep
     -- (fairq_asleep); an outbox transaction, which may stay open, always does.
-    v_tell := p_notify OR p_due IS NOT NULL;
+    v_tell := v_notify OR p_due IS NOT NULL;
     IF v_tell AND NOT p_outbox THEN
         v_tell := fairq_asleep();
     END IF;
-    IF v_tell AND p_notify THEN
+    IF v_tell AND v_notify THEN
         PERFORM pg_notify('fairq_ready', coalesce(p_ready::text, ''));
     ELSIF v_tell THEN
         PERFORM pg_notify('fairq_due', p_due::text);
@@ -220,15 +215,15 @@ BEGIN
 END
 $$;
 
--- The bookkeeping as schema versions 4 and 5 called it (a process of that
--- version still running beside an upgraded schema): the ready notice wakes
--- every idle worker.
+-- The bookkeeping as schema versions 4 and 5 called it, with p_notify (a
+-- process of that version still running beside an upgraded schema): its
+-- ready notice wakes every idle worker.
 CREATE OR REPLACE FUNCTION fairq_bookkeep(p_outbox boolean, p_store_time boolean, p_now bigint, p_move boolean,
                                           p_vtime bigint, p_tail bigint, p_names text[], p_ns bigint[],
                                           p_fold integer, p_notify boolean, p_due bigint)
 RETURNS integer LANGUAGE sql AS $$
-    SELECT fairq_bookkeep(p_outbox, p_store_time, p_now, p_move, p_vtime, p_tail, p_names, p_ns, p_fold, p_notify,
-                          p_due, NULL)
+    SELECT fairq_bookkeep(p_outbox, p_store_time, p_now, p_move, p_vtime, p_tail, p_names, p_ns, p_fold,
+                          CASE WHEN p_notify THEN NULL ELSE 0 END, p_due)
 $$;
 
 -- The time a verb's transaction runs at: the server's, or (model clock) the
@@ -289,13 +284,10 @@ DECLARE
     v_names text[];
     v_ns bigint[];
     r record;
-    v_time record;
     v_fate record;
     v_step record;
 BEGIN
-    v_time := fairq_call_time(p_model, p_requested, p_explicit);
-    v_now := v_time.call_ms;
-    v_stored := v_time.stored_ms;
+    SELECT t.call_ms, t.stored_ms INTO v_now, v_stored FROM fairq_call_time(p_model, p_requested, p_explicit) AS t;
     IF v_now IS NULL THEN
         o_stored := v_stored;
         RETURN NEXT;
@@ -404,8 +396,8 @@ BEGIN
     -- Heads this claim promoted and left were invisible to claims running
     -- beside it: they look again once it commits. An idle claim stores no time.
     PERFORM fairq_bookkeep(false, p_model AND v_now > v_stored AND (v_promoted > 0 OR v_claims > 0 OR v_expired > 0),
-                           v_now, v_claims > 0, v_vtime, v_tail, v_names, v_ns, p_fold, v_promoted > v_claims,
-                           NULL, v_promoted - v_claims);
+                           v_now, v_claims > 0, v_vtime, v_tail, v_names, v_ns, p_fold,
+                           greatest(v_promoted - v_claims, 0), NULL);
 END
 $$;
 
@@ -443,7 +435,6 @@ DECLARE
     v_found boolean;
     r record;
     d record;
-    v_time record;
     v_out text[] := '{}';
     v_out_state text[] := '{}';
     v_out_next bigint[] := '{}';
@@ -475,16 +466,13 @@ DECLARE
     v_a_gen bigint[] := '{}';
     v_a_detail text[] := '{}';
     v_changed integer;
-    v_notify boolean := false;
     v_ready integer := 0;
     v_due bigint;
     v_names text[] := '{}';
     v_ns bigint[] := '{}';
     v_retried integer := 0;
 BEGIN
-    v_time := fairq_call_time(p_model, p_requested, p_explicit);
-    v_now := v_time.call_ms;
-    v_stored := v_time.stored_ms;
+    SELECT t.call_ms, t.stored_ms INTO v_now, v_stored FROM fairq_call_time(p_model, p_requested, p_explicit) AS t;
     IF v_now IS NULL THEN
         o_stored := v_stored;
         RETURN NEXT;
@@ -602,10 +590,8 @@ BEGIN
                    JOIN event AS e ON e.flow_id = c.flow AND e.seq = c.seq + 1
                    WHERE c.flow IS NOT NULL
                    RETURNING head.runnable, head.dispatch_ms)
-        SELECT bool_or(n.runnable), min(n.dispatch_ms) FILTER (WHERE n.dispatch_ms > v_now),
-               count(*) FILTER (WHERE n.runnable)
-        INTO v_notify, v_due, v_ready FROM n;
-        v_notify := coalesce(v_notify, false);
+        SELECT count(*) FILTER (WHERE n.runnable), min(n.dispatch_ms) FILTER (WHERE n.dispatch_ms > v_now)
+        INTO v_ready, v_due FROM n;
     END IF;
     IF cardinality(v_rdy_pk) > 0 THEN
         -- Back to ready (compare-and-set on generation, state and lease end):
@@ -625,7 +611,6 @@ BEGIN
         UPDATE head AS h SET dispatch_ms = c.at, runnable = c.at <= v_now
         FROM unnest(v_rdy_pk, v_rdy_at) AS c(pk, at) WHERE h.event_pk = ANY(v_rdy_pk) AND h.event_pk = c.pk;
         v_ready := v_ready + (SELECT count(*) FROM unnest(v_rdy_at) AS a WHERE a <= v_now);
-        v_notify := v_ready > 0;
         v_due := (SELECT min(a) FROM unnest(v_rdy_at || v_due) AS a WHERE a > v_now);
     END IF;
     IF cardinality(v_q_pk) > 0 THEN
@@ -659,7 +644,7 @@ BEGIN
     -- nothing: a single settle raises, and its time is not stored.
     PERFORM fairq_bookkeep(false, p_model AND v_now > v_stored AND cardinality(v_settled) > 0, v_now, false, 0, 0,
                            v_names, v_ns, p_fold,
-                           v_notify, CASE WHEN v_notify THEN NULL ELSE v_due END, v_ready);
+                           v_ready, CASE WHEN v_ready > 0 THEN NULL ELSE v_due END);
     RETURN QUERY
     SELECT o.kind, p_ids[o.i::integer], o.state, o.next_at, o.attempts, o.gen, o.until, o.in_batch,
            (o.i - 1)::integer, v_now, v_stored
@@ -685,11 +670,8 @@ DECLARE
     v_until bigint;
     v_found boolean;
     r record;
-    v_time record;
 BEGIN
-    v_time := fairq_call_time(p_model, p_requested, p_explicit);
-    v_now := v_time.call_ms;
-    v_stored := v_time.stored_ms;
+    SELECT t.call_ms, t.stored_ms INTO v_now, v_stored FROM fairq_call_time(p_model, p_requested, p_explicit) AS t;
     IF v_now IS NULL THEN
         o_stored := v_stored;
         RETURN NEXT;
@@ -723,7 +705,7 @@ BEGIN
     END IF;
     UPDATE head SET dispatch_ms = v_until WHERE event_pk = r.id;
     PERFORM fairq_bookkeep(false, p_model AND v_now > v_stored, v_now, false, 0, 0, '{}', '{}', p_fold => 0,
-                           p_notify => false, p_due => NULL, p_ready => 0);
+                           p_ready => 0, p_due => NULL);
     RETURN NEXT;
 END
 $$;
