@@ -188,12 +188,8 @@ class WriteTurns:
         or no other process is; left is how many more turns of others make
         it due, 0 if it is (taken is also True where there is no lock)."""
         with self._mutex:
-            fd = self._fd
-            if fd is None or self._pid != _pid[0]:
-                fd = self._open()
-                if fd is None:
-                    return True, 0
-            elif fd < 0:
+            fd = self._open()
+            if fd is None:
                 return True, 0
             last = self._last_count
             if last is None or self._came_back or now - self._last_time >= LONGEST_WAIT:

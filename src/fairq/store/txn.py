@@ -210,9 +210,7 @@ class TxnCore(AuditTrail):
         """The time this call runs at; raises ClockError for an explicit time
         before the stored clock, clamps a wall clock that stepped back."""
         clock = self._row or self.state_row()
-        # At or past the stored clock (the usual case): the time asked for.
-        now_ms = (requested_ms if requested_ms >= clock.now_ms
-                  else policy.effective_now(requested_ms, clock.now_ms, explicit=explicit))
+        now_ms = policy.effective_now(requested_ms, clock.now_ms, explicit=explicit)
         if now_ms - requested_ms > _AHEAD_WARNING_MS and _ahead_warned[0] != now_ms:
             _ahead_warned[0] = now_ms
             log.warning("the queue's stored clock (%s) is %.0f s ahead of the system clock, which "
