@@ -40,6 +40,11 @@ REENTRY = ("a fairq call from inside its own effect or apply: the transaction is
            "open; use the connection the callback was given")
 
 
+def _armed() -> bool:
+    """Whether any crash or freeze point is set (unset, a group skips its points' loop)."""
+    return _crash.ARMED is not None or _crash.FROZEN is not None
+
+
 class Interrupted(BaseException):
     """What finish() raises when a call waiting for its group's COMMIT is
     interrupted (a Ctrl-C, its `__cause__`): the call's writes are in the
@@ -198,9 +203,8 @@ class Writers:
         try:
             self._end(conn, group)
         finally:
-            self.owner = None  # let_go(), spelled out on the path every call takes
-            self.conn_lock.release()
-            if group.error is None and (_crash.ARMED is not None or _crash.FROZEN is not None):
+            self.let_go()
+            if group.error is None and _armed():
                 for name in dict.fromkeys(group.names):
                     _crash.point(name, "after_commit")  # committed, and no call answered yet
             if group.done is not None:  # calls of the group wait for it
@@ -211,7 +215,7 @@ class Writers:
         the next group begin."""
         try:
             if group.error is None:
-                if _crash.ARMED is not None or _crash.FROZEN is not None:
+                if _armed():
                     for name in dict.fromkeys(group.names):
                         _crash.point(name, "before_commit")
                 self.cursor.execute(COMMIT)
