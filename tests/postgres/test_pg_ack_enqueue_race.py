@@ -24,6 +24,13 @@ from pgpause import PAUSED, held, pause_at, wait_paused, with_name
 from pgsessions import HANG, interleave, waiting_for_a_lock
 
 
+def assert_the_new_event_heads_the_flow(q: fairq.Queue) -> None:
+    """f1 was acked, and f2, enqueued while that ack ran, is F's head now."""
+    assert q.get("f1").state is fairq.State.ACKED
+    follow = q.claim()
+    assert follow is not None and follow.event_id == "f2"  # F's new event is its head
+
+
 def test_an_enqueue_racing_the_one_statement_ack_of_its_flows_last_event_becomes_the_head(pg_url: str) -> None:
     acker = fairq.Queue(with_name(pg_url, PAUSED))
     sender = fairq.Queue(with_name(pg_url, "sender"))
@@ -44,9 +51,7 @@ def test_an_enqueue_racing_the_one_statement_ack_of_its_flows_last_event_becomes
         ta.join(HANG)
         tb.join(HANG)
         assert not ta.is_alive() and not tb.is_alive()
-        assert acker.get("f1").state is fairq.State.ACKED
-        follow = acker.claim()
-        assert follow is not None and follow.event_id == "f2"  # F's new event is its head
+        assert_the_new_event_heads_the_flow(acker)
     finally:
         acker.close()
         sender.close()
@@ -76,9 +81,7 @@ def test_an_enqueue_racing_an_ack_with_an_effect_of_its_flows_last_event_becomes
         tb = threading.Thread(target=lambda: sender.enqueue("f2", {}, flow="F"), name="sender")
         interleave(ta, tb, paused=paused, go=go, url=pg_url, second_session="sender")
         monkeypatch.undo()
-        assert acker.get("f1").state is fairq.State.ACKED
-        follow = acker.claim()
-        assert follow is not None and follow.event_id == "f2"  # F's new event is its head
+        assert_the_new_event_heads_the_flow(acker)
     finally:
         go.set()
         acker.close()

@@ -42,6 +42,16 @@ print(json.dumps(acked), flush=True)
 """
 
 
+def go_together(children: list[subprocess.Popen[str]]) -> None:
+    """Once every child says it is ready, tell each to go."""
+    for c in children:
+        assert c.stdout is not None and c.stdout.readline().strip() == "ready"
+    for c in children:
+        assert c.stdin is not None
+        c.stdin.write("go\n")
+        c.stdin.flush()
+
+
 @pytest.fixture()
 def path(tmp_path: Path) -> Path:
     path = tmp_path / "q.db"
@@ -59,12 +69,7 @@ def test_four_processes_claiming_four_equal_flows_serve_each_flow_within_a_fifth
                 for _ in range(4)]
     acked: Counter[str] = Counter()
     try:
-        for c in claimers:
-            assert c.stdout is not None and c.stdout.readline().strip() == "ready"
-        for c in claimers:
-            assert c.stdin is not None
-            c.stdin.write("go\n")
-            c.stdin.flush()
+        go_together(claimers)
         for c in claimers:
             out, _ = c.communicate(timeout=120)
             acked.update(json.loads(out))
@@ -112,12 +117,7 @@ def ackers_in_commit_order(path: Path, procs: int, acks: int) -> list[str]:
                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
                 for k in range(procs)]
     try:
-        for c in children:
-            assert c.stdout is not None and c.stdout.readline().strip() == "ready"
-        for c in children:
-            assert c.stdin is not None
-            c.stdin.write("go\n")
-            c.stdin.flush()
+        go_together(children)
         for c in children:
             out, _ = c.communicate(timeout=120)
             assert out.strip() == "done"
