@@ -28,7 +28,7 @@ from typing import Any
 
 import fairq
 from fairq.http.server import Server
-from fairq.store import migrate
+from fairq.stores.sqlite import schema as migrate
 
 ROOT = Path(__file__).resolve().parent.parent
 SUPPORT = ROOT / "tests" / "support"  # modules and scripts that child processes run

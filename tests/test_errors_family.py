@@ -98,10 +98,10 @@ def test_a_failing_receipt_write_is_a_store_error_but_an_applys_own_error_is_not
     with fairq.Inbox(tmp_path / "in.db") as inbox:
         with pytest.raises(sqlite3.OperationalError, match="no_such_table"):
             inbox.receive("a", "F", 1, {}, apply=lambda conn: conn.execute("SELECT * FROM no_such_table"))
-        fail_writes_to(inbox._db.conn, "fairq_receipt")
+        fail_writes_to(inbox._store.db.conn, "fairq_receipt")
         with pytest.raises(fairq.StoreError, match="injected failure"):
             inbox.receive("a", "F", 1, {})
-        inbox._db.conn.execute("DROP TRIGGER temp.injected_failure")
+        inbox._store.db.conn.execute("DROP TRIGGER temp.injected_failure")
         assert inbox.received() == 0
 
 

@@ -12,17 +12,17 @@ from pathlib import Path
 import pytest
 
 import fairq
-from fairq import backend
-from fairq.store.queue import QueueStore, QueueTxn
-from fairq.store.reads import QueueReads
-from fairq.store.schedules import ScheduleTxn
+from fairq.stores import backend
+from fairq.stores.sqlite.store import SqliteStore, SqliteTxn
+from fairq.stores.sqlite.reads import SqliteReads
+from fairq.stores.sqlite.schedules import ScheduleTxn
 
 SRC = Path(fairq.__file__).parent
 
 PAIRS = [
-    (backend.Store, QueueStore),
-    (backend.WriteTxn, QueueTxn),
-    (backend.Snapshot, QueueReads),
+    (backend.Store, SqliteStore),
+    (backend.WriteTxn, SqliteTxn),
+    (backend.Snapshot, SqliteReads),
     (backend.ScheduleStatements, ScheduleTxn),
 ]
 
@@ -48,24 +48,18 @@ def test_the_sqlite_store_has_every_method_the_backend_names_with_the_same_param
 def test_a_queue_opens_its_store_through_the_backend_interface(tmp_path: Path) -> None:
     with fairq.Queue(tmp_path / "q.db") as q:
         store = q._store
-        assert isinstance(store, QueueStore)
+        assert isinstance(store, SqliteStore)
         with store.transaction("probe") as tx:
-            assert isinstance(tx, QueueTxn)
+            assert isinstance(tx, SqliteTxn)
 
 
 def imports(path: Path) -> list[tuple[str, list[str]]]:
-    """(module, names) for each import outside `if TYPE_CHECKING:` blocks,
-    relative imports resolved against the file's package."""
+    """(module, names) for each import anywhere in the file (type-only and
+    lazy ones too), relative imports resolved against the file's package."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
     package = ["fairq", *path.relative_to(SRC).parent.parts]
-    skipped: set[int] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
-            skipped.update(id(child) for stmt in node.body for child in ast.walk(stmt))
     out: list[tuple[str, list[str]]] = []
     for node in ast.walk(tree):
-        if id(node) in skipped:
-            continue
         if isinstance(node, ast.Import):
             out.extend((alias.name, []) for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
@@ -75,30 +69,33 @@ def imports(path: Path) -> list[tuple[str, list[str]]]:
     return out
 
 
-# Modules above the store that still hold an SQLite handle, and why.
+# Modules above the stores that still name sqlite3, and why.
 ALLOWED = {
-    # The receiving end of a relay keeps receipts in the receiver's own SQLite
-    # database and hands its apply() that connection.
-    "inbox.py": {"sqlite3", "fairq.store.inbox", "fairq.store.sqlite"},
+    # An Inbox hands its apply() the receiver's own connection (typed as SQLite's).
+    "inbox.py": {"sqlite3"},
     # The demo is application code: it shows the outbox on the app's own connection.
     "cli/demo.py": {"sqlite3"},
     # The command line's last resort: a driver error no store typed is still
     # said in one line, never as a traceback.
     "cli/__init__.py": {"sqlite3"},
 }
+#: What code above the stores may import from them: the picker and the protocols.
+OPEN_TO_ALL = {"fairq.stores", "fairq.stores.backend"}
 
 
-def test_nothing_above_the_store_names_sqlite_or_a_store_module() -> None:
+def test_nothing_above_the_stores_names_a_database_or_a_store_module() -> None:
+    """Only fairq.stores picks a store: code outside fairq/stores/ imports neither a
+    store's modules nor a database driver (lazy and type-only imports included),
+    so it cannot branch on the kind of store."""
     for path in sorted(SRC.rglob("*.py")):
         relative = path.relative_to(SRC).as_posix()
-        if relative.startswith("store/"):
+        if relative.startswith("stores/"):
             continue
         for module, names in imports(path):
-            if module == "fairq.store" and set(names) <= {"open_store", "uses_server_clock"}:
-                # Only the facade may pick the store (and learn whose clock it runs
-                # on), and only through these functions.
-                assert relative == "queue.py", relative
-                continue
-            targets = {f"fairq.store.{name}" for name in names} if module == "fairq.store" else {module}
-            for found in sorted(m for m in targets if m == "sqlite3" or m.startswith("fairq.store.")):
-                assert found in ALLOWED.get(relative, set()), f"{relative} imports {found}"
+            targets = {f"{module}.{name}" for name in names} if module == "fairq.stores" else {module}
+            for found in sorted(targets):
+                if found.startswith("fairq.stores.") and f"fairq.stores.{found.split('.')[2]}" in {
+                        "fairq.stores.sqlite", "fairq.stores.postgres"}:
+                    raise AssertionError(f"{relative} imports the store module {found}")
+                if found.split(".")[0] in {"sqlite3", "psycopg", "psycopg_pool"}:
+                    assert found in ALLOWED.get(relative, set()), f"{relative} imports {found}"

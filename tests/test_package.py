@@ -62,7 +62,7 @@ def test_the_wheel_carries_the_license_the_type_marker_the_schema_and_the_consol
     names = zipfile.ZipFile(wheel).namelist()
     assert any(n.endswith(".dist-info/licenses/LICENSE") for n in names), names
     assert "fairq/py.typed" in names
-    assert any(n.startswith("fairq/store/") and n.endswith(".sql") for n in names)
+    assert any(n.startswith("fairq/stores/sqlite/") and n.endswith(".sql") for n in names)
     assert {"fairq/http/console/index.html", "fairq/http/console/console.js",
             "fairq/http/console/console.css"} <= set(names)  # the console, served from the package
     metadata = zipfile.ZipFile(wheel).read(next(n for n in names if n.endswith(".dist-info/METADATA"))).decode()

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 import fairq
-from fairq._queue_config import QueueConfig
+from fairq.api.configuration import QueueConfig
 from fairq.cli import main
 
 SLOW = fairq.Backoff(base=4.0, factor=3.0, cap=50.0, jitter=False)

@@ -1,14 +1,14 @@
 """The rows every store reads, judged and converted on plain values: what
-both the SQLite and the PostgreSQL store hand to fairq.rows."""
+both the SQLite and the PostgreSQL store hand to fairq.kernel.rows."""
 
 from __future__ import annotations
 
 import pytest
 
 import fairq
-from fairq import rows
-from fairq.backend import NewEvent
-from fairq.rules import body_hash
+from fairq.kernel import rows
+from fairq.stores.backend import NewEvent
+from fairq.kernel.rules import body_hash
 
 
 def held(state: str = "inflight", generation: int = 3, lease_until_ms: int | None = 5_000) -> rows.Held:

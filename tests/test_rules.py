@@ -10,8 +10,8 @@ import random
 import pytest
 
 from fairq import Backoff, Conflict, LeaseExpired, Outcome, StaleLease, State
-from fairq.policy import MAX_WEIGHT, STRIDE_UNIT, Decision, decide, stride
-from fairq.rules import Quarantine, body_hash, check_repeat, expired_lease_fate, fence, join_pass, rotate
+from fairq.kernel.policy import MAX_WEIGHT, STRIDE_UNIT, Decision, decide, stride
+from fairq.kernel.rules import Quarantine, body_hash, check_repeat, expired_lease_fate, fence, join_pass, rotate
 
 NO_JITTER = Backoff(base=2.0, factor=2.0, cap=8.0, jitter=False)
 

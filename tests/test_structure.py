@@ -92,7 +92,7 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
 def test_no_module_of_the_package_imports_itself_back_through_others() -> None:
     graph = {name: dependencies(name, path) for name, path in MODULES.items()}
     assert find_cycle(graph) is None, "import cycle: " + " -> ".join(find_cycle(graph) or [])
-    assert "fairq.store.transactions" in graph["fairq.store.sqlite"]  # the walk does see imports
+    assert "fairq.stores.sqlite.transactions" in graph["fairq.stores.sqlite.connection"]  # the walk does see imports
 
 
 def test_the_cycle_check_sees_two_modules_that_import_each_other(tmp_path: Path) -> None:
@@ -106,7 +106,7 @@ def test_the_cycle_check_sees_two_modules_that_import_each_other(tmp_path: Path)
 
 def test_imports_under_type_checking_and_inside_functions_do_not_count(tmp_path: Path) -> None:
     # store.transactions names store.sqlite's Database only for the type checker.
-    assert "fairq.store.sqlite" not in dependencies("fairq.store.transactions", MODULES["fairq.store.transactions"])
+    assert "fairq.stores.sqlite.connection" not in dependencies("fairq.stores.sqlite.transactions", MODULES["fairq.stores.sqlite.transactions"])
     source = ("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .queue import Queue\n"
               "def f():\n    from .errors import Busy\n")
     (tmp_path / "m.py").write_text(source)
@@ -140,7 +140,7 @@ def test_no_module_borrows_a_private_name_of_another() -> None:
 def test_the_http_client_imports_its_lease_helpers_from_their_public_module() -> None:
     client = MODULES["fairq.http.client"]
     deps = dependencies("fairq.http.client", client)
-    assert "fairq.leases" in deps and "fairq._requests" not in deps
+    assert "fairq.leases" in deps and "fairq.api.requests" not in deps
     from fairq import leases
     from fairq.http import client as client_module
     assert client_module.lease_key is leases.lease_key and client_module.settle_parts is leases.settle_parts

@@ -19,8 +19,8 @@ from .errors import UnknownSchedule
 from .errors import Corrupt, DiskFull, PolicyMismatch, ReadOnly, StoreError, TransientError, UsageError
 from .http import Client
 from .inbox import Inbox
-from .policy import Backoff, Policy
-from .queue import Queue
+from .kernel.policy import Backoff, Policy
+from .api.queue import Queue
 from .types import (
     ACK,
     FAIL,

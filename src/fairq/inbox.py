@@ -1,11 +1,12 @@
 """The receiving end of a relay: each delivery's effect happens once.
 
 An Inbox keeps receipts in the receiver's own SQLite database (or, for a
-postgresql:// URL, its PostgreSQL schema: fairq.postgres.inbox). receive()
+postgresql:// URL, its PostgreSQL schema), through the store's InboxStore
+(fairq.stores.open_inbox picks it). receive()
 checks a delivery against them and, only for a new event that is next in its
 flow, runs the caller's effect and writes the receipt in the same
 transaction. A sender that retries after a crash gets DUPLICATE, never a
-second effect. No SQL lives here (fairq.store.inbox has it).
+second effect. No SQL lives here, and no database is named.
 """
 
 from __future__ import annotations
@@ -17,10 +18,8 @@ from typing import Any
 
 from . import _validate as v
 from .errors import InvalidInput
-from .policy import to_ms
-from .postgres import is_postgres_url
-from .store import inbox as store
-from .store.sqlite import Database
+from .kernel.policy import to_ms
+from .stores import open_inbox
 from .types import Receipt
 
 __all__ = ["Inbox"]
@@ -38,18 +37,7 @@ class Inbox:
         clock: Callable[[], float] = time.time,
     ) -> None:
         self._clock = clock
-        self._pg: Any = None
-        if is_postgres_url(path):
-            from .postgres.inbox import PgInbox  # imports psycopg: only for a PostgreSQL URL
-
-            self._pg = PgInbox(path)
-            return
-        self._db = Database(path, synchronous=synchronous, busy_timeout=busy_timeout)
-        try:
-            store.ensure_inbox_schema(self._db)
-        except BaseException:
-            self._db.close()
-            raise
+        self._store = open_inbox(path, synchronous=synchronous, busy_timeout=busy_timeout)
 
     def receive(
         self, event_id: str, flow: str | None, seq: int, body: Any, *,
@@ -70,34 +58,19 @@ class Inbox:
         text = v.body(body, "body", max_bytes=1 << 30)
         if apply is not None and not callable(apply):
             raise InvalidInput("apply", "must be callable")
-        if self._pg is not None:
-            return self._pg.receive(event_id, flow, seq, text, apply, to_ms(self._clock()))  # type: ignore[no-any-return]
-        with self._db.write("receive") as conn:
-            verdict = store.judge(conn, event_id, flow, seq, text)
-            if verdict is not None:
-                return verdict
-            if apply is not None:
-                self._db.run_callback(conn, apply, "apply")
-            store.record(conn, event_id, flow, seq, text, to_ms(self._clock()))
-        return Receipt.ACCEPTED
+        return self._store.receive(event_id, flow, seq, text, apply, to_ms(self._clock()))
 
     def received(self, flow: str | None = None) -> int:
         """How many deliveries were accepted (in one flow, or in all)."""
-        flow = v.optional_identifier(flow, "flow")
-        if self._pg is not None:
-            return self._pg.count(flow)  # type: ignore[no-any-return]
-        return self._db.read(lambda conn: store.count(conn, flow))
+        return self._store.count(v.optional_identifier(flow, "flow"))
 
     def last_seq(self, flow: str) -> int:
         """The highest seq accepted in a flow (0 when none)."""
-        flow = v.identifier(flow, "flow")
-        if self._pg is not None:
-            return self._pg.last_seq(flow)  # type: ignore[no-any-return]
-        return self._db.read(lambda conn: store.last_seq(conn, flow))
+        return self._store.last_seq(v.identifier(flow, "flow"))
 
     def close(self) -> None:
         """Close the connection."""
-        (self._pg or self._db).close()
+        self._store.close()
 
     def __enter__(self) -> Inbox:
         return self

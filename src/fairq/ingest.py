@@ -31,7 +31,7 @@ from typing import Any, BinaryIO, NamedTuple, Union
 
 from . import _validate as v
 from ._json import StrictJSONError, json_type, loads_strict
-from .backend import NewEvent, WriteTxn
+from .stores.backend import NewEvent, WriteTxn
 from .errors import Conflict, DiskFull, InvalidInput
 from .types import Enqueued
 

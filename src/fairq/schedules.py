@@ -7,7 +7,7 @@ position stored with the schedule: the slot becomes an instance (an ordinary
 event ``"{name}@{slot}"``, due at its slot, with the normal lease, fence,
 retry and quarantine) or a misfire (an audit row with action ``misfire``;
 a long run of missed slots shares one). This module makes those decisions;
-fairq.timetable computes the slots and fairq.store.schedules holds the SQL.
+fairq.timetable computes the slots and fairq.stores.sqlite.schedules holds the SQL.
 It reads no clock: the time comes in from the facade.
 
 DST rules for cron schedules: a local time that does not exist (the clocks
@@ -26,9 +26,9 @@ from typing import Any
 
 from . import _validate as v
 from . import cron as cronlib
-from .backend import Advance, NewEvent, NewSchedule, Snapshot, Store, WriteTxn
+from .stores.backend import Advance, NewEvent, NewSchedule, Snapshot, Store, WriteTxn
 from .errors import Conflict, InvalidInput, UnknownSchedule
-from .policy import to_ms
+from .kernel.policy import to_ms
 from .timetable import Timetable, zone
 from .types import AuditEntry, Enqueued, Misfire, Schedule, UndecodableBody, slot_event_id, slot_text
 

@@ -36,7 +36,7 @@ $$;
 
 def shipped(function: str) -> str:
     """The CREATE statement of `function` as the migration ships it."""
-    text = resources.files("fairq.postgres").joinpath("migrations/verbs.sql").read_text()
+    text = resources.files("fairq.stores.postgres").joinpath("migrations/verbs.sql").read_text()
     start = text.index(f"CREATE OR REPLACE FUNCTION {function}(")
     return text[start:text.index("\n$$;", start) + 4]
 

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 import fairq
-from fairq.postgres.txn import TxnCore
+from fairq.stores.postgres.txn import TxnCore
 from pgcheck import check_pg_invariants
 from pgpause import PAUSED, held, pause_at, wait_paused, with_name
 from pgsessions import HANG, interleave, waiting_for_a_lock

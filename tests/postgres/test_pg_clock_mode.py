@@ -11,7 +11,7 @@ import pytest
 
 import fairq
 import fairq.cli
-from fairq.postgres import schema
+from fairq.stores.postgres import schema
 from pgcluster import require_psycopg
 
 psycopg = require_psycopg()

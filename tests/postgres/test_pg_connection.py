@@ -14,8 +14,8 @@ import pytest
 
 import fairq
 import pgcluster
-from fairq.postgres import url as pg_url_module
-from fairq.postgres.url import CONNECT_TIMEOUT, parse
+from fairq.stores.postgres import url as pg_url_module
+from fairq.stores.postgres.url import CONNECT_TIMEOUT, parse
 from pgsessions import cut
 
 

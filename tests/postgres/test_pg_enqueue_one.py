@@ -23,8 +23,8 @@ from typing import Any
 import pytest
 
 import fairq
-from fairq.postgres import store
-from fairq.postgres.connection import PgDatabase
+from fairq.stores.postgres import store
+from fairq.stores.postgres.connection import PgDatabase
 from helpers import ROOT
 from pgcluster import fresh_schema, require_psycopg
 
@@ -118,7 +118,7 @@ def listen(url: str) -> None:
     conn.add_notify_handler(lambda n: got.append((n.channel, n.payload)))
     conn.execute("LISTEN fairq_ready")
     conn.execute("LISTEN fairq_due")
-    # Counts as a sleeping worker (fairq.postgres.listen's mark), whom every wake-up is for.
+    # Counts as a sleeping worker (fairq.stores.postgres.listen's mark), whom every wake-up is for.
     conn.execute("SELECT pg_advisory_lock_shared(26228, 0)")
     _LISTENERS[url] = (conn, got)
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 import fairq
-from fairq.postgres.failures import from_application, typed
+from fairq.stores.postgres.failures import from_application, typed
 from pgcluster import require_psycopg
 
 psycopg = require_psycopg()

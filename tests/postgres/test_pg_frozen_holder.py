@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 import fairq
-from fairq.postgres import READY_CHANNEL
+from fairq.stores.postgres import READY_CHANNEL
 from helpers import ROOT, SUPPORT
 from pgcheck import check_pg_invariants
 from pgcluster import require_psycopg

@@ -10,10 +10,10 @@ import sys
 
 import pytest
 
-from fairq import backend
-from fairq.postgres.reads import PgReads
-from fairq.postgres.schedules import PgSchedules
-from fairq.postgres.store import PgStore, PgTxn
+from fairq.stores import backend
+from fairq.stores.postgres.reads import PgReads
+from fairq.stores.postgres.schedules import PgSchedules
+from fairq.stores.postgres.store import PgStore, PgTxn
 from helpers import ROOT
 
 PAIRS = [(backend.Store, PgStore), (backend.WriteTxn, PgTxn), (backend.Snapshot, PgReads),

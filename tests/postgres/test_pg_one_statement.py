@@ -15,8 +15,8 @@ from typing import Any, NamedTuple
 import pytest
 
 import fairq
-from fairq.postgres import store
-from fairq.postgres.connection import PgDatabase
+from fairq.stores.postgres import store
+from fairq.stores.postgres.connection import PgDatabase
 from helpers import ROOT, TOKEN, running
 from pgcluster import fresh_schema, require_psycopg
 

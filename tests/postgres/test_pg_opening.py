@@ -14,7 +14,7 @@ import uuid
 import pytest
 
 import fairq
-from fairq.postgres.schema import LATEST
+from fairq.stores.postgres.schema import LATEST
 from helpers import ROOT
 from pgcluster import require_psycopg
 
@@ -42,7 +42,7 @@ def test_opening_again_applies_no_step_twice(pg_url: str) -> None:
 
 def test_a_version_1_queue_is_upgraded_on_open_with_its_misfire_records_listed(
         pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    from fairq.postgres import schema
+    from fairq.stores.postgres import schema
 
     monkeypatch.setattr(schema, "LATEST", 1)  # a fairq from before step 2
     with fairq.Queue(pg_url, clock="model") as q:

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 import fairq
-from fairq.postgres import txn
+from fairq.stores.postgres import txn
 from pgcheck import check_pg_invariants
 from pgcluster import require_psycopg
 

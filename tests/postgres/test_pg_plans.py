@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 
 import fairq
-from fairq import policy, rules
-from fairq.postgres import enqueue_one, store, verbs
-from fairq.postgres.txn import TxnCore
+from fairq.kernel import policy, rules
+from fairq.stores.postgres import enqueue_one, store, verbs
+from fairq.stores.postgres.txn import TxnCore
 from pgcluster import require_psycopg
 
 psycopg = require_psycopg()
@@ -169,7 +169,7 @@ class _Recording:
 
 def test_the_console_listings_page_through_indexes_beside_a_large_history(
         pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    from fairq.postgres.reads import PgReads
+    from fairq.stores.postgres.reads import PgReads
 
     with fairq.Queue(pg_url, clock="model", lease_seconds=3600) as q:
         # 2,000 flows of 10 events; 1,000 heads retried (an audit row each), 500 quarantined,

@@ -16,8 +16,8 @@ import pytest
 
 import fairq
 import fairq.aio
-from fairq.postgres.pool import Pool
-from fairq.postgres.url import POOL_SIZE, parse
+from fairq.stores.postgres.pool import Pool
+from fairq.stores.postgres.url import POOL_SIZE, parse
 from pgsessions import psycopg
 
 HANG = 60  # seconds; only to stop a hung test

@@ -1,5 +1,5 @@
 """Each rule the one-statement verbs evaluate in SQL (schema step 4) gives
-the answer fairq.rules / fairq.policy gives, over thousands of random inputs:
+the answer fairq.kernel.rules / fairq.kernel.policy gives, over thousands of random inputs:
 the time a call runs at, the rotation step and join place, an expired
 lease's fate, the fence verdict, the settle decision with backoff and jitter
 (the draw is an input, so both sides get the same), the claim-lag bucket and
@@ -17,10 +17,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import fairq
-from fairq import policy, rows, rules
-from fairq.backend import NewEvent
+from fairq.kernel import policy, rows, rules
+from fairq.stores.backend import NewEvent
 from fairq.errors import ClockError, Conflict, LeaseExpired, StaleLease
-from fairq.policy import Backoff
+from fairq.kernel.policy import Backoff
 from fairq.types import Outcome
 from pgcluster import require_psycopg
 

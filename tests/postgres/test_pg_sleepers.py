@@ -1,5 +1,5 @@
 """A one-statement verb sends NOTIFY only while some worker may be asleep
-(fairq_asleep; fairq.postgres.listen marks a process that may sleep). The
+(fairq_asleep; fairq.stores.postgres.listen marks a process that may sleep). The
 race that matters: a transaction checks, finds nobody asleep and has not yet
 committed when a worker goes to sleep. Marking waits for that commit, so the
 worker's look for work after marking finds what it made claimable.

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 import fairq
-from fairq.postgres.schedules import PgSchedules
+from fairq.stores.postgres.schedules import PgSchedules
 from pgsessions import interleave
 
 

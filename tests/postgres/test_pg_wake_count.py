@@ -9,7 +9,7 @@ import threading
 import time
 
 import fairq
-from fairq.postgres import READY_CHANNEL
+from fairq.stores.postgres import READY_CHANNEL
 from pgcluster import require_psycopg
 
 psycopg = require_psycopg()

@@ -8,14 +8,14 @@ from __future__ import annotations
 import pytest
 
 import fairq
-from fairq.postgres import DUE_CHANNEL, READY_CHANNEL
-from fairq.postgres.store import PgStore
+from fairq.stores.postgres import DUE_CHANNEL, READY_CHANNEL
+from fairq.stores.postgres.store import PgStore
 from pgcluster import require_psycopg
 
 psycopg = require_psycopg()
 
 
-#: A worker asleep: its listening connection holds this shared (fairq.postgres.listen).
+#: A worker asleep: its listening connection holds this shared (fairq.stores.postgres.listen).
 ASLEEP = "SELECT pg_advisory_lock_shared(26228, 0)"
 
 

@@ -36,7 +36,7 @@ def picked_up_after(queue: fairq.Queue, marks: Path, event_id: str, delay: float
 
 def listeners(url: str) -> int:
     """Connections to the database at `url` whose last statement was a LISTEN, or the
-    mark of a process that may sleep (fairq.postgres.listen)."""
+    mark of a process that may sleep (fairq.stores.postgres.listen)."""
     import psycopg
 
     with psycopg.connect(url, autocommit=True) as conn:

@@ -121,7 +121,7 @@ def test_the_declared_write_set_is_complete(make_queue, scenario: Scenario) -> N
 
 def test_a_failing_receipt_insert_leaves_no_effect(tmp_path) -> None:
     receiver = Receiver(tmp_path / "receiver.db")
-    conn = receiver.inbox._db.conn
+    conn = receiver.inbox._store.db.conn
     inject(conn, "fairq_receipt", "INSERT")
     lease = fairq.Lease("A1", "A", 1, {"delta": 4}, 1, 1, 1, None, 5.0)
     with pytest.raises(fairq.StoreError, match="injected failure"):
@@ -133,7 +133,7 @@ def test_a_failing_receipt_insert_leaves_no_effect(tmp_path) -> None:
 
 def test_a_failing_effect_write_leaves_no_receipt(tmp_path) -> None:
     receiver = Receiver(tmp_path / "receiver.db")
-    conn = receiver.inbox._db.conn
+    conn = receiver.inbox._store.db.conn
     inject(conn, "projection", "INSERT")
     lease = fairq.Lease("A1", "A", 1, {"delta": 4}, 1, 1, 1, None, 5.0)
     with pytest.raises(sqlite3.IntegrityError, match="injected failure"):

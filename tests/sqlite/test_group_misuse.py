@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 import fairq
-from fairq.store import group as group_module
+from fairq.stores.sqlite import group as group_module
 from helpers import check_invariants, eventually
 
 

@@ -58,7 +58,7 @@ def test_an_apply_that_ends_the_transaction_writes_no_receipt(effects_db, ending
 
         with pytest.raises(fairq.UsageError, match="tried to end the transaction it runs in"):
             inbox.receive("e1", "F", 1, {}, apply=apply)
-        assert inbox._db.conn.execute("SELECT count(*) FROM effects").fetchone()[0] == 0  # refused: not written
+        assert inbox._store.db.conn.execute("SELECT count(*) FROM effects").fetchone()[0] == 0  # refused: not written
         # No receipt: a redelivery is accepted and its effect applied, not a DUPLICATE.
         assert inbox.received() == 0
         assert inbox.receive("e1", "F", 1, {}) is fairq.Receipt.ACCEPTED

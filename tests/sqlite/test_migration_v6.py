@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 import fairq
-from fairq import policy
-from fairq.store import migrate
+from fairq.kernel import policy
+from fairq.stores.sqlite import schema as migrate
 from helpers import FIXTURES
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 import fairq
-from fairq.store import migrate
+from fairq.stores.sqlite import schema as migrate
 from helpers import FIXTURES, build_v1
 
 

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 import fairq
-from fairq.store.callbacks import OwnConnection, OwnCursor
+from fairq.stores.sqlite.callbacks import OwnConnection, OwnCursor
 
 # The allowed SCANs on the write path: walking the rotation index in order,
 # stopped by LIMIT, and reading a batch's own parameter list (a JSON array).

@@ -11,8 +11,8 @@ import sys
 import pytest
 
 import fairq
-from fairq.store import migrate
-from fairq.store.sqlite import read_script
+from fairq.stores.sqlite import schema as migrate
+from fairq.stores.sqlite.connection import read_script
 from helpers import ROOT, check_invariants
 
 

@@ -7,8 +7,8 @@ import sqlite3
 import pytest
 
 import fairq
-from fairq.store import migrate
-from fairq.store.sqlite import check_sqlite_version, statements, read_script
+from fairq.stores.sqlite import schema as migrate
+from fairq.stores.sqlite.connection import check_sqlite_version, statements, read_script
 
 
 def raw(path) -> sqlite3.Connection:

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 import fairq
-from fairq.store import turns
+from fairq.stores.sqlite import turns
 
 FAIR_CLAIMER = r"""
 import json, sys, time

@@ -9,7 +9,7 @@ fairq.Retry and fairq.Fail as with fairq.Worker. See docs/asyncio.md.
 from __future__ import annotations
 
 from ..http.client import Client
-from ..queue import Queue
+from ..api.queue import Queue
 from .client import AsyncClient
 from .job import AsyncJob, check_async_handler
 from .queue import AsyncQueue

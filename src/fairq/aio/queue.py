@@ -10,7 +10,7 @@ import os
 from typing import Any
 
 from ..errors import InvalidInput
-from ..queue import Queue
+from ..api.queue import Queue
 from ._facade import Facade, claiming, loose_verb, verb
 
 

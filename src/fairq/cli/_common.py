@@ -12,9 +12,9 @@ from typing import Any
 from ..errors import FairqError
 from .._json import to_json
 from ..http.client import Client
-from ..postgres import is_postgres_url, stored_clock
-from ..postgres.url import redacted
-from ..queue import Queue
+from ..stores import names_server, stored_clock
+from ..stores import shown as shown  # the target for messages: one rule for every command
+from ..api.queue import Queue
 from ..types import AuditEntry, EventInfo, Stats
 
 EXIT_OK = 0
@@ -67,21 +67,15 @@ def database_path(args: argparse.Namespace | str | None = None) -> str:
 
 
 def is_database_url(path: str) -> bool:
-    """True for a PostgreSQL URL, which names no file (no existence checks apply)."""
-    return is_postgres_url(path)
-
-
-def shown(path: str) -> str:
-    """The database for messages and logs: a file's path, or a URL without its
-    password (user:password@, ?password=, ?sslpassword=)."""
-    return redacted(path) if is_database_url(path) else path
+    """True for a database server's URL, which names no file (no existence checks apply)."""
+    return names_server(path)
 
 
 def queue_clock(path: str) -> dict[str, Any]:
     """The Queue setting for the clock the queue at `path` runs at: a PostgreSQL
     queue's stored clock, so a command measures leases as its workers do ({} for
     a file, the server clock, or where there is no queue yet)."""
-    return {"clock": "model"} if is_database_url(path) and stored_clock(path) == "model" else {}
+    return {"clock": "model"} if stored_clock(path) == "model" else {}
 
 
 def open_existing(args: argparse.Namespace, **settings: Any) -> Queue:

@@ -20,8 +20,8 @@ from collections.abc import Callable
 
 from ..errors import Conflict, FairqError
 from ..inbox import Inbox
-from ..policy import Backoff
-from ..queue import Queue
+from ..kernel.policy import Backoff
+from ..api.queue import Queue
 from ..types import Outcome, Receipt
 
 Say = Callable[[str], None]

@@ -7,7 +7,7 @@ import sys
 
 from .. import ingest
 from ..errors import FairqError
-from ..queue import Queue
+from ..api.queue import Queue
 from ._common import EXIT_OK, EXIT_REFUSED, database_path, open_existing, print_json, queue_clock, shown
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 
 from ..errors import InvalidInput
-from ..policy import policy_json
+from ..kernel.policy import policy_json
 from ._common import EXIT_OK, open_existing, print_json
 
 

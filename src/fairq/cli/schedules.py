@@ -9,8 +9,8 @@ from typing import Any
 from .._json import StrictJSONError, loads_strict
 from ..errors import InvalidInput, UnknownSchedule
 from .._json import to_json
-from ..policy import to_ms
-from ..queue import Queue
+from ..kernel.policy import to_ms
+from ..api.queue import Queue
 from ..types import Misfire, Schedule, slot_text
 from ._common import EXIT_OK, EXIT_REFUSED, database_path, open_existing, open_to_read, print_json, queue_clock
 

@@ -29,7 +29,7 @@ from ..http.server import (
     Server,
     check_settings,
 )
-from ..queue import Queue
+from ..api.queue import Queue
 from ._common import EXIT_OK, database_path, queue_clock, shown
 
 

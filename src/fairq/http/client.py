@@ -31,7 +31,7 @@ from urllib.parse import urlencode, urlsplit
 from .. import _validate as v
 from ..errors import InvalidInput, LeaseLost, RedriveRefused, RemoteError, Unavailable
 from ..leases import lease_attempts, lease_key, redrive_command, settle_parts
-from ..queue import MAX_BATCH, Queue
+from ..api.queue import MAX_BATCH, Queue
 from ..types import (
     AuditEntry,
     Blocked,

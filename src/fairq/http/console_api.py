@@ -11,8 +11,8 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import InvalidInput, RedriveRefused
-from ..policy import policy_json
-from ..queue import MAX_BATCH, Queue
+from ..kernel.policy import policy_json
+from ..api.queue import MAX_BATCH, Queue
 from .routes import Refusal, Reply, Request, Text, route
 from .static import console_file
 from .wire import queue_error_json

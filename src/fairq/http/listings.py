@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 
 from .. import _validate as v
 from ..errors import InvalidInput
-from ..queue import Queue
+from ..api.queue import Queue
 from .routes import Reply, Request, route
 from .wire import MAX_PAGE, to_json
 

@@ -12,7 +12,7 @@ gives (GET /metrics). Every refusal is a JSON body with a machine code; an
 unexpected error answers only "internal error" and logs the traceback to
 the "fairq" logger. Threads share one Queue, whose calls take turns on one
 connection, so each request is one call; calls of requests that arrive
-together share one COMMIT (fairq.store.group), and each is answered after it.
+together share one COMMIT (fairq.stores.sqlite.group), and each is answered after it.
 
 Each connection has its own thread, at most `max_connections` at once. A
 connection waiting for a request head (new, or idle between requests) has
@@ -40,7 +40,7 @@ from typing import Any
 
 from .. import _validate as v
 from ..errors import InvalidInput
-from ..queue import Queue
+from ..api.queue import Queue
 from .handler import Handler, digest_of, is_loopback
 from .rates import DEFAULT_SAMPLE_SECONDS, Rates
 from .ticker import DEFAULT_TICK_SECONDS, Ticker

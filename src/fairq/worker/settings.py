@@ -9,7 +9,7 @@ from typing import NamedTuple
 
 from .. import _validate as v
 from ..errors import InvalidInput
-from ..queue import MAX_BATCH
+from ..api.queue import MAX_BATCH
 
 
 class Settings(NamedTuple):

@@ -1,0 +1,1 @@
+"""The Queue facade, grouped by concept."""

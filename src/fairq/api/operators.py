@@ -1,0 +1,93 @@
+"""Queue.redrive and redrive_many: give quarantined events a new round, one or a chosen set.
+
+QueueRedrive is a base class of fairq.Queue. Each item is fenced by its own
+expected generation and judged on its own inside one write transaction: a
+refusal (RedriveRefused) is returned in the item's slot and the others go
+ahead, since a refused redrive writes nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from typing import Any
+
+from .. import _validate as v
+from .requests import required_reason
+from ..stores.backend import Store
+from ..errors import InvalidInput, RedriveRefused
+
+log = logging.getLogger("fairq")
+
+
+class QueueRedrive:
+    """The bulk redrive verb of fairq.Queue."""
+
+    _store: Store
+
+    def _requested(self, now: float | None, field: str = "now") -> tuple[int, bool]:
+        raise NotImplementedError  # fairq.Queue picks the time
+
+    def redrive(
+        self, event_id: str, *, expected_generation: int, reason: str, actor: str | None = None,
+        now: float | None = None,
+    ) -> int:
+        """Give a quarantined event a new round; returns its new generation.
+
+        Refused (RedriveRefused) unless the event is quarantined at
+        expected_generation. Resets attempts (not lifetime_attempts) and
+        appends an audit row that keeps the quarantine reason it replaces.
+        """
+        event_id = v.identifier(event_id, "event_id")
+        expected_generation = v.count(expected_generation, "expected_generation", low=0, high=2**62)
+        reason = required_reason(reason)
+        actor = v.optional_identifier(actor, "actor")
+        requested = self._requested(now)
+        with self._store.transaction("redrive") as tx:
+            now_ms = tx.now(*requested)
+            [generation] = tx.redrive_many([(event_id, expected_generation)], reason=reason, actor=actor,
+                                           now_ms=now_ms)
+        if isinstance(generation, RedriveRefused):
+            raise generation
+        log.info("redrive %s -> generation %d by %s: %s", event_id, generation, actor, reason)
+        return generation
+
+    def redrive_many(self, items: Iterable[Any], *, reason: str, actor: str | None = None,
+                     now: float | None = None) -> list[int | RedriveRefused]:
+        """Redrive each (event_id, expected_generation) pair, as redrive does
+        one, in one transaction: each slot of the answer is the event's new
+        generation, or the RedriveRefused that event got (not quarantined, or
+        at another generation); the refused ones change nothing. One reason
+        and actor for all, each redrive its own audit row."""
+        checked = [_item(item, i) for i, item in enumerate(_listed(items))]
+        reason = required_reason(reason)
+        actor = v.optional_identifier(actor, "actor")
+        requested = self._requested(now)
+        with self._store.transaction("redrive") as tx:  # its crash points are redrive's
+            now_ms = tx.now(*requested)
+            results = tx.redrive_many(checked, reason=reason, actor=actor, now_ms=now_ms)
+        done = sum(isinstance(r, int) for r in results)
+        log.info("redrive_many: %d redriven, %d refused, by %s: %s", done, len(results) - done, actor, reason)
+        return results
+
+
+def _listed(items: Iterable[Any]) -> list[Any]:
+    if isinstance(items, (str, bytes, dict)) or not isinstance(items, Iterable):
+        raise InvalidInput("items", "must be a list of (event_id, expected_generation) pairs")
+    return list(items)
+
+
+def _item(item: Any, i: int) -> tuple[str, int]:
+    """One (event_id, expected_generation) pair, or a dict with those keys."""
+    if isinstance(item, dict):
+        unknown = set(item) - {"event_id", "expected_generation"}
+        if unknown:
+            raise InvalidInput(f"items[{i}].{sorted(unknown)[0]}", "is not a known key")
+        for key in ("event_id", "expected_generation"):
+            if key not in item:
+                raise InvalidInput(f"items[{i}].{key}", "is required")
+        item = (item["event_id"], item["expected_generation"])
+    if not isinstance(item, (tuple, list)) or len(item) != 2:
+        raise InvalidInput(f"items[{i}]", "must be an (event_id, expected_generation) pair")
+    return (v.identifier(item[0], f"items[{i}].event_id"),
+            v.count(item[1], f"items[{i}].expected_generation", low=0, high=2**62))

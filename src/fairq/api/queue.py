@@ -1,0 +1,374 @@
+"""The Queue facade: validate input, pick the time, run one transaction per verb.
+
+Every public method is its own committed transaction: you never call commit().
+Input is validated before the transaction opens, so a refusal writes nothing.
+The clock is read once per call (again only after a settle effect, which may have
+taken long). No SQL lives here, and no database is named: it speaks fairq.stores.backend's protocols.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from collections.abc import Callable, Iterable
+from typing import Any, Literal, overload
+
+from .. import _crash, ingest
+from . import policy_args as _policy_args
+from .. import _validate as v
+from .._ids import new_event_id
+from .maintenance import DEDUP_WINDOW as DEDUP_WINDOW  # re-exported (CLI)
+from .maintenance import MAX_BATCH as MAX_BATCH, QueueMaintenance  # MAX_BATCH re-exported (worker, HTTP)
+from .configuration import QueueConfig
+from .reads import QueueReads
+from .operators import QueueRedrive
+from .waits import QueueWaits
+from .requests import (batch_item, call_lease_ms, new_event, requested_time, settle_item,
+                        store_path, wall_clock)
+from ..leases import lease_key, settle_parts
+from ..stores.backend import AppConnection, NewEvent, Store
+from ..errors import InvalidInput, LeaseLost
+from ..kernel.policy import DEFAULT_MAX_CLOCK_SKEW, Backoff, Policy, to_ms
+from ..schedules import Schedules, expand_due
+from ..stores import open_store, uses_server_clock
+from ..types import Enqueued, Lease, Outcome, Settled, State
+
+__all__ = ["Queue"]
+
+log = logging.getLogger("fairq")
+
+#: claim_many's n can be anything up to this (a claim is bounded by the heads due).
+_MAX_CLAIM = 2**62
+# Queue.ingest's default limits (its own name hides the module's in the class body).
+_MAX_FILE_BYTES, _MAX_FILE_LINES = ingest.DEFAULT_MAX_BYTES, ingest.DEFAULT_MAX_LINES
+
+Effect = Callable[[AppConnection], Any]
+
+
+class Queue(QueueReads, QueueRedrive, QueueMaintenance, QueueConfig, QueueWaits):
+    """A durable, fair, fenced work queue in one SQLite file (or a PostgreSQL database).
+
+    The retry policy is stored in the file, so every process decides an
+    event's fate the same way: lease_seconds, how long a claim lasts unless
+    the call or an extend says otherwise (a holder that dies keeps its event
+    for this long); max_attempts, claims per round before the event is
+    quarantined (a worker that died counts); backoff, the retry delays. The
+    open that creates the file stores the values given (defaults: 30 s, 5,
+    Backoff()). Later opens leave them None to use the stored policy; a
+    value given that differs from the stored one is refused (PolicyMismatch)
+    and nothing is written. set_policy changes it for every process, audited.
+    synchronous: "full" (default) survives power loss; "normal" is faster but
+    may lose the last commits on power loss (never on a process crash).
+    busy_timeout: seconds to wait for another writer before raising Busy
+    (at most 2,147,483.647: SQLite counts it in int milliseconds).
+    max_body_bytes: the largest canonical JSON body accepted. clock: the
+    wall clock used when a call gets no explicit `now` (default: the system
+    clock; give a model clock for tests and simulations). On a postgresql://
+    URL the default ("server") runs calls at the database server's clock, so
+    hosts with skewed clocks agree on lease ends, and an explicit `now` is
+    refused (InvalidInput); "model" or a callable keeps a stored clock as on
+    SQLite. On SQLite "server" and "model" mean the system clock. max_clock_skew:
+    how many seconds ahead of that clock an explicit `now` may be; a later
+    one is refused (InvalidInput), since the stored clock never goes back by
+    itself. "auto" (default): 300 s on the system clock, no bound on a model
+    clock; None: no bound. The clock must return finite seconds >= 0 (else
+    InvalidInput naming "clock"). readonly: open an existing, current queue
+    file only to read it; nothing ever writes the file, a missing, empty,
+    foreign or older file is refused (SchemaError), and writing verbs raise
+    ReadOnly.
+
+    A Queue may be shared by threads: calls take turns on one connection.
+    Many processes may open the same file.
+    """
+
+    def __init__(
+        self,
+        path: Any,
+        *,
+        lease_seconds: float | None = None,
+        max_attempts: int | None = None,
+        backoff: Backoff | None = None,
+        synchronous: str = "full",
+        busy_timeout: float = 10.0,
+        max_body_bytes: int = v.DEFAULT_MAX_BODY_BYTES,
+        clock: Callable[[], float] | Literal["server", "model"] | None = None,
+        max_clock_skew: float | None | Literal["auto"] = "auto",
+        readonly: bool = False,
+    ) -> None:
+        path = store_path(path)
+        given = _policy_args.given(max_attempts=max_attempts, backoff=backoff, lease_seconds=lease_seconds)
+        self.max_body_bytes = v.count(max_body_bytes, "max_body_bytes", low=2, high=1 << 30)
+        v.seconds(busy_timeout, "busy_timeout")
+        self._clock, self._clock_arg = wall_clock(clock), clock
+        self._server_clock = uses_server_clock(path, clock)
+        if not isinstance(readonly, bool):
+            raise InvalidInput("readonly", f"must be a bool, not {type(readonly).__name__}")
+        if max_clock_skew == "auto":
+            max_clock_skew = DEFAULT_MAX_CLOCK_SKEW if self._clock is time.time else None
+        self.max_clock_skew = v.optional_seconds(max_clock_skew, "max_clock_skew")
+        self._open_args: dict[str, Any] = {"synchronous": synchronous, "busy_timeout": busy_timeout}
+        self._store: Store = open_store(path, readonly=readonly, clock=clock, **self._open_args,
+                                        policy=_policy_args.changed(Policy(), given))
+        self.path = path
+        try:
+            _policy_args.check(self.policy(), given)
+        except BaseException:
+            self._store.close()
+            raise
+
+    # -- lifecycle -------------------------------------------------------------
+
+    def close(self) -> None:
+        """Close the connection. The file stays consistent whatever state it is in."""
+        self._close_waits()
+        self._store.close()
+
+    def __enter__(self) -> Queue:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def settings(self) -> dict[str, Any]:
+        """The keyword arguments that open this file again with the same behaviour:
+        ``fairq.Queue(q.path, **q.settings())`` (e.g. in a worker process). The
+        retry policy is not among them: it is stored in the file."""
+        return {"max_body_bytes": self.max_body_bytes, "clock": self._clock_arg,
+                "max_clock_skew": self.max_clock_skew, **self._open_args}
+
+    def _requested(self, now: float | None, field: str = "now") -> tuple[int, bool]:
+        """(milliseconds, explicit?) for a call's `now` argument (requests.requested_time)."""
+        if now is None:  # the clock's reading, as requested_time takes it
+            return to_ms(v.seconds(self._clock(), "clock")), False
+        return requested_time(self._clock, self.max_clock_skew, now, field, server_clock=self._server_clock)
+
+    # -- enqueue -----------------------------------------------------------------
+
+    def enqueue(
+        self, event_id: str | None, body: Any, *, flow: str | None = None, delay: float = 0.0,
+        now: float | None = None, conn: AppConnection | None = None,
+    ) -> Enqueued:
+        """Add an event at the end of its flow (flow=None: a flow of its own).
+
+        Enqueuing an id again with the same flow and body returns
+        created=False; with a different flow or body it raises Conflict.
+        event_id=None: fairq makes a new unique, time-ordered id (a UUIDv7
+        string, returned in Enqueued.event_id); such an enqueue is not
+        idempotent -- calling it again adds another event.
+        conn: the application's own connection to this file, inside a
+        transaction it has begun; the event is written in that transaction
+        and commits (or rolls back) with it -- fairq never commits it.
+        """
+        item = new_event(new_event_id() if event_id is None else event_id, body, flow, delay,
+                         max_body_bytes=self.max_body_bytes)
+        requested = self._requested(now)
+        with self._store.transaction("enqueue", conn) as tx:
+            return tx.enqueue_many([item], tx.now(*requested))[0]
+
+    def enqueue_many(
+        self, items: Iterable[Any], *, now: float | None = None, conn: AppConnection | None = None,
+    ) -> list[Enqueued]:
+        """Add many events in one transaction: all of them or none.
+
+        items: (event_id, body) or (event_id, body, flow) tuples, or dicts with
+        keys event_id, body and optionally flow and delay. An id repeated with
+        identical content collapses to one event; any conflict refuses all.
+        conn: as for enqueue, the application's open transaction to join.
+        """
+        batch = v.each(items, self._batch_item)
+        requested = self._requested(now)
+        if not batch:
+            return []
+        with self._store.transaction("enqueue", conn) as tx:
+            return tx.enqueue_many(batch, tx.now(*requested))
+
+    @overload
+    def ingest(
+        self, source: ingest.Source, *, max_bytes: int = ..., max_lines: int = ...,
+        max_line_bytes: int | None = ..., max_body_bytes: int | None = ...,
+        id_pattern: str | re.Pattern[str] | None = ..., now: float | None = ..., summary: Literal[False] = ...,
+    ) -> list[Enqueued]: ...
+
+    @overload
+    def ingest(
+        self, source: ingest.Source, *, max_bytes: int = ..., max_lines: int = ...,
+        max_line_bytes: int | None = ..., max_body_bytes: int | None = ...,
+        id_pattern: str | re.Pattern[str] | None = ..., now: float | None = ..., summary: Literal[True],
+    ) -> ingest.Ingested: ...
+
+    def ingest(
+        self, source: ingest.Source, *, max_bytes: int = _MAX_FILE_BYTES,
+        max_lines: int = _MAX_FILE_LINES, max_line_bytes: int | None = None,
+        max_body_bytes: int | None = None, id_pattern: str | re.Pattern[str] | None = None,
+        now: float | None = None, summary: bool = False,
+    ) -> list[Enqueued] | ingest.Ingested:
+        """Enqueue every event of a JSONL file in one transaction: all of them or none.
+
+        source: a path, bytes, or a file opened in binary mode. Each non-blank
+        line is an object with event_id and body, optionally flow and delay
+        (fairq.ingest has the exact rules). The whole file is checked first,
+        a line at a time, before the write lock is taken;
+        a refusal is an InvalidInput or Conflict whose `line` is the line at
+        fault, and nothing is written. Returns one Enqueued per non-blank
+        line, in file order (created=False for repeats, in the file or of
+        stored events); with summary=True only the counts (ingest.Ingested),
+        so memory stays bounded by one chunk of lines whatever the file's
+        size. Limits: max_bytes for the file, max_lines non-blank
+        lines, max_line_bytes per line (default: the body limit + 4096),
+        max_body_bytes per canonical body (default and ceiling: the queue's),
+        id_pattern a regular expression every event_id must match.
+        """
+        limits = ingest.Limits.make(
+            max_bytes=max_bytes, max_lines=max_lines, max_line_bytes=max_line_bytes,
+            max_body_bytes=self.max_body_bytes if max_body_bytes is None else max_body_bytes,
+            id_pattern=id_pattern, body_ceiling=self.max_body_bytes,
+        )
+        requested = self._requested(now)
+        results: list[Enqueued] | None = None if summary else []
+        checked = ingest.check(source, limits, self._batch_item)
+        try:
+            if not checked.lines:
+                return ingest.Ingested(0, 0) if summary else []
+            with self._store.transaction("ingest") as tx:
+                done = ingest.store(tx, checked, tx.now(*requested), results)
+        finally:
+            checked.close()
+        return done if results is None else results
+
+    def _batch_item(self, item: Any) -> NewEvent:
+        return batch_item(item, max_body_bytes=self.max_body_bytes)
+
+    # -- claim -------------------------------------------------------------------
+
+    def claim(
+        self, *, owner: str | None = None, now: float | None = None,
+        lease_seconds: float | None = None,
+    ) -> Lease | None:
+        """Lease the next head in fair order, or None when nothing is claimable."""
+        leases = self.claim_many(1, owner=owner, now=now, lease_seconds=lease_seconds)
+        return leases[0] if leases else None
+
+    def claim_many(
+        self, n: int, *, owner: str | None = None, now: float | None = None,
+        lease_seconds: float | None = None,
+    ) -> list[Lease]:
+        """Lease up to n heads in one transaction: at most one per flow, in fair order."""
+        n = v.count(n, "n", low=1, high=_MAX_CLAIM)
+        if owner is not None:
+            owner = v.identifier(owner, "owner")
+        lease_ms = None if lease_seconds is None else call_lease_ms(lease_seconds)
+        requested = self._requested(now)
+        with self._store.transaction("claim") as tx:
+            # The policy as stored now (any process may have changed it) judges the claim.
+            return tx.claim_many(n, owner=owner, now_ms=tx.now(*requested), lease_ms=lease_ms)
+
+    # -- settle --------------------------------------------------------------------
+
+    def settle(
+        self, lease: Lease, outcome: Outcome | str, *, reason: str | None = None,
+        delay: float | None = None, effect: Effect | None = None, now: float | None = None,
+    ) -> Settled:
+        """Record what became of a leased event: ack, retry, fail or release.
+
+        Fenced: raises StaleLease if the event moved to another generation or
+        is no longer inflight, LeaseExpired if now >= lease_until; nothing is
+        written then. effect(conn), if given, runs in the same transaction
+        after the fence check and before the state write; if it raises,
+        everything rolls back and the error propagates. The lease is checked
+        again after the effect, which may have taken long.
+        """
+        item = settle_item(lease, outcome, reason, delay)
+        if effect is not None and not callable(effect):
+            raise InvalidInput("effect", "must be callable")
+        requested = self._requested(now)
+        with self._store.transaction("settle") as tx:
+            now_ms = tx.now(*requested)
+            if effect is not None:
+                tx.check_fence(item.event_id, item.generation, now_ms)
+                tx.run_callback(effect, "the settle effect")
+                _crash.point("settle", "after_effect")
+                if now is None:
+                    now_ms = tx.now(*self._requested(None))
+            result = tx.settle_many([item], now_ms=now_ms)[0]
+            if isinstance(result, LeaseLost):
+                raise result
+        _log_settled(result)
+        return result
+
+    def ack(self, lease: Lease, **kw: Any) -> Settled:
+        """settle(lease, "ack", ...)."""
+        return self.settle(lease, Outcome.ACK, **kw)
+
+    def retry(self, lease: Lease, reason: str | None = None, **kw: Any) -> Settled:
+        """settle(lease, "retry", reason=reason, ...): again after a backoff (or `delay`)."""
+        return self.settle(lease, Outcome.RETRY, reason=reason, **kw)
+
+    def fail(self, lease: Lease, reason: str, **kw: Any) -> Settled:
+        """settle(lease, "fail", reason=reason, ...): quarantine the event now."""
+        return self.settle(lease, Outcome.FAIL, reason=reason, **kw)
+
+    def release(self, lease: Lease, **kw: Any) -> Settled:
+        """settle(lease, "release", ...): give the lease back unused, e.g. when
+        a worker stops before starting the job. The event is ready at once and
+        this claim does not count against the retry budget."""
+        return self.settle(lease, Outcome.RELEASE, **kw)
+
+    def settle_many(self, items: Iterable[Any], *, now: float | None = None) -> list[Settled | LeaseLost]:
+        """Settle many leases in one transaction, each judged on its own.
+
+        items: (lease, outcome), (lease, outcome, reason) or (lease, outcome,
+        reason, delay). A lost lease is returned in its slot as the
+        StaleLease / LeaseExpired it would have raised; the others are settled.
+        """
+        batch = v.each(items, lambda item: settle_item(*settle_parts(item)))
+        requested = self._requested(now)
+        if not batch:
+            return []
+        with self._store.transaction("settle") as tx:
+            results = tx.settle_many(batch, now_ms=tx.now(*requested))
+        for result in results:
+            _log_settled(result)
+        return results
+
+    def extend(self, lease: Lease, seconds: float | None = None, *, now: float | None = None) -> Lease:
+        """Heartbeat: the lease now ends at now + seconds (default: the stored
+        policy's lease_seconds). Fenced."""
+        event_id, generation = lease_key(lease, "lease")
+        lease_ms = call_lease_ms(seconds, "seconds")
+        requested = self._requested(now)
+        with self._store.transaction("extend") as tx:
+            return tx.extend(event_id, generation, lease_ms=lease_ms, now_ms=tx.now(*requested))
+
+    @property
+    def parallel_calls(self) -> int:
+        """How many calls threads sharing this Queue can have running at once:
+        on PostgreSQL its pool of connections (fairq_pool), on SQLite 1."""
+        return self._store.parallel_calls
+
+    # -- schedules ---------------------------------------------------------------------
+
+    @property
+    def schedules(self) -> Schedules:
+        """The periodic schedules kept in this file: add, get, list, remove, pause, resume."""
+        return Schedules(self._store, self._requested, self.max_body_bytes)
+
+    def tick(self, *, now: float | None = None, ahead: float = 0.0) -> list[Enqueued]:
+        """Turn every due slot of every unpaused schedule into an instance, idempotently.
+
+        Each schedule resumes from its stored position; slots missed while
+        nothing ticked are reconciled by its misfire policy, and each slot
+        not turned into an instance is an audit row with action "misfire".
+        ahead: also expand slots up to this many seconds in the future; their
+        instances become claimable at their slot. Returns the instances.
+        """
+        ahead_ms = to_ms(v.seconds(ahead, "ahead"))
+        requested = self._requested(now)
+        with self._store.transaction("tick") as tx:
+            return expand_due(tx, tx.now(*requested), ahead_ms)
+
+
+def _log_settled(result: Settled | LeaseLost) -> None:
+    # DEBUG: the caller knows why (a Worker logs its quarantines at ERROR with the reason).
+    if isinstance(result, Settled) and result.state is State.QUARANTINED:
+        log.debug("settle.quarantined event_id=%s attempts=%d", result.event_id, result.attempts)

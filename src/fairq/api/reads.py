@@ -1,0 +1,91 @@
+"""The Queue's reads: one event, listings, the audit log, stats, why a flow is blocked.
+
+QueueReads is a base class of fairq.Queue: each method validates its input and
+reads one snapshot of the store (fairq.stores.backend.Snapshot). A read never moves
+the stored clock and never writes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .. import _validate as v
+from .requests import blocked
+from ..stores.backend import Store
+from ..errors import InvalidInput
+from ..types import AuditEntry, Blocked, EventInfo, FlowInfo, State, Stats
+
+
+class QueueReads:
+    """The read verbs of fairq.Queue."""
+
+    _store: Store
+    path: Any
+
+    def _requested(self, now: float | None, field: str = "now") -> tuple[int, bool]:
+        raise NotImplementedError  # fairq.Queue picks the time
+
+    def get(self, event_id: str) -> EventInfo | None:
+        """Everything stored about one event, or None."""
+        event_id = v.identifier(event_id, "event_id")
+        return self._store.read(lambda tx: tx.get(event_id))
+
+    def events(self, *, state: State | str | None = None, flow: str | None = None,
+               limit: int = 100, after: str | None = None) -> list[EventInfo]:
+        """Events filtered by state and/or flow (flow order: by seq; else by
+        enqueue order). after: the event_id of the last event of the previous
+        page; the listing goes on from there (an id no event has is refused)."""
+        if state is not None:
+            try:
+                state = State(state).value
+            except ValueError:
+                raise InvalidInput("state", f"must be one of {[s.value for s in State]}, got {state!r}") from None
+        flow = v.optional_identifier(flow, "flow")
+        limit = v.count(limit, "limit", low=1, high=1_000_000)
+        after = v.optional_identifier(after, "after")
+        return self._store.read(lambda tx: tx.events(state=state, flow=flow, limit=limit, after=after))
+
+    def audit(self, event_id: str | None = None, *, after: int | None = None,
+              limit: int | None = None) -> list[AuditEntry]:
+        """Audit rows, oldest first: for one event, or for the whole queue;
+        with `after` (an AuditEntry's id), only the rows after it (keyset paging)."""
+        event_id = v.optional_identifier(event_id, "event_id")
+        start = 0 if after is None else v.count(after, "after", low=0, high=2**62)
+        if limit is not None:
+            limit = v.count(limit, "limit", low=1, high=10_000_000)
+        return self._store.read(lambda tx: tx.audit(event_id, after=start, limit=limit))
+
+    def stats(self, *, now: float | None = None, top: int = 10) -> Stats:
+        """Counts by state (zeros included), flows, oldest ready age, totals,
+        claim lag median/p99 and the `top` named flows by backlog.
+
+        A read: uses `now` (or the wall clock) for ages but never moves the
+        stored clock.
+        """
+        now_ms = self._requested(now)[0]
+        top = v.count(top, "top", low=0, high=10_000)
+        return self._store.read(lambda tx: tx.stats(now_ms, top=top))
+
+    def flows(self, *, after: str | None = None, limit: int = 100, now: float | None = None) -> list[FlowInfo]:
+        """Named flows by name, each with its weight, head, backlog and why it
+        is blocked (as why_blocked answers), all from one snapshot. after: the
+        name of the last flow of the previous page; the listing goes on from
+        there. A read: never moves the clock."""
+        after = v.optional_identifier(after, "after")
+        limit = v.count(limit, "limit", low=1, high=10_000)
+        now_ms = self._requested(now)[0]
+        rows = self._store.read(lambda tx: tx.flows(after=after, limit=limit))
+        return [FlowInfo(name=row.name, weight=row.weight,
+                         backlog=0 if row.head is None else row.next_seq - row.head.seq, head=row.head,
+                         blocked=blocked(row.name, (row.next_seq, row.head), now_ms, self.path))
+                for row in rows]
+
+    def why_blocked(self, flow: str, *, now: float | None = None) -> Blocked:
+        """Why a flow is not moving, in one answer: its head is quarantined
+        (with the redrive command), backing off, delayed, leased or expired;
+        or the flow is ready, empty or unknown. A read: never moves the clock.
+        """
+        flow = v.identifier(flow, "flow")
+        now_ms = self._requested(now)[0]
+        found = self._store.read(lambda tx: tx.flow_head(flow))
+        return blocked(flow, found, now_ms, self.path)

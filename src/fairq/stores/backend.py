@@ -1,0 +1,262 @@
+"""What a store must do: the interface between the Queue facade and a database.
+
+The facade (fairq.api.queue) validates input, picks the time a call asks for and
+runs one write transaction per verb through these protocols; it never sees
+SQL and never names a database. A store (fairq.stores.sqlite's SQLite one,
+fairq.stores.postgres's) implements them with set-based SQL and asks fairq.kernel
+for every decision, so each store keeps the same contract without copying it.
+What one store can do and another cannot is a capability named here
+(Store.wakeups, Store.reconnect, InboxStore), never a check of the store's kind. Everything passed across is plain data: the records below, ints in
+milliseconds, and the value types of fairq.types.
+
+Only fairq.stores (open_store, open_inbox) picks a store; nothing else names one.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from typing import Any, NamedTuple, Protocol, TypeVar
+
+from ..errors import LeaseLost, RedriveRefused
+from ..kernel.policy import Policy
+from ..types import (AuditEntry, ClockReset, Enqueued, EventInfo, Lease, Misfire, Outcome, Receipt, Schedule,
+                    Settled, Stats)
+
+__all__ = ["NewEvent", "SettleItem", "NewSchedule", "Advance", "FlowHead", "AppConnection", "ScheduleStatements", "Snapshot", "WriteTxn", "Wakeups",
+           "Store", "InboxStore"]
+
+T = TypeVar("T")
+
+#: An application's own connection to the store's database (a sqlite3.Connection
+#: for an SQLite file, a psycopg.Connection for PostgreSQL): an effect runs on
+#: it, and an outbox enqueue joins it.
+AppConnection = Any
+
+
+class NewEvent(NamedTuple):
+    """A validated enqueue request: canonical body text, and when it is due:
+    `delay_ms` after the call's time, or at `at_ms` if given (a schedule's
+    slot, which may already have passed)."""
+
+    event_id: str
+    flow: str | None
+    body: str
+    delay_ms: int
+    at_ms: int | None = None
+
+
+class SettleItem(NamedTuple):
+    """A validated settle request for one lease."""
+
+    event_id: str
+    generation: int
+    outcome: Outcome
+    reason: str | None
+    delay: float | None
+    #: The attempts the lease was handed with, when the caller's lease says
+    #: (a retry's jitter draw is made for them); a hint a store checks
+    #: against the stored attempts, never trusts.
+    attempts: int | None = None
+
+
+class FlowHead(NamedTuple):
+    """A named flow as stored: its weight, the seq its next event gets, and its
+    head (the lowest unacked seq; None when every event is acked)."""
+
+    name: str
+    weight: int
+    next_seq: int
+    head: EventInfo | None
+
+
+@dataclass(frozen=True)
+class NewSchedule:
+    """A validated schedules.add request: canonical body text, times in ms."""
+
+    name: str
+    every_ms: int | None
+    cron: str | None
+    tz: str
+    body: str
+    flow: str | None
+    start_ms: int
+    misfire: Misfire
+    grace_ms: int | None
+    next_slot_ms: int
+
+
+@dataclass(frozen=True)
+class Advance:
+    """Where a tick leaves one schedule: the newest slot it decided and the next one."""
+
+    name: str
+    last_slot_ms: int
+    next_slot_ms: int | None
+
+
+class ScheduleStatements(Protocol):
+    """The schedule rows, inside a write transaction or a read snapshot."""
+
+    def get(self, name: str) -> Schedule | None: ...
+    def insert(self, new: NewSchedule) -> Schedule: ...
+    def delete(self, name: str) -> bool: ...
+    def set_paused(self, name: str, paused: bool) -> Schedule | None: ...
+    def due(self, horizon_ms: int) -> list[Schedule]: ...
+    def advance(self, moves: Sequence[Advance]) -> None: ...
+    def misfires(self, name: str, *, limit: int) -> list[AuditEntry]:
+        """The misfire audit rows of the schedule's newest `limit` misfired slots, newest slot first."""
+
+    def list(self) -> list[Schedule]: ...  # last: the name would shadow the type above
+
+
+class Snapshot(Protocol):
+    """The reads, all from one consistent snapshot; never writes."""
+
+    def get(self, event_id: str) -> EventInfo | None: ...
+    def events(self, *, state: str | None, flow: str | None, limit: int,
+               after: str | None = None) -> list[EventInfo]:
+        """Up to `limit` events in listing order (a flow's: by seq; else by
+        enqueue order), those after the event `after` when given (keyset
+        paging); InvalidInput naming "after" if no event has that id."""
+    def audit(self, event_id: str | None, *, after: int, limit: int | None) -> list[AuditEntry]:
+        """Up to `limit` audit rows (None: all), oldest first, those whose id is above `after`."""
+    def stats(self, now_ms: int, *, top: int) -> Stats: ...
+    def policy(self) -> Policy: ...
+
+    def flow_head(self, name: str) -> tuple[int, EventInfo | None] | None:
+        """(the seq the flow's next event gets, its head or None when all is
+        acked); None for a flow never seen."""
+
+    def flows(self, *, after: str | None, limit: int) -> list[FlowHead]:
+        """Up to `limit` named flows by name, those after `after` when given (keyset paging)."""
+
+    def schedules(self) -> ScheduleStatements: ...
+
+
+class WriteTxn(Protocol):
+    """One write transaction, one method per verb (the verb's transaction is
+    open while the object is used inside ``with store.transaction(...)``).
+
+    now() is called first and fixes the time the call runs at; verbs take it
+    as now_ms. The store writes its clock and counters once, just before the
+    transaction commits. Every method raises before it writes when it refuses.
+    """
+
+    def now(self, requested_ms: int, explicit: bool) -> int:
+        """The time this call runs at (fairq.kernel.policy.effective_now against the
+        stored clock); raises ClockError for an explicit time before it."""
+
+    def stored_now(self) -> int: ...
+
+    def policy(self) -> Policy:
+        """The stored retry policy as this transaction sees it (another
+        process may have changed it since this one last looked)."""
+
+    def set_policy(self, new: Policy, *, reason: str | None, actor: str | None, now_ms: int) -> Policy:
+        """Store `new` as the next policy version with one audit row; returns
+        what is stored. No write when it equals the stored policy."""
+
+    def enqueue_many(self, items: Sequence[NewEvent], now_ms: int) -> list[Enqueued]:
+        """Store new events at the ends of their flows; identical repeats
+        collapse (created=False); any Conflict raises before anything is written."""
+
+    def claim_many(self, n: int, *, owner: str | None, now_ms: int, lease_ms: int | None) -> list[Lease]:
+        """Lease up to n heads, one per flow, in rotation order, judged by the
+        stored policy; lease_ms None: the stored policy's lease."""
+
+    def check_fence(self, event_id: str, generation: int, now_ms: int) -> None:
+        """Raise StaleLease or LeaseExpired unless this lease may settle now."""
+
+    def run_callback(self, fn: Callable[[AppConnection], Any], what: str) -> Any:
+        """fn(connection) inside this transaction, which it must leave open."""
+
+    def settle_many(self, items: Sequence[SettleItem], *, now_ms: int) -> list[Settled | LeaseLost]:
+        """Settle each lease on its own, judged by the stored policy; a lost
+        lease is returned in its slot."""
+
+    def extend(self, event_id: str, generation: int, *, lease_ms: int | None, now_ms: int) -> Lease:
+        """Move a live lease's end to now + lease_ms (None: the stored policy's lease)."""
+
+    def redrive_many(self, items: Sequence[tuple[str, int]], *, reason: str, actor: str | None,
+                     now_ms: int) -> list[int | RedriveRefused]:
+        """Give each quarantined head (event_id, expected_generation) a new
+        round: its new generation, or its RedriveRefused (nothing written), in
+        its slot. Every row named is locked before the first is judged, in the
+        store's one lock order, whatever the order of the items."""
+
+    def set_weight(self, name: str, weight: int) -> None: ...
+
+    def reset_clock(self, to_ms: int, *, reason: str, actor: str | None) -> ClockReset:
+        """Move the stored clock back to to_ms, with every lease end and ready time beyond it."""
+
+    def purge_acked(self, after_id: int, *, chunk: int, acked_before_ms: int) -> tuple[int, int | None]:
+        """Tombstone old acked events among the next `chunk` rows after `after_id`:
+        (events purged, the last row id read, None past the end)."""
+
+    def drop_tombstones(self, acked_before_ms: int, *, limit: int) -> int: ...
+
+    def append_misfires(self, misfires: Sequence[tuple[str, str, dict[str, Any]]], now_ms: int) -> None:
+        """Audit schedule slots that did not become instances: (instance id, reason, detail)."""
+
+    def schedules(self) -> ScheduleStatements: ...
+
+
+class Wakeups(Protocol):
+    """News of work from a store that tells of it: one listening connection
+    of a Queue's own, opened by Store.wakeups and closed by the Queue."""
+
+    def wait(self, timeout: float, stop: threading.Event | None, until: Callable[[int], float]) -> bool:
+        """Sleep up to `timeout` seconds, less on news of claimable work or once
+        `stop` is set; until(ms): seconds from now until a due time heard (ms of
+        the queue's clock). True when the whole wait was spent listening."""
+
+    def earliest_ready_ms(self) -> int | None:
+        """When the next waiting head becomes claimable (ms of the queue's clock), None if none waits."""
+
+    def close(self) -> None: ...
+
+
+class Store(Protocol):
+    """An open queue database: hands out write transactions and read snapshots."""
+
+    version: int  # the schema version found or made at open
+
+    @property
+    def parallel_calls(self) -> int:
+        """Calls that threads sharing the store can have running at once
+        (PostgreSQL: its pool of connections; SQLite: 1, one writer at a time)."""
+
+    def close(self) -> None: ...
+
+    def transaction(self, name: str, conn: AppConnection | None = None) -> AbstractContextManager[WriteTxn]:
+        """A write transaction; `name` labels its crash points. With `conn` (an
+        application's connection inside its own open transaction) the writes
+        join that transaction and commit with it, never before."""
+
+    def read(self, fn: Callable[[Snapshot], T]) -> T:
+        """fn(snapshot) on one consistent read snapshot."""
+
+    def wakeups(self) -> Wakeups | None:
+        """A new listener for news of work (the caller closes it), or None for a
+        store that does not tell of work: its workers sleep and poll."""
+
+    def reconnect(self) -> None:
+        """A new connection in place of the store's own, now (after Unavailable);
+        nothing for a store without a connection to lose."""
+
+
+class InboxStore(Protocol):
+    """The receipts of an Inbox (fairq.stores.open_inbox): one transaction per delivery."""
+
+    def receive(self, event_id: str, flow: str | None, seq: int, body: str,
+                apply: Callable[[AppConnection], Any] | None, now_ms: int) -> Receipt:
+        """Judge a validated delivery (fairq.kernel.rules.delivery_verdict); for
+        a new one next in its flow run apply(conn) and write the receipt, in
+        one transaction."""
+
+    def count(self, flow: str | None) -> int: ...
+    def last_seq(self, flow: str) -> int: ...
+    def close(self) -> None: ...

@@ -1,0 +1,55 @@
+"""enqueue_many on PostgreSQL as one statement: the server-side function of
+migrations/enqueue.sql (fairq_enqueue, since schema step 5) called in
+autocommit, so the call is its own transaction and one round trip, BEGIN
+and COMMIT included.
+
+Used by PgTxn (store) when an enqueue runs on fairq's own connection; one
+joined to an application's transaction (the outbox) runs its SQL from
+Python (fairq.stores.postgres.enqueue) as before. The function takes the same locks
+in the same order and leaves the same rows and bookkeeping. What stays in
+Python: each body's hash (rules.body_hash, which a tombstone keeps and
+PostgreSQL cannot make), and the Conflict a repeat that does not match
+raises: the function writes nothing and returns what is stored for the
+batch's ids, and rules.check_repeat (through rows.fresh_events) says which
+item conflicts and why, as it does on the Python path.
+
+Crash points: `enqueue.before_commit` is passed before the statement is
+sent, `enqueue.after_commit` once its answer has arrived (it committed).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ... import _crash
+from ...kernel import rules
+from ..backend import NewEvent
+from ...errors import StoreError
+from ...kernel.rows import StoredId, enqueued, fresh_events
+from ...types import Enqueued
+from .txn import TxnCore, fold
+from .verbs import refused_time
+
+# Store each new event at the end of its flow, repeats judged (fairq_enqueue):
+# the ids already stored, then each new event, or a conflict that wrote nothing.
+_ENQUEUE = ("SELECT * FROM fairq_enqueue(%(ids)s::text[], %(flows)s::text[], %(bodies)s::text[], "
+            "%(hashes)s::bytea[], %(delays)s::bigint[], %(ats)s::bigint[], %(model)s, %(requested)s, "
+            "%(explicit)s, %(fold)s)")
+
+
+def enqueue_many(tx: TxnCore, items: Sequence[NewEvent], *, requested: tuple[int, bool]) -> list[Enqueued]:
+    """Store each new event at the end of its flow in one statement;
+    identical repeats collapse. Any conflict raises, and nothing was written."""
+    rows = tx.db.statement("enqueue", _ENQUEUE, {
+        "ids": [item.event_id for item in items], "flows": [item.flow for item in items],
+        "bodies": [item.body for item in items], "hashes": [rules.body_hash(item.body) for item in items],
+        "delays": [item.delay_ms for item in items], "ats": [item.at_ms for item in items],
+        "model": not tx.server_clock, "requested": requested[0], "explicit": requested[1], "fold": fold()})
+    refused_time(rows, requested, 6)
+    stored = {event_id: StoredId(event_id, flow, int(seq), body if body is not None else bytes(hashed))
+              for kind, event_id, flow, seq, body, hashed, _ in rows if kind == "stored"}
+    if any(row[0] == "conflict" for row in rows):
+        fresh_events(items, stored)  # the Conflict rules.check_repeat raises
+        raise StoreError("enqueue", "a repeat was refused on values rules.check_repeat accepts; nothing was written")
+    _crash.point("enqueue", "after_commit")
+    return enqueued(items, stored, {row[1]: int(row[3]) for row in rows if row[0] == "new"})

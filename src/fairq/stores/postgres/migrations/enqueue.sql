@@ -1,0 +1,195 @@
+-- enqueue as one server-side function (since schema version 5), so an
+-- enqueue or enqueue_many is one statement (its own transaction, one round
+-- trip), as verbs.sql makes claim, settle and extend. Applied after
+-- verbs.sql by every upgrade, as that file is.
+--
+-- The rules it evaluates are fairq.kernel.rules' and fairq.kernel.rows': whether a repeat
+-- matches what is stored (fairq_repeats), where each new event goes
+-- (fairq_placed) and where a new head joins the rotation (verbs.sql's
+-- fairq_join_pass); tests/postgres/test_pg_rules_sql.py runs each beside its
+-- Python rule over thousands of random inputs. The bookkeeping is verbs.sql's
+-- fairq_bookkeep.
+
+-- rules.check_repeat as a verdict: an enqueue of an id already known (its
+-- flow and stored body, or the body hash its tombstone keeps) repeats it
+-- exactly. p_hash is rules.body_hash(p_body), made in Python.
+CREATE OR REPLACE FUNCTION fairq_repeats(p_flow text, p_body text, p_hash bytea, p_stored_flow text,
+                                         p_stored_body text, p_stored_hash bytea)
+RETURNS boolean LANGUAGE sql IMMUTABLE AS $$
+    SELECT p_stored_flow IS NOT DISTINCT FROM p_flow
+           AND CASE WHEN p_stored_body IS NOT NULL THEN p_stored_body = p_body ELSE p_stored_hash = p_hash END
+$$;
+
+-- rows.placed: each new event's place, in batch order (o_i counts from 1):
+-- its seq (its flow's first new seq, counted on through the batch; 1 in a
+-- flow of its own), whether it becomes its flow's head (the batch's first in
+-- a flow without one; always in a flow of its own), and when it is ready
+-- (its own time, else now plus its delay). The flows: name, first new seq,
+-- whether it has a head already.
+CREATE OR REPLACE FUNCTION fairq_placed(p_flows text[], p_delays bigint[], p_ats bigint[], p_now bigint,
+                                        p_flow_names text[], p_flow_first bigint[], p_flow_busy boolean[])
+RETURNS TABLE (o_i bigint, o_seq bigint, o_head boolean, o_next_at bigint)
+LANGUAGE sql IMMUTABLE AS $$
+    SELECT n.i, CASE WHEN n.flow IS NULL THEN 1 ELSE f.first_seq + row_number() OVER w - 1 END,
+           n.flow IS NULL OR (row_number() OVER w = 1 AND NOT f.busy), coalesce(n.at, p_now + n.delay)
+    FROM unnest(p_flows, p_delays, p_ats) WITH ORDINALITY AS n(flow, delay, at, i)
+    LEFT JOIN unnest(p_flow_names, p_flow_first, p_flow_busy) AS f(name, first_seq, busy) ON f.name = n.flow
+    WINDOW w AS (PARTITION BY n.flow ORDER BY n.i)
+    ORDER BY n.i
+$$;
+
+-- enqueue_many in one statement (fairq.stores.postgres.enqueue has the same steps
+-- in Python, for an enqueue joined to an application's transaction), in the
+-- same lock order: the stored clock (model clock), one advisory lock per
+-- distinct id (so two enqueues of one id take turns and the later sees the
+-- earlier), the flows by flow_id; then the events and heads are inserted.
+-- Any repeat that does not match what it repeats (a stored id, a tombstone,
+-- or an earlier item of the batch) writes nothing: the rows are the stored
+-- ids (o_kind 'stored') and one 'conflict' row, and Python raises the
+-- Conflict rules.check_repeat gives on them. Else the rows are the stored
+-- ids and each new event (o_kind 'new': o_event_id, o_seq). One row with only
+-- o_stored: an explicit time before the stored clock, refused.
+CREATE OR REPLACE FUNCTION fairq_enqueue(p_ids text[], p_flows text[], p_bodies text[], p_hashes bytea[],
+                                         p_delays bigint[], p_ats bigint[], p_model boolean, p_requested bigint,
+                                         p_explicit boolean, p_fold integer)
+RETURNS TABLE (o_kind text, o_event_id text, o_flow text, o_seq bigint, o_body text, o_hash bytea,
+               o_stored bigint)
+-- Its statements join arrays the planner cannot size well: a large batch
+-- would be planned as costly enough to compile (JIT), which takes longer
+-- than the work; they are planned once per session (generic plans), as
+-- verbs.sql's are.
+LANGUAGE plpgsql SET jit = off SET plan_cache_mode = force_generic_plan AS $$
+DECLARE
+    v_now bigint;
+    v_stored bigint;
+    v_conflict boolean;
+    v_s_ids text[];
+    v_s_flows text[];
+    v_s_seqs bigint[];
+    v_s_bodies text[];
+    v_s_hashes bytea[];
+    v_f_ids text[];
+    v_f_flows text[];
+    v_f_bodies text[];
+    v_f_delays bigint[];
+    v_f_ats bigint[];
+    v_names text[];
+    v_counts bigint[];
+    v_fl_names text[];
+    v_fl_ids bigint[];
+    v_fl_first bigint[];
+    v_fl_busy boolean[];
+    v_n_ids text[] := '{}';
+    v_n_seqs bigint[] := '{}';
+    v_head_times bigint[];
+    v_n integer;
+BEGIN
+    SELECT t.call_ms, t.stored_ms INTO v_now, v_stored FROM fairq_call_time(p_model, p_requested, p_explicit) AS t;
+    IF v_now IS NULL THEN
+        o_stored := v_stored;
+        RETURN NEXT;
+        RETURN;
+    END IF;
+    -- Enqueues of one id take turns (in hash order, so never in a cycle);
+    -- the later one reads the earlier one's row once it has committed.
+    PERFORM pg_advisory_xact_lock(26226, s.h)
+    FROM (SELECT DISTINCT hashtext(x) AS h FROM unnest(p_ids) AS x ORDER BY 1) AS s;
+    -- Each item with what its id already names: the stored event, or the
+    -- tombstone of a purged one (an id is never in both tables; looked up by
+    -- id, item by item), else the batch's first item of that id. An event id
+    -- names one (flow, body) forever, and so does a purged id while its
+    -- tombstone is kept.
+    WITH b AS (SELECT b.*, row_number() OVER w = 1 AS first_of_id, first_value(b.flow) OVER w AS f_flow,
+                      first_value(b.body) OVER w AS f_body
+               FROM unnest(p_ids, p_flows, p_bodies, p_hashes, p_delays, p_ats)
+                    WITH ORDINALITY AS b(event_id, flow, body, hash, delay, at, i)
+               WINDOW w AS (PARTITION BY b.event_id ORDER BY b.i)),
+         k AS (SELECT b.*, s.* FROM b LEFT JOIN LATERAL (
+                   SELECT f.name, e.seq, e.body, NULL::bytea FROM event AS e
+                   LEFT JOIN flow AS f ON f.flow_id = e.flow_id WHERE e.event_id = b.event_id
+                   UNION ALL
+                   SELECT f.name, t.seq, NULL::text, t.body_hash FROM tombstone AS t
+                   LEFT JOIN flow AS f ON f.flow_id = t.flow_id WHERE t.event_id = b.event_id)
+               AS s(s_flow, s_seq, s_body, s_hash) ON true)
+    SELECT coalesce(bool_or(NOT CASE WHEN k.s_seq IS NOT NULL
+                                     THEN fairq_repeats(k.flow, k.body, k.hash, k.s_flow, k.s_body, k.s_hash)
+                                     ELSE fairq_repeats(k.flow, k.body, k.hash, k.f_flow, k.f_body, NULL) END), false),
+           coalesce(array_agg(k.event_id ORDER BY k.i) FILTER (WHERE k.s_seq IS NOT NULL AND k.first_of_id), '{}'),
+           coalesce(array_agg(k.s_flow ORDER BY k.i) FILTER (WHERE k.s_seq IS NOT NULL AND k.first_of_id), '{}'),
+           coalesce(array_agg(k.s_seq ORDER BY k.i) FILTER (WHERE k.s_seq IS NOT NULL AND k.first_of_id), '{}'),
+           coalesce(array_agg(k.s_body ORDER BY k.i) FILTER (WHERE k.s_seq IS NOT NULL AND k.first_of_id), '{}'),
+           coalesce(array_agg(k.s_hash ORDER BY k.i) FILTER (WHERE k.s_seq IS NOT NULL AND k.first_of_id), '{}'),
+           array_agg(k.event_id ORDER BY k.i) FILTER (WHERE k.s_seq IS NULL AND k.first_of_id),
+           array_agg(k.flow ORDER BY k.i) FILTER (WHERE k.s_seq IS NULL AND k.first_of_id),
+           array_agg(k.body ORDER BY k.i) FILTER (WHERE k.s_seq IS NULL AND k.first_of_id),
+           array_agg(k.delay ORDER BY k.i) FILTER (WHERE k.s_seq IS NULL AND k.first_of_id),
+           array_agg(k.at ORDER BY k.i) FILTER (WHERE k.s_seq IS NULL AND k.first_of_id)
+    INTO v_conflict, v_s_ids, v_s_flows, v_s_seqs, v_s_bodies, v_s_hashes, v_f_ids, v_f_flows, v_f_bodies,
+         v_f_delays, v_f_ats
+    FROM k;
+    IF v_conflict THEN
+        RETURN QUERY SELECT 'stored', s.event_id, s.flow, s.seq, s.body, s.hash, NULL::bigint
+                     FROM unnest(v_s_ids, v_s_flows, v_s_seqs, v_s_bodies, v_s_hashes) AS s(event_id, flow, seq,
+                                                                                             body, hash)
+                     UNION ALL SELECT 'conflict', NULL, NULL, NULL, NULL, NULL, NULL;
+        RETURN;
+    END IF;
+    v_n := coalesce(cardinality(v_f_ids), 0);
+    IF v_n > 0 THEN
+        SELECT array_agg(c.name ORDER BY c.name), array_agg(c.n ORDER BY c.name) INTO v_names, v_counts
+        FROM (SELECT f AS name, count(*) AS n FROM unnest(v_f_flows) AS f WHERE f IS NOT NULL GROUP BY f) AS c;
+        IF v_names IS NOT NULL THEN
+            -- The flows are locked (flow before head before event, by
+            -- flow_id) until commit: an ack of a flow's last event and this
+            -- enqueue take turns, so one of them always sees the other's
+            -- event or head.
+            PERFORM FROM flow WHERE name = ANY(v_names) ORDER BY flow_id FOR NO KEY UPDATE;
+            -- Each flow hands out its next `count` seqs; a new flow starts at 1.
+            WITH allocated AS (
+                INSERT INTO flow (name, next_seq) SELECT c.name, 1 + c.n
+                FROM unnest(v_names, v_counts) AS c(name, n) ORDER BY c.name
+                ON CONFLICT (name) DO UPDATE SET next_seq = flow.next_seq + excluded.next_seq - 1
+                RETURNING flow.flow_id, flow.name, flow.next_seq)
+            SELECT array_agg(a.name), array_agg(a.flow_id), array_agg(a.next_seq - c.n)
+            INTO v_fl_names, v_fl_ids, v_fl_first
+            FROM allocated AS a JOIN unnest(v_names, v_counts) AS c(name, n) ON c.name = a.name;
+            -- A flow has a head iff it has unacked work; the flow lock keeps it so.
+            SELECT array_agg(EXISTS (SELECT FROM head AS h WHERE h.flow_id = f.id) ORDER BY f.i)
+            INTO v_fl_busy FROM unnest(v_fl_ids) WITH ORDINALITY AS f(id, i);
+        END IF;
+        -- New events are ready; only heads get a rotation place (the tail,
+        -- read without a lock; turns taken in batch order) and a dispatch time.
+        WITH p AS (SELECT n.i, n.event_id, fl.flow_id, p.o_seq AS seq, n.body, p.o_head AS head,
+                          p.o_next_at AS next_at
+                   FROM unnest(v_f_ids, v_f_flows, v_f_bodies) WITH ORDINALITY AS n(event_id, flow, body, i)
+                   JOIN fairq_placed(v_f_flows, v_f_delays, v_f_ats, v_now, v_fl_names, v_fl_first, v_fl_busy) AS p
+                        ON p.o_i = n.i
+                   LEFT JOIN unnest(v_fl_names, v_fl_ids) AS fl(name, flow_id) ON fl.name = n.flow),
+             new AS (INSERT INTO event (event_id, flow_id, seq, body, state, created_ms, due_ms, next_at_ms)
+                     SELECT p.event_id, p.flow_id, p.seq, p.body, 'ready', v_now, p.next_at, p.next_at
+                     FROM p ORDER BY p.i
+                     RETURNING event.id, event.event_id, event.flow_id),
+             h AS (SELECT p.event_id, p.next_at, nextval('turn_seq') AS turn FROM p WHERE p.head ORDER BY p.i),
+             heads AS (INSERT INTO head (event_pk, flow_id, pass, turn, dispatch_ms, runnable)
+                       SELECT new.id, new.flow_id, fairq_join_pass((SELECT max(r.tail) FROM rotation AS r)),
+                              h.turn, h.next_at, h.next_at <= v_now
+                       FROM new JOIN h ON h.event_id = new.event_id
+                       RETURNING head.dispatch_ms)
+        SELECT (SELECT array_agg(p.event_id ORDER BY p.i) FROM p), (SELECT array_agg(p.seq ORDER BY p.i) FROM p),
+               (SELECT array_agg(heads.dispatch_ms) FROM heads)
+        INTO v_n_ids, v_n_seqs, v_head_times;
+    END IF;
+    -- Sleeping workers wake for a head claimable now, or learn of the
+    -- earliest one left waiting; the model clock keeps the time this call ran at.
+    PERFORM fairq_bookkeep(false, p_model AND v_now > v_stored, v_now, false, 0, 0,
+                           ARRAY['ready', 'total_enqueued'], ARRAY[v_n, v_n]::bigint[], p_fold,
+                           (SELECT count(*) FROM unnest(v_head_times) AS t WHERE t <= v_now)::integer,
+                           (SELECT min(t) FROM unnest(v_head_times) AS t WHERE t > v_now));
+    RETURN QUERY SELECT 'stored', s.event_id, s.flow, s.seq, s.body, s.hash, NULL::bigint
+                 FROM unnest(v_s_ids, v_s_flows, v_s_seqs, v_s_bodies, v_s_hashes) AS s(event_id, flow, seq, body,
+                                                                                         hash)
+                 UNION ALL
+                 SELECT 'new', n.event_id, NULL, n.seq, NULL, NULL, NULL
+                 FROM unnest(v_n_ids, v_n_seqs) AS n(event_id, seq);
+END
+$$;

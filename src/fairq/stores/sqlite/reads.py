@@ -1,0 +1,197 @@
+"""The read-only SQL of the queue: one event, listings, the audit log, stats,
+a flow's head.
+
+SqliteReads runs on a read snapshot (SqliteStore.read) or inside a write
+transaction; it never writes. Every read goes through an index or reads only
+heads (the two dispatch indexes and the quarantined one), so its cost follows
+the work waiting, not the history kept.
+"""
+
+from __future__ import annotations
+
+import math
+import sqlite3
+
+from ...kernel import policy
+from ..backend import FlowHead
+from ...errors import InvalidInput
+from ...kernel.policy import Policy
+from ...kernel.rows import audit_entry, event_info
+from ...types import TOTALS, AuditEntry, EventInfo, State, Stats
+from .policy_store import read_policy
+from .schedules import ScheduleTxn
+
+
+class SqliteReads:
+    """The read statements, bound to a connection inside a transaction."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.connection = conn
+
+    def policy(self) -> Policy:
+        """The stored retry policy."""
+        return read_policy(self.connection)
+
+    def schedules(self) -> ScheduleTxn:
+        """The schedule statements, on this snapshot."""
+        return ScheduleTxn(self)
+
+    def flow_head(self, name: str) -> tuple[int, EventInfo | None] | None:
+        """(the flow's backlog end, its head or None when all is acked); None for an unknown flow.
+
+        The backlog end is the seq its next event will get.
+        """
+        conn = self.connection
+        # By the flow name's unique index.
+        flow = conn.execute(
+            "SELECT flow_id, next_seq FROM flow WHERE name = :name", {"name": name}
+        ).fetchone()
+        if flow is None:
+            return None
+        flow_id, next_seq = flow
+        # Acks go in seq order, so a flow's acked (or purged) events are a
+        # prefix: a binary search finds the head in log2(events) index lookups.
+        low, high = 1, next_seq
+        while low < high:
+            mid = (low + high) // 2
+            found = conn.execute(
+                "SELECT state FROM event WHERE flow_id = :flow_id AND seq = :seq",
+                {"flow_id": flow_id, "seq": mid},
+            ).fetchone()
+            if found is None or found[0] == "acked":
+                low = mid + 1
+            else:
+                high = mid
+        if low == next_seq:
+            return next_seq, None
+        row = conn.execute(
+            _SELECT_EVENT + "WHERE e.flow_id = :flow_id AND e.seq = :seq", {"flow_id": flow_id, "seq": low}
+        ).fetchone()
+        return next_seq, event_info(row)
+
+    def get(self, event_id: str) -> EventInfo | None:
+        # By the event_id index.
+        row = self.connection.execute(
+            _SELECT_EVENT + "WHERE e.event_id = :event_id", {"event_id": event_id}
+        ).fetchone()
+        return None if row is None else event_info(row)
+
+    def events(self, *, state: str | None, flow: str | None, limit: int,
+               after: str | None = None) -> list[EventInfo]:
+        # Keyset paging: resume after the listed position of `after` (its seq in
+        # a flow's listing, its row id otherwise), never counting skipped rows.
+        after_id = after_seq = 0
+        if after is not None:
+            # By the event_id index.
+            found = self.connection.execute(
+                "SELECT id, seq FROM event WHERE event_id = :after", {"after": after}).fetchone()
+            if found is None:
+                raise InvalidInput("after", f"no event {after!r} is stored")
+            after_id, after_seq = found
+        params = {"state": state, "flow": flow, "limit": limit, "after_id": after_id, "after_seq": after_seq}
+        if flow is not None:
+            # One flow, in seq order, through its (flow_id, seq) index.
+            sql = _SELECT_EVENT + (
+                "WHERE e.flow_id = (SELECT flow_id FROM flow WHERE name = :flow) AND e.seq > :after_seq "
+                "AND (:state IS NULL OR e.state = :state) ORDER BY e.seq LIMIT :limit"
+            )
+        elif state == "quarantined":
+            # The dead-letter list, through its partial index.
+            sql = _SELECT_EVENT + ("WHERE e.state = 'quarantined' AND e.id > :after_id "
+                                   "ORDER BY e.id LIMIT :limit")
+        else:
+            sql = _SELECT_EVENT + ("WHERE e.id > :after_id AND (:state IS NULL OR e.state = :state) "
+                                   "ORDER BY e.id LIMIT :limit")
+        return [event_info(r) for r in self.connection.execute(sql, params)]
+
+    def flows(self, *, after: str | None, limit: int) -> list[FlowHead]:
+        # Named flows in name order, resuming after `after` through flow.name's
+        # unique index (keyset paging); each head found as flow_head finds it.
+        if after is None:
+            rows = self.connection.execute(
+                "SELECT name, weight FROM flow ORDER BY name LIMIT :limit", {"limit": limit}).fetchall()
+        else:
+            rows = self.connection.execute(
+                "SELECT name, weight FROM flow WHERE name > :after ORDER BY name LIMIT :limit",
+                {"after": after, "limit": limit}).fetchall()
+        out = []
+        for name, weight in rows:
+            found = self.flow_head(name)
+            assert found is not None  # read in this same snapshot
+            out.append(FlowHead(name, weight, found[0], found[1]))
+        return out
+
+    def audit(self, event_id: str | None, *, after: int, limit: int | None) -> list[AuditEntry]:
+        params = {"event_id": event_id, "after": after, "limit": limit}
+        if event_id is None:
+            # The whole log, oldest first, from the row after `after` (by the primary key).
+            rows = self.connection.execute(
+                _SELECT_AUDIT + "WHERE id > :after ORDER BY id LIMIT coalesce(:limit, -1)", params)
+        else:
+            # One event's history, through audit_event (event_id, id).
+            rows = self.connection.execute(
+                _SELECT_AUDIT + "WHERE event_id = :event_id AND id > :after ORDER BY id "
+                "LIMIT coalesce(:limit, -1)", params)
+        return [audit_entry(r) for r in rows]
+
+    def stats(self, now_ms: int, *, top: int) -> Stats:
+        conn = self.connection
+        # Counts and totals are kept with the clock: nothing is counted here.
+        row = conn.execute(
+            "SELECT ready_n, inflight_n, acked_n, quarantined_n, enqueued_total, claimed_total, "
+            "expired_total, acked_total, retried_total, quarantined_total, redriven_total, claim_lag "
+            "FROM queue_state WHERE id = 1"
+        ).fetchone()
+        counts = dict(zip((s.value for s in State), row[:4]))
+        totals = dict(zip(TOTALS, row[4:11]))
+        # Retention keeps its own counters (written only by purge).
+        totals["purged"], tombstones = conn.execute(
+            "SELECT purged_total, tombstones_n FROM retention WHERE id = 1"
+        ).fetchone()
+        lags = policy.lag_counts(row[11])
+        # Every flow with unacked events has exactly one head, in one of the
+        # three partial indexes: stats reads heads, never the events behind them.
+        heads = conn.execute(
+            "SELECT (SELECT count(*) FROM event WHERE runnable = 1) "
+            "+ (SELECT count(*) FROM event WHERE runnable = 0 AND dispatch_ms IS NOT NULL)"
+        ).fetchone()[0]
+        # The longest-claimable ready head: among the runnable ones, or among
+        # waiting ones whose time came but that no claim has promoted yet.
+        oldest = conn.execute(
+            "SELECT min(m) FROM ("
+            "SELECT min(dispatch_ms) AS m FROM event WHERE runnable = 1 AND state = 'ready' "
+            "UNION ALL SELECT min(dispatch_ms) FROM event "
+            "WHERE runnable = 0 AND dispatch_ms <= :now_ms AND state = 'ready')",
+            {"now_ms": now_ms},
+        ).fetchone()[0]
+        # A named flow's backlog runs from its head's seq to its last seq.
+        top_flows = conn.execute(
+            "SELECT f.name, f.next_seq - e.seq AS backlog FROM event AS e JOIN flow AS f "
+            "ON f.flow_id = e.flow_id WHERE e.id IN ("
+            "SELECT id FROM event WHERE runnable = 1 "
+            "UNION ALL SELECT id FROM event WHERE runnable = 0 AND dispatch_ms IS NOT NULL "
+            "UNION ALL SELECT id FROM event WHERE state = 'quarantined') "
+            "ORDER BY backlog DESC, f.name LIMIT :top",
+            {"top": top},
+        ).fetchall() if top else []
+        bounds = [b / 1000 for b in policy.CLAIM_LAG_BOUNDS_MS] + [math.inf]
+        return Stats(
+            counts=counts, flows=heads + counts["quarantined"],
+            oldest_ready_age=0.0 if oldest is None else max(0, now_ms - oldest) / 1000,
+            now=now_ms / 1000, totals=totals,
+            claim_lag_median=policy.lag_quantile(lags, 0.5),
+            claim_lag_p99=policy.lag_quantile(lags, 0.99),
+            claim_lag_buckets=tuple(zip(bounds, lags)),
+            top_flows=tuple((name, n) for name, n in top_flows),
+            tombstones=tombstones,
+        )
+
+
+_SELECT_AUDIT = "SELECT event_id, action, reason, actor, generation, at_ms, detail, id FROM audit "
+
+_SELECT_EVENT = (
+    "SELECT e.event_id, f.name, e.seq, e.body, e.state, e.generation, e.attempts, "
+    "e.lifetime_attempts, e.next_at_ms, e.lease_until_ms, e.owner, e.reason, "
+    "e.created_ms, e.due_ms, e.first_claim_ms, e.settled_ms "
+    "FROM event AS e LEFT JOIN flow AS f ON f.flow_id = e.flow_id "
+)

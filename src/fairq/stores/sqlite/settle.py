@@ -1,0 +1,147 @@
+"""The SQL of the fenced verbs: settle, extend and redrive.
+
+Runs inside a queue write transaction (store.txn.TxnCore); never commits.
+Each verb reads the rows it judges in one statement (by the event_id index,
+under the write lock), has them judged as every store judges them
+(fairq.kernel.rows: the fence verdict of fairq.kernel.rules.fence, the settle decision of
+fairq.kernel.policy.decide) and writes the answers with one statement per kind of
+change, whatever the batch size.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+
+from ..backend import SettleItem
+from ...errors import LeaseLost, RedriveRefused
+from ...kernel.policy import Backoff
+from ...types import Lease, Settled
+from ..._json import body_value
+from ...kernel.rows import Held as _Held, fence_held as _fence, judge_settles, redrive_each
+from .txn import TxnCore
+
+# The columns a settle, extend or redrive needs to judge a lease.
+_FENCE_COLUMNS = (
+    "SELECT event_id, id, flow_id, seq, state, generation, attempts, lifetime_attempts, "
+    "lease_until_ms, owner, pass, turn, reason FROM event "
+)
+_FENCE_ONE = _FENCE_COLUMNS + "WHERE event_id = :id"
+_FENCE_MANY = _FENCE_COLUMNS + "WHERE event_id IN (SELECT value FROM json_each(:ids))"
+
+def _held(tx: TxnCore, event_ids: list[str]) -> dict[str, _Held]:
+    # The rows the fence judges, by the event_id index, read under the write
+    # lock; one id by value, without a JSON list.
+    if len(event_ids) == 1:
+        row = tx.cursor.execute(_FENCE_ONE, {"id": event_ids[0]}).fetchone()
+        return {} if row is None else {row[0]: _Held._make(row)}
+    rows = tx.connection.execute(_FENCE_MANY, {"ids": json.dumps(event_ids)})
+    return {row[0]: _Held._make(row) for row in rows}
+
+
+def check_fence(tx: TxnCore, event_id: str, generation: int, now_ms: int) -> None:
+    """Raise StaleLease or LeaseExpired unless this lease may settle now."""
+    lost = _fence(_held(tx, [event_id]).get(event_id), event_id, generation, now_ms)
+    if lost is not None:
+        raise lost
+
+
+def settle_many(
+    tx: TxnCore, items: Sequence[SettleItem], *, now_ms: int, max_attempts: int, backoff: Backoff
+) -> list[Settled | LeaseLost]:
+    """Settle each lease on its own; a lost lease is reported in its slot."""
+    judged = judge_settles(items, _held(tx, [item.event_id for item in items]), now_ms=now_ms,
+                           max_attempts=max_attempts, backoff=backoff)
+    judged.count(tx)
+    conn = tx.connection
+    # The ack statements, the hot path of every cycle, take positional
+    # parameters in the order written.
+    if judged.acked:
+        # Acked is final: the event leaves the dispatch indexes for good.
+        tx.cursor.executemany(
+            "UPDATE event SET state = 'acked', lease_until_ms = NULL, settled_ms = ?, "
+            "pass = NULL, turn = NULL, dispatch_ms = NULL, runnable = 0 WHERE id = ?",
+            [(now_ms, row.id) for row in judged.acked],  # (settled_ms, id)
+        )
+        # (pass, turn, now_ms, flow_id, seq) of each acked head's successor
+        next_heads = [(row.pass_, row.turn, now_ms, row.flow_id, row.seq + 1)
+                      for row in judged.acked if row.flow_id is not None]
+        if next_heads:
+            # The next seq (there are no gaps) becomes the head and inherits
+            # the flow's rotation place; no row: the flow is idle now.
+            conn.executemany(
+                "UPDATE event SET pass = ?, turn = ?, dispatch_ms = next_at_ms, "
+                "runnable = next_at_ms <= ? WHERE flow_id = ? AND seq = ?",
+                next_heads,
+            )
+    if judged.retried:
+        # Back to ready: still the head, claimable again from next_at.
+        conn.executemany(
+            "UPDATE event SET state = 'ready', lease_until_ms = NULL, next_at_ms = :next_at_ms, "
+            "dispatch_ms = :next_at_ms, runnable = :runnable, reason = :reason WHERE id = :id",
+            [{"id": row.id, "next_at_ms": next_at, "runnable": int(next_at <= now_ms), "reason": reason}
+             for row, next_at, reason in judged.retried],
+        )
+    if judged.released:
+        # Given back unused: ready at once, and the claim is not counted
+        # against the round's budget (lifetime_attempts keeps it).
+        conn.executemany(
+            "UPDATE event SET state = 'ready', lease_until_ms = NULL, next_at_ms = :now_ms, "
+            "dispatch_ms = :now_ms, runnable = 1, attempts = attempts - 1 WHERE id = :id",
+            [{"id": row.id, "now_ms": now_ms} for row in judged.released],
+        )
+    if judged.quarantined:
+        tx.quarantine([{"id": row.id, "reason": reason} for row, reason in judged.quarantined])
+    if judged.audits:
+        tx.append_audit(judged.audits)
+    return judged.out
+
+
+def extend(tx: TxnCore, event_id: str, generation: int, *, lease_ms: int, now_ms: int) -> Lease:
+    """Move a live lease's end to now + lease_ms (fenced like settle)."""
+    row = _held(tx, [event_id]).get(event_id)
+    lost = _fence(row, event_id, generation, now_ms)
+    if lost is not None:
+        raise lost
+    assert row is not None
+    # Only the current holder's lease moves; the head's dispatch time follows it.
+    got = tx.connection.execute(
+        "UPDATE event SET lease_until_ms = :lease_until_ms, dispatch_ms = :lease_until_ms "
+        "WHERE id = :id RETURNING seq, body, generation, attempts, lifetime_attempts, owner, "
+        "lease_until_ms",
+        {"id": row.id, "lease_until_ms": now_ms + lease_ms},
+    ).fetchone()
+    return Lease(event_id, _flow_name(tx, row.flow_id), got[0], body_value(got[1]), got[2], got[3],
+                 got[4], got[5], got[6] / 1000)
+
+
+def _flow_name(tx: TxnCore, flow_id: int | None) -> str | None:
+    if flow_id is None:
+        return None
+    # A flow's name never changes.
+    name: str = tx.connection.execute(
+        "SELECT name FROM flow WHERE flow_id = :flow_id", {"flow_id": flow_id}
+    ).fetchone()[0]
+    return name
+
+
+def redrive_many(tx: TxnCore, items: Sequence[tuple[str, int]], *, reason: str, actor: str | None,
+                 now_ms: int) -> list[int | RedriveRefused]:
+    """Give each quarantined head (event_id, expected_generation) a new round:
+    its new generation, or its refusal, in its slot (read under the file's
+    write lock, so nothing changes between the judgement and the write)."""
+    rows = _held(tx, sorted({event_id for event_id, _ in items}))
+
+    def write(row: _Held, generation: int) -> None:
+        # A new round: attempts reset, lifetime_attempts kept, the old reason
+        # moves to the audit row. The generation moves on, so no holder from
+        # before the quarantine can settle. Still the head, in its old
+        # rotation place, claimable now.
+        tx.connection.execute(
+            "UPDATE event SET state = 'ready', generation = :generation, attempts = 0, "
+            "next_at_ms = :now_ms, dispatch_ms = :now_ms, runnable = 1, reason = NULL "
+            "WHERE id = :id AND state = 'quarantined'",
+            {"id": row.id, "generation": generation, "now_ms": now_ms},
+        )
+
+    return redrive_each(tx, items, rows, write, reason=reason, actor=actor, now_ms=now_ms)
