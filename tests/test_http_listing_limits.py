@@ -10,7 +10,7 @@ import time
 import pytest
 
 import fairq
-from fairq.http.wire import MAX_PAGE
+from fairq.limits import MAX_PAGE
 from helpers import TOKEN, raw, running
 
 DEFAULT_PAGE = 100

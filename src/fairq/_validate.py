@@ -13,19 +13,16 @@ from typing import Any, TypeVar
 
 from ._json import canonical_tree
 from .errors import InvalidInput
+from .limits import DEFAULT_MAX_BODY_BYTES as DEFAULT_MAX_BODY_BYTES, MAX_DEPTH, MAX_ID_CHARS, MAX_REASON_CHARS
 from .types import Outcome
 
 T = TypeVar("T")
 
-MAX_ID_CHARS = 255
-MAX_REASON_CHARS = 4096
-MAX_DEPTH = 100
 #: The most decimal digits an integer in a body may have: Python's default
 #: int-digit limit, so every process can read back every stored body, whatever
 #: limit the enqueuing process runs with.
 MAX_INT_DIGITS = 4300
 _INT_BOUND = 10**MAX_INT_DIGITS  # the smallest magnitude with one digit too many
-DEFAULT_MAX_BODY_BYTES = 256 * 1024
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 

@@ -13,15 +13,11 @@ from .. import _validate as v
 from .requests import required_reason
 from ..stores.backend import Store
 from ..kernel.policy import to_ms
+from ..limits import DEDUP_WINDOW, MAX_BATCH
 from ..types import ClockReset, Purged
 
 log = logging.getLogger("fairq")
 
-#: The most items one HTTP call, worker step or purge chunk takes. In-process
-#: batches (enqueue_many, claim_many, settle_many) have no cap.
-MAX_BATCH = 10_000
-#: Seconds a purged event's id is remembered after its ack (see Queue.purge).
-DEDUP_WINDOW = 30 * 86_400.0
 
 
 class QueueMaintenance:

@@ -18,8 +18,7 @@ from .. import _crash, ingest
 from . import policy_args as _policy_args
 from .. import _validate as v
 from .._ids import new_event_id
-from .maintenance import DEDUP_WINDOW as DEDUP_WINDOW  # re-exported (CLI)
-from .maintenance import MAX_BATCH as MAX_BATCH, QueueMaintenance  # MAX_BATCH re-exported (worker, HTTP)
+from .maintenance import QueueMaintenance
 from .configuration import QueueConfig
 from .reads import QueueReads
 from .operators import QueueRedrive

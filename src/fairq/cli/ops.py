@@ -10,7 +10,7 @@ import time
 
 from ..errors import InvalidInput
 from ..metrics import exposition
-from ..api.queue import DEDUP_WINDOW
+from ..limits import DEDUP_WINDOW
 from ._common import EXIT_OK, open_existing, open_target, read_target, print_json
 
 _UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86_400}

@@ -31,7 +31,8 @@ from urllib.parse import urlencode, urlsplit
 from .. import _validate as v
 from ..errors import InvalidInput, LeaseLost, RedriveRefused, RemoteError, Unavailable
 from ..leases import lease_attempts, lease_key, redrive_command, settle_parts
-from ..api.queue import MAX_BATCH, Queue
+from ..api.queue import Queue
+from ..limits import MAX_BATCH
 from ..types import (
     AuditEntry,
     Blocked,
@@ -47,7 +48,8 @@ from ..types import (
 from .keepalive import Connections
 from .paths import query, segment
 from .remote_schedules import RemoteSchedules
-from .wire import MAX_PAGE, check_json, error_from_json, from_json, unencodable
+from ..limits import MAX_PAGE
+from .wire import check_json, error_from_json, from_json, unencodable
 
 __all__ = ["Client"]
 

@@ -12,7 +12,8 @@ from typing import Any
 
 from ..errors import InvalidInput, RedriveRefused
 from ..kernel.policy import policy_json
-from ..api.queue import MAX_BATCH, Queue
+from ..api.queue import Queue
+from ..limits import MAX_BATCH
 from .routes import Refusal, Reply, Request, Text, route
 from .static import console_file
 from .wire import queue_error_json

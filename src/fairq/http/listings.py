@@ -19,7 +19,8 @@ from .. import _validate as v
 from ..errors import InvalidInput
 from ..api.queue import Queue
 from .routes import Reply, Request, route
-from .wire import MAX_PAGE, to_json
+from ..limits import MAX_PAGE
+from .wire import to_json
 
 __all__ = ["MAX_PAGE", "DEFAULT_PAGE", "DEFAULT_MISFIRES"]
 

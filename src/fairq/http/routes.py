@@ -18,7 +18,8 @@ from typing import Any
 
 from ..errors import InvalidInput
 from ..metrics import CONTENT_TYPE, exposition
-from ..api.queue import MAX_BATCH, Queue
+from ..api.queue import Queue
+from ..limits import MAX_BATCH
 from ..types import Settled
 from .wire import lease_ref, queue_error_json, to_json
 

@@ -48,13 +48,9 @@ __all__ = [
     "queue_error_json",
     "error_from_json",
     "STATUS",
-    "MAX_PAGE",
 ]
 
 T = TypeVar("T")
-
-#: The most rows one listing answers (a larger limit is refused naming `limit`).
-MAX_PAGE = 1000
 
 # Machine code -> HTTP status, for every refusal the server can answer.
 STATUS = {

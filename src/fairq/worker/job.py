@@ -9,6 +9,7 @@ from typing import Any
 
 from .. import _validate as v
 from ..errors import LeaseLost
+from ..limits import MAX_REASON_CHARS
 from ..types import Lease, Outcome, Settled
 
 #: A handler's decision: (outcome, reason, delay) for its settle.
@@ -136,4 +137,4 @@ def describe(exc: BaseException) -> str:
         message = f"<str() raised {type(broken).__name__}>"
     text = f"{name}: {message}" if message else name
     text = text.replace("\x00", "\\0").encode("utf-8", "backslashreplace").decode("utf-8")
-    return text[: v.MAX_REASON_CHARS]
+    return text[:MAX_REASON_CHARS]

@@ -9,7 +9,7 @@ from typing import NamedTuple
 
 from .. import _validate as v
 from ..errors import InvalidInput
-from ..api.queue import MAX_BATCH
+from ..limits import MAX_BATCH, MAX_ID_CHARS
 
 
 class Settings(NamedTuple):
@@ -43,4 +43,4 @@ def check_settings(owner: str | None, concurrency: int, batch: int, lease_second
 
 def default_owner() -> str:
     """host:pid, the owner label of a worker that was given none."""
-    return f"{socket.gethostname()}:{os.getpid()}"[: v.MAX_ID_CHARS]
+    return f"{socket.gethostname()}:{os.getpid()}"[:MAX_ID_CHARS]
