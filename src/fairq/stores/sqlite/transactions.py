@@ -6,8 +6,9 @@ of its own: the call's statements are undone alone on any exception, and it retu
 COMMIT; a failing COMMIT makes every call of it raise. A joined write is a
 SAVEPOINT inside the application's open transaction. Either way a failure of
 fairq's own statements leaves as a typed error (store.failures).
-fairq.stores.sqlite.connection's Database hands these out; it, fairq.stores.sqlite.group and
-this module hold every BEGIN, COMMIT and ROLLBACK in fairq.
+fairq.stores.sqlite.connection's Database hands these out (it is their
+TransactionHost: this module names what it needs of it and imports it not); it,
+fairq.stores.sqlite.group and this module hold every BEGIN, COMMIT and ROLLBACK in fairq.
 """
 
 from __future__ import annotations
@@ -15,15 +16,43 @@ from __future__ import annotations
 import contextlib
 import sqlite3
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from ...errors import StoreError, UsageError
 from .callbacks import RELEASE_CALL, ROLLBACK, SAVEPOINT_CALL, UNDO_CALL, default_factories
 from .failures import raise_typed
-from .group import Group, Interrupted
+from .group import Group, Interrupted, Writers
 
-if TYPE_CHECKING:  # Database hands out these transactions: a type, never an import at run time
-    from .connection import Database
+
+class TransactionHost(Protocol):
+    """What a transaction needs of the database that hands it out
+    (fairq.stores.sqlite.connection.Database): its file, its connection and
+    who writes on it, and its checks."""
+
+    @property
+    def path(self) -> Any:
+        """The file, as the caller named it (for messages)."""
+
+    @property
+    def conn(self) -> sqlite3.Connection:
+        """The connection fairq's own writes run on."""
+
+    @property
+    def writers(self) -> Writers:
+        """Who has the connection, and the open group."""
+
+    @property
+    def closed(self) -> bool:
+        """Whether close() was called."""
+
+    def refuse_closed(self) -> None:
+        """Refuse (UsageError) a call on a closed database."""
+
+    def check_joinable(self, conn: Any) -> None:
+        """Refuse (InvalidInput) anything but an open connection inside a transaction."""
+
+    def check_same_file(self, conn: sqlite3.Connection) -> None:
+        """Refuse (InvalidInput) a connection whose main database is not this file."""
 
 
 class Transaction:
@@ -43,7 +72,7 @@ class Transaction:
 
     __slots__ = ("_db", "_name", "before_commit", "_group", "_savepoint")
 
-    def __init__(self, db: Database, name: str, before_commit: Callable[[], None] | None) -> None:
+    def __init__(self, db: TransactionHost, name: str, before_commit: Callable[[], None] | None) -> None:
         self._db = db
         self._name = name
         self.before_commit = before_commit
@@ -146,7 +175,7 @@ class JoinedTransaction:
 
     __slots__ = ("_db", "_conn", "before_commit", "_factories")
 
-    def __init__(self, db: Database, conn: Any, before_commit: Callable[[], None] | None) -> None:
+    def __init__(self, db: TransactionHost, conn: Any, before_commit: Callable[[], None] | None) -> None:
         self._db = db
         self._conn = conn
         self.before_commit = before_commit
