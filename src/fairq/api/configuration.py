@@ -1,9 +1,10 @@
-"""The Queue's configuration kept in the file: the retry policy and flow weights.
+"""The Queue's configuration kept in the file: the retry policy and the schema version.
 
-QueueConfig is a base class of fairq.Queue. The retry policy lives in the
-file (fairq.stores.backend.Snapshot.policy, WriteTxn.set_policy), so every process
-that opens it decides an event's fate the same way; each read here reads it
-anew. A flow's weight is stored with the flow. Neither moves the clock.
+QueueConfig is a base class of fairq.Queue (on QueueBase, fairq.api.base). The
+retry policy lives in the file (fairq.stores.backend.Snapshot.policy,
+WriteTxn.set_policy), so every process that opens it decides an event's fate
+the same way; each read here reads it anew. Nothing here moves the clock.
+(A flow's weight, an operator's choice, is set in fairq.api.operators.)
 """
 
 from __future__ import annotations
@@ -13,23 +14,18 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from . import policy_args as _policy_args
 from .. import _validate as v
-from .requests import required_reason
-from ..stores.backend import Store
 from ..errors import InvalidInput
-from ..kernel.policy import MAX_WEIGHT, Backoff, Policy, effective_now
+from ..kernel.policy import Backoff, Policy, effective_now
+from . import policy_args as _policy_args
+from .base import QueueBase
+from .requests import required_reason
 
 log = logging.getLogger("fairq")
 
 
-class QueueConfig:
-    """The configuration verbs of fairq.Queue."""
-
-    _store: Store
-
-    def _requested(self, now: float | None, field: str = "now") -> tuple[int, bool]:
-        raise NotImplementedError  # fairq.Queue picks the time
+class QueueConfig(QueueBase):
+    """The configuration verbs of fairq.Queue: the stored retry policy and the schema version."""
 
     @property
     def schema_version(self) -> int:
@@ -91,16 +87,6 @@ class QueueConfig:
             log.warning("retry policy changed by %s to version %d: %s (%s)", actor, after.version,
                         {name: getattr(after, name) for name in fields}, why)
         return after
-
-    def set_weight(self, flow: str, weight: int) -> None:
-        """Give a flow `weight` claims per rotation round (default 1, at most 1000).
-
-        Allowed before the flow has any event. Does not read or move the clock.
-        """
-        flow = v.identifier(flow, "flow")
-        weight = v.count(weight, "weight", low=1, high=MAX_WEIGHT)
-        with self._store.transaction("set_weight") as tx:
-            tx.set_weight(flow, weight)
 
 
 def _backoff_changes(changes: Mapping[str, Any]) -> dict[str, Any]:

@@ -1,8 +1,8 @@
 """The Queue's maintenance verbs: purge old acked events, reset a clock set ahead.
 
-QueueMaintenance is a base class of fairq.Queue. Neither verb is on the hot
-path: purge pages through the event table, a reset scans it. Each runs in
-write transactions of the store (fairq.stores.backend.WriteTxn) and logs what it did.
+QueueMaintenance is a base class of fairq.Queue (on QueueBase, fairq.api.base).
+Neither verb is on the hot path: purge pages through the event table, a reset
+scans it. Each runs in write transactions of the store (fairq.stores.backend.WriteTxn) and logs what it did.
 """
 
 from __future__ import annotations
@@ -10,23 +10,17 @@ from __future__ import annotations
 import logging
 
 from .. import _validate as v
-from .requests import required_reason
-from ..stores.backend import Store
 from ..kernel.policy import to_ms
 from ..limits import DEDUP_WINDOW, MAX_BATCH
 from ..types import ClockReset, Purged
+from .base import QueueBase
+from .requests import required_reason
 
 log = logging.getLogger("fairq")
 
 
-
-class QueueMaintenance:
-    """The maintenance verbs of fairq.Queue."""
-
-    _store: Store
-
-    def _requested(self, now: float | None, field: str = "now") -> tuple[int, bool]:
-        raise NotImplementedError  # fairq.Queue picks the time
+class QueueMaintenance(QueueBase):
+    """The maintenance verbs of fairq.Queue: reset_clock, purge."""
 
     def reset_clock(self, *, reason: str, actor: str | None = None, to: float | None = None) -> ClockReset:
         """Move the stored clock back to the clock's reading now (or to `to`),

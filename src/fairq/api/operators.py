@@ -1,9 +1,12 @@
-"""Queue.redrive and redrive_many: give quarantined events a new round, one or a chosen set.
+"""The Queue's operator verbs: redrive quarantined events (one, or a chosen set)
+and give a flow its weight.
 
-QueueRedrive is a base class of fairq.Queue. Each item is fenced by its own
-expected generation and judged on its own inside one write transaction: a
-refusal (RedriveRefused) is returned in the item's slot and the others go
-ahead, since a refused redrive writes nothing.
+QueueOperators is a base class of fairq.Queue (on QueueBase, fairq.api.base).
+Each redrive item is fenced by its own expected generation and judged on its
+own inside one write transaction: a refusal (RedriveRefused) is returned in
+the item's slot and the others go ahead, since a refused redrive writes
+nothing. A flow's weight is stored with the flow; setting it never reads or
+moves the clock.
 """
 
 from __future__ import annotations
@@ -13,20 +16,17 @@ from collections.abc import Iterable
 from typing import Any
 
 from .. import _validate as v
-from .requests import required_reason
-from ..stores.backend import Store
 from ..errors import InvalidInput, RedriveRefused
+from ..kernel.policy import MAX_WEIGHT
+from ..limits import MAX_COUNT
+from .base import QueueBase
+from .requests import required_reason
 
 log = logging.getLogger("fairq")
 
 
-class QueueRedrive:
-    """The bulk redrive verb of fairq.Queue."""
-
-    _store: Store
-
-    def _requested(self, now: float | None, field: str = "now") -> tuple[int, bool]:
-        raise NotImplementedError  # fairq.Queue picks the time
+class QueueOperators(QueueBase):
+    """The operator verbs of fairq.Queue: redrive, redrive_many, set_weight."""
 
     def redrive(
         self, event_id: str, *, expected_generation: int, reason: str, actor: str | None = None,
@@ -39,7 +39,7 @@ class QueueRedrive:
         appends an audit row that keeps the quarantine reason it replaces.
         """
         event_id = v.identifier(event_id, "event_id")
-        expected_generation = v.count(expected_generation, "expected_generation", low=0, high=2**62)
+        expected_generation = v.count(expected_generation, "expected_generation", low=0, high=MAX_COUNT)
         reason = required_reason(reason)
         actor = v.optional_identifier(actor, "actor")
         requested = self._requested(now)
@@ -70,6 +70,16 @@ class QueueRedrive:
         log.info("redrive_many: %d redriven, %d refused, by %s: %s", done, len(results) - done, actor, reason)
         return results
 
+    def set_weight(self, flow: str, weight: int) -> None:
+        """Give a flow `weight` claims per rotation round (default 1, at most 1000).
+
+        Allowed before the flow has any event. Does not read or move the clock.
+        """
+        flow = v.identifier(flow, "flow")
+        weight = v.count(weight, "weight", low=1, high=MAX_WEIGHT)
+        with self._store.transaction("set_weight") as tx:
+            tx.set_weight(flow, weight)
+
 
 def _listed(items: Iterable[Any]) -> list[Any]:
     if isinstance(items, (str, bytes, dict)) or not isinstance(items, Iterable):
@@ -90,4 +100,4 @@ def _item(item: Any, i: int) -> tuple[str, int]:
     if not isinstance(item, (tuple, list)) or len(item) != 2:
         raise InvalidInput(f"items[{i}]", "must be an (event_id, expected_generation) pair")
     return (v.identifier(item[0], f"items[{i}].event_id"),
-            v.count(item[1], f"items[{i}].expected_generation", low=0, high=2**62))
+            v.count(item[1], f"items[{i}].expected_generation", low=0, high=MAX_COUNT))

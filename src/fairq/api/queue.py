@@ -3,7 +3,15 @@
 Every public method is its own committed transaction: you never call commit().
 Input is validated before the transaction opens, so a refusal writes nothing.
 The clock is read once per call (again only after a settle effect, which may have
-taken long). No SQL lives here, and no database is named: it speaks fairq.stores.backend's protocols.
+taken long). No SQL lives here, and no database is named: it speaks
+fairq.stores.backend's protocols.
+
+Queue opens and closes the store and holds the hot verbs: enqueue (and
+enqueue_many, ingest), claim, settle (and its shortcuts, settle_many), extend.
+The other verbs are its base classes, one module per concept, all on the
+shared QueueBase (fairq.api.base: the store, the clock, the time a call asks
+for): reads, operators (redrive, weights), maintenance (purge, clock reset),
+configuration (the stored policy), scheduling (schedules, tick), waits.
 """
 
 from __future__ import annotations
@@ -15,37 +23,32 @@ from collections.abc import Callable, Iterable
 from typing import Any, Literal, overload
 
 from .. import _crash, ingest
-from . import policy_args as _policy_args
 from .. import _validate as v
 from .._ids import new_event_id
-from .maintenance import QueueMaintenance
-from .configuration import QueueConfig
-from .reads import QueueReads
-from .operators import QueueRedrive
-from .waits import QueueWaits
-from .requests import (batch_item, call_lease_ms, new_event, requested_time, settle_item,
-                        store_path, wall_clock)
-from ..leases import lease_key, settle_parts
-from ..stores.backend import AppConnection, NewEvent, Store
 from ..errors import InvalidInput, LeaseLost
-from ..kernel.policy import DEFAULT_MAX_CLOCK_SKEW, Backoff, Policy, to_ms
-from ..schedules import Schedules, expand_due
+from ..kernel.policy import DEFAULT_MAX_CLOCK_SKEW, Backoff, Policy
+from ..leases import lease_key, settle_parts
+from ..limits import DEFAULT_MAX_BODY_BYTES, INGEST_MAX_BYTES, INGEST_MAX_LINES, MAX_BODY_CEILING, MAX_COUNT
 from ..stores import open_store, uses_server_clock
+from ..stores.backend import AppConnection, NewEvent
 from ..types import Enqueued, Lease, Outcome, Settled, State
+from . import policy_args as _policy_args
+from .configuration import QueueConfig
+from .maintenance import QueueMaintenance
+from .operators import QueueOperators
+from .reads import QueueReads
+from .requests import batch_item, call_lease_ms, new_event, settle_item, store_path, wall_clock
+from .scheduling import QueueScheduling
+from .waits import QueueWaits
 
 __all__ = ["Queue"]
 
 log = logging.getLogger("fairq")
 
-#: claim_many's n can be anything up to this (a claim is bounded by the heads due).
-_MAX_CLAIM = 2**62
-# Queue.ingest's default limits (its own name hides the module's in the class body).
-_MAX_FILE_BYTES, _MAX_FILE_LINES = ingest.DEFAULT_MAX_BYTES, ingest.DEFAULT_MAX_LINES
-
 Effect = Callable[[AppConnection], Any]
 
 
-class Queue(QueueReads, QueueRedrive, QueueMaintenance, QueueConfig, QueueWaits):
+class Queue(QueueReads, QueueOperators, QueueMaintenance, QueueConfig, QueueScheduling, QueueWaits):
     """A durable, fair, fenced work queue in one SQLite file (or a PostgreSQL database).
 
     The retry policy is stored in the file, so every process decides an
@@ -90,14 +93,14 @@ class Queue(QueueReads, QueueRedrive, QueueMaintenance, QueueConfig, QueueWaits)
         backoff: Backoff | None = None,
         synchronous: str = "full",
         busy_timeout: float = 10.0,
-        max_body_bytes: int = v.DEFAULT_MAX_BODY_BYTES,
+        max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
         clock: Callable[[], float] | Literal["server", "model"] | None = None,
         max_clock_skew: float | None | Literal["auto"] = "auto",
         readonly: bool = False,
     ) -> None:
         path = store_path(path)
         given = _policy_args.given(max_attempts=max_attempts, backoff=backoff, lease_seconds=lease_seconds)
-        self.max_body_bytes = v.count(max_body_bytes, "max_body_bytes", low=2, high=1 << 30)
+        self.max_body_bytes = v.count(max_body_bytes, "max_body_bytes", low=2, high=MAX_BODY_CEILING)
         v.seconds(busy_timeout, "busy_timeout")
         self._clock, self._clock_arg = wall_clock(clock), clock
         self._server_clock = uses_server_clock(path, clock)
@@ -107,7 +110,7 @@ class Queue(QueueReads, QueueRedrive, QueueMaintenance, QueueConfig, QueueWaits)
             max_clock_skew = DEFAULT_MAX_CLOCK_SKEW if self._clock is time.time else None
         self.max_clock_skew = v.optional_seconds(max_clock_skew, "max_clock_skew")
         self._open_args: dict[str, Any] = {"synchronous": synchronous, "busy_timeout": busy_timeout}
-        self._store: Store = open_store(path, readonly=readonly, clock=clock, **self._open_args,
+        self._store = open_store(path, readonly=readonly, clock=clock, **self._open_args,
                                         policy=_policy_args.changed(Policy(), given))
         self.path = path
         try:
@@ -136,11 +139,11 @@ class Queue(QueueReads, QueueRedrive, QueueMaintenance, QueueConfig, QueueWaits)
         return {"max_body_bytes": self.max_body_bytes, "clock": self._clock_arg,
                 "max_clock_skew": self.max_clock_skew, **self._open_args}
 
-    def _requested(self, now: float | None, field: str = "now") -> tuple[int, bool]:
-        """(milliseconds, explicit?) for a call's `now` argument (requests.requested_time)."""
-        if now is None:  # the clock's reading, as requested_time takes it
-            return to_ms(v.seconds(self._clock(), "clock")), False
-        return requested_time(self._clock, self.max_clock_skew, now, field, server_clock=self._server_clock)
+    @property
+    def parallel_calls(self) -> int:
+        """How many calls threads sharing this Queue can have running at once:
+        on PostgreSQL its pool of connections (fairq_pool), on SQLite 1."""
+        return self._store.parallel_calls
 
     # -- enqueue -----------------------------------------------------------------
 
@@ -197,8 +200,8 @@ class Queue(QueueReads, QueueRedrive, QueueMaintenance, QueueConfig, QueueWaits)
     ) -> ingest.Ingested: ...
 
     def ingest(
-        self, source: ingest.Source, *, max_bytes: int = _MAX_FILE_BYTES,
-        max_lines: int = _MAX_FILE_LINES, max_line_bytes: int | None = None,
+        self, source: ingest.Source, *, max_bytes: int = INGEST_MAX_BYTES,
+        max_lines: int = INGEST_MAX_LINES, max_line_bytes: int | None = None,
         max_body_bytes: int | None = None, id_pattern: str | re.Pattern[str] | None = None,
         now: float | None = None, summary: bool = False,
     ) -> list[Enqueued] | ingest.Ingested:
@@ -253,7 +256,7 @@ class Queue(QueueReads, QueueRedrive, QueueMaintenance, QueueConfig, QueueWaits)
         lease_seconds: float | None = None,
     ) -> list[Lease]:
         """Lease up to n heads in one transaction: at most one per flow, in fair order."""
-        n = v.count(n, "n", low=1, high=_MAX_CLAIM)
+        n = v.count(n, "n", low=1, high=MAX_COUNT)  # a claim is bounded by the heads due
         if owner is not None:
             owner = v.identifier(owner, "owner")
         lease_ms = None if lease_seconds is None else call_lease_ms(lease_seconds)
@@ -338,33 +341,6 @@ class Queue(QueueReads, QueueRedrive, QueueMaintenance, QueueConfig, QueueWaits)
         requested = self._requested(now)
         with self._store.transaction("extend") as tx:
             return tx.extend(event_id, generation, lease_ms=lease_ms, now_ms=tx.now(*requested))
-
-    @property
-    def parallel_calls(self) -> int:
-        """How many calls threads sharing this Queue can have running at once:
-        on PostgreSQL its pool of connections (fairq_pool), on SQLite 1."""
-        return self._store.parallel_calls
-
-    # -- schedules ---------------------------------------------------------------------
-
-    @property
-    def schedules(self) -> Schedules:
-        """The periodic schedules kept in this file: add, get, list, remove, pause, resume."""
-        return Schedules(self._store, self._requested, self.max_body_bytes)
-
-    def tick(self, *, now: float | None = None, ahead: float = 0.0) -> list[Enqueued]:
-        """Turn every due slot of every unpaused schedule into an instance, idempotently.
-
-        Each schedule resumes from its stored position; slots missed while
-        nothing ticked are reconciled by its misfire policy, and each slot
-        not turned into an instance is an audit row with action "misfire".
-        ahead: also expand slots up to this many seconds in the future; their
-        instances become claimable at their slot. Returns the instances.
-        """
-        ahead_ms = to_ms(v.seconds(ahead, "ahead"))
-        requested = self._requested(now)
-        with self._store.transaction("tick") as tx:
-            return expand_due(tx, tx.now(*requested), ahead_ms)
 
 
 def _log_settled(result: Settled | LeaseLost) -> None:

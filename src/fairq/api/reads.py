@@ -1,29 +1,22 @@
 """The Queue's reads: one event, listings, the audit log, stats, why a flow is blocked.
 
-QueueReads is a base class of fairq.Queue: each method validates its input and
-reads one snapshot of the store (fairq.stores.backend.Snapshot). A read never moves
+QueueReads is a base class of fairq.Queue (on QueueBase, fairq.api.base): each
+method validates its input and reads one snapshot of the store (fairq.stores.backend.Snapshot). A read never moves
 the stored clock and never writes.
 """
 
 from __future__ import annotations
 
-from typing import Any
-
 from .. import _validate as v
-from .requests import blocked
-from ..stores.backend import Store
 from ..errors import InvalidInput
+from ..limits import MAX_COUNT, MAX_EVENTS_LISTED
+from .base import QueueBase
+from .requests import blocked
 from ..types import AuditEntry, Blocked, EventInfo, FlowInfo, State, Stats
 
 
-class QueueReads:
+class QueueReads(QueueBase):
     """The read verbs of fairq.Queue."""
-
-    _store: Store
-    path: Any
-
-    def _requested(self, now: float | None, field: str = "now") -> tuple[int, bool]:
-        raise NotImplementedError  # fairq.Queue picks the time
 
     def get(self, event_id: str) -> EventInfo | None:
         """Everything stored about one event, or None."""
@@ -41,7 +34,7 @@ class QueueReads:
             except ValueError:
                 raise InvalidInput("state", f"must be one of {[s.value for s in State]}, got {state!r}") from None
         flow = v.optional_identifier(flow, "flow")
-        limit = v.count(limit, "limit", low=1, high=1_000_000)
+        limit = v.count(limit, "limit", low=1, high=MAX_EVENTS_LISTED)
         after = v.optional_identifier(after, "after")
         return self._store.read(lambda tx: tx.events(state=state, flow=flow, limit=limit, after=after))
 
@@ -50,7 +43,7 @@ class QueueReads:
         """Audit rows, oldest first: for one event, or for the whole queue;
         with `after` (an AuditEntry's id), only the rows after it (keyset paging)."""
         event_id = v.optional_identifier(event_id, "event_id")
-        start = 0 if after is None else v.count(after, "after", low=0, high=2**62)
+        start = 0 if after is None else v.count(after, "after", low=0, high=MAX_COUNT)
         if limit is not None:
             limit = v.count(limit, "limit", low=1, high=10_000_000)
         return self._store.read(lambda tx: tx.audit(event_id, after=start, limit=limit))

@@ -5,17 +5,17 @@ On a store that tells of new work (PostgreSQL: NOTIFY when a head becomes
 claimable now, and the earliest time a waiting head becomes due), the wait
 ends on that news, through one listening connection per Queue opened on the
 first wait (Store.wakeups). On a store without wake-ups (SQLite) it is a plain
-sleep, and the caller polls. No SQL here, no queue rule, and no database named.
+sleep, and the caller polls. QueueWaits is a base class of fairq.Queue (on
+QueueBase, fairq.api.base). No SQL here, no queue rule, and no database named.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
-from typing import Any
 
-from ..stores.backend import Store, Wakeups
 from ..errors import InvalidInput
+from ..stores.backend import Wakeups
+from .base import QueueBase
 
 #: The wait when a waiting head is due by this host's clock but was not claimable (the
 #: server's clock may be behind this host's): look again this often, not in a busy loop.
@@ -24,11 +24,9 @@ RECHECK = 0.05
 MARGIN = 0.002
 
 
-class QueueWaits:
-    """The wait_for_work verb of fairq.Queue."""
+class QueueWaits(QueueBase):
+    """The wait_for_work and reconnect verbs of fairq.Queue."""
 
-    _store: Store
-    _clock: Callable[[], float]
     _listener: Wakeups | None = None
     _waits_closed = False
 
