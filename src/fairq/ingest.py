@@ -33,12 +33,14 @@ from . import _validate as v
 from ._json import StrictJSONError, json_type, loads_strict
 from .stores.backend import NewEvent, WriteTxn
 from .errors import Conflict, DiskFull, InvalidInput
+from .limits import DEFAULT_MAX_BODY_BYTES, INGEST_MAX_BYTES, INGEST_MAX_LINES, MAX_BODY_CEILING
 from .types import Enqueued
 
 Source = Union[str, "os.PathLike[str]", bytes, BinaryIO]
 
-DEFAULT_MAX_BYTES = 16 * 1024 * 1024
-DEFAULT_MAX_LINES = 10_000
+#: The default caps of a file (fairq.limits, shared with Queue.ingest and `fairq ingest`).
+DEFAULT_MAX_BYTES = INGEST_MAX_BYTES
+DEFAULT_MAX_LINES = INGEST_MAX_LINES
 #: Room on a line for event_id, flow, delay, the keys and spacing, beyond the body.
 ENVELOPE_BYTES = 4096
 
@@ -79,8 +81,8 @@ class Limits:
     @classmethod
     def make(
         cls, *, max_bytes: int = DEFAULT_MAX_BYTES, max_lines: int = DEFAULT_MAX_LINES,
-        max_line_bytes: int | None = None, max_body_bytes: int = v.DEFAULT_MAX_BODY_BYTES,
-        id_pattern: str | re.Pattern[str] | None = None, body_ceiling: int = 1 << 30,
+        max_line_bytes: int | None = None, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+        id_pattern: str | re.Pattern[str] | None = None, body_ceiling: int = MAX_BODY_CEILING,
     ) -> Limits:
         """Validated limits; max_line_bytes defaults to the body limit plus ENVELOPE_BYTES."""
         max_body_bytes = v.count(max_body_bytes, "max_body_bytes", low=2, high=body_ceiling)

@@ -20,3 +20,15 @@ MAX_DEPTH = 100
 DEFAULT_MAX_BODY_BYTES = 256 * 1024
 #: The most rows one listing page returns (events, flows, audit).
 MAX_PAGE = 1000
+#: The largest count, generation or audit id a call takes (claim_many's n,
+#: expected_generation, audit's after): far past any real value, inside a
+#: signed 64-bit column.
+MAX_COUNT = 2**62
+#: The largest body cap a Queue may be given (max_body_bytes), and so the
+#: largest body stored anywhere (an ingest line, a schedule's instances).
+MAX_BODY_CEILING = 1 << 30
+#: The most events one Queue.events call lists (its `limit`, the CLI's --limit).
+MAX_EVENTS_LISTED = 1_000_000
+#: Queue.ingest's and `fairq ingest`'s default caps: the file's bytes, its non-blank lines.
+INGEST_MAX_BYTES = 16 * 1024 * 1024
+INGEST_MAX_LINES = 10_000

@@ -29,6 +29,7 @@ from . import cron as cronlib
 from .stores.backend import Advance, NewEvent, NewSchedule, Snapshot, Store, WriteTxn
 from .errors import Conflict, InvalidInput, UnknownSchedule
 from .kernel.policy import to_ms
+from .limits import MAX_BODY_CEILING
 from .timetable import Timetable, zone
 from .types import AuditEntry, Enqueued, Misfire, Schedule, UndecodableBody, slot_event_id, slot_text
 
@@ -173,7 +174,7 @@ def expand_due(tx: WriteTxn, now_ms: int, ahead_ms: int) -> list[Enqueued]:
                             for s in decision.instances)
             decision = replace(decision, instances=[])
         for slot_ms in decision.instances:
-            body = v.body(instance_body(schedule.name, slot_ms, schedule.body), "body", max_bytes=1 << 30)
+            body = v.body(instance_body(schedule.name, slot_ms, schedule.body), "body", max_bytes=MAX_BODY_CEILING)
             events.append(NewEvent(slot_event_id(schedule.name, slot_ms), schedule.flow, body, 0, at_ms=slot_ms))
         misfires.extend((slot_event_id(schedule.name, s), reason, detail) for s, reason, detail in decision.misfires)
         if decision.misfires:
@@ -382,7 +383,7 @@ def _refuse_redefinition(stored: Schedule, new: NewSchedule, *, explicit_start: 
     }
     have = {
         "every": None if stored.every is None else to_ms(stored.every), "cron": stored.cron, "tz": stored.tz,
-        "body": v.body(stored.body, "body", max_bytes=1 << 30), "flow": stored.flow,
+        "body": v.body(stored.body, "body", max_bytes=MAX_BODY_CEILING), "flow": stored.flow,
         "misfire": stored.misfire, "grace": None if stored.grace is None else to_ms(stored.grace),
     }
     if explicit_start:

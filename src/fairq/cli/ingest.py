@@ -8,6 +8,7 @@ import sys
 from .. import ingest
 from ..errors import FairqError
 from ..api.queue import Queue
+from ..limits import INGEST_MAX_BYTES, INGEST_MAX_LINES
 from ._common import EXIT_OK, EXIT_REFUSED, database_path, open_existing, print_json, queue_clock, shown
 
 
@@ -17,10 +18,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
     p = sub.add_parser("enqueue", help="store every event of a JSONL file in one transaction, or none")
     p.add_argument("file", metavar="FILE", help="a JSONL file, or - for standard input")
-    p.add_argument("--max-bytes", type=int, default=ingest.DEFAULT_MAX_BYTES, metavar="N",
-                   help=f"largest file accepted (default {ingest.DEFAULT_MAX_BYTES})")
-    p.add_argument("--max-lines", type=int, default=ingest.DEFAULT_MAX_LINES, metavar="N",
-                   help=f"most non-blank lines accepted (default {ingest.DEFAULT_MAX_LINES})")
+    p.add_argument("--max-bytes", type=int, default=INGEST_MAX_BYTES, metavar="N",
+                   help=f"largest file accepted (default {INGEST_MAX_BYTES})")
+    p.add_argument("--max-lines", type=int, default=INGEST_MAX_LINES, metavar="N",
+                   help=f"most non-blank lines accepted (default {INGEST_MAX_LINES})")
     p.add_argument("--max-line-bytes", type=int, metavar="N",
                    help=f"longest line accepted (default: the body limit + {ingest.ENVELOPE_BYTES})")
     p.add_argument("--max-body-bytes", type=int, metavar="N",

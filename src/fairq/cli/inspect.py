@@ -7,6 +7,7 @@ import json
 import sys
 
 from ..errors import FairqError
+from ..limits import MAX_EVENTS_LISTED
 from ..types import State
 from ._common import (
     EXIT_OK,
@@ -20,7 +21,6 @@ from ._common import (
 )
 
 REASON_WIDTH = 60  # characters of a reason shown in the events table
-MAX_LIMIT = 1_000_000  # the largest --limit Queue.events accepts
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -63,7 +63,7 @@ def status(args: argparse.Namespace) -> int:
 
 def events(args: argparse.Namespace) -> int:
     # One more than asked tells whether the listing is cut (an invalid --limit goes through as given).
-    probe = args.limit + 1 if 1 <= args.limit < MAX_LIMIT else args.limit
+    probe = args.limit + 1 if 1 <= args.limit < MAX_EVENTS_LISTED else args.limit
     with read_target(args) as q:
         found = q.events(state=args.state, flow=args.flow, limit=probe)
         if len(found) > args.limit:
@@ -112,7 +112,7 @@ def _matching(counts: dict[str, int], state: str | None) -> int:
 def _note_cut(shown: int, total: int | None) -> None:
     """Say on stderr that the listing stops at --limit (stdout stays one table or one JSON array)."""
     of = f"{shown} of {total}" if total is not None else f"the first {shown}"
-    print(f"fairq: showing {of} events; use --limit N (at most {MAX_LIMIT}) or --state/--flow to see others",
+    print(f"fairq: showing {of} events; use --limit N (at most {MAX_EVENTS_LISTED}) or --state/--flow to see others",
           file=sys.stderr)
 
 
