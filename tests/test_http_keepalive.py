@@ -40,7 +40,7 @@ def test_a_clients_calls_share_one_connection_that_the_server_keeps_open(make_qu
         assert lease is not None
         client.ack(lease)
         assert client.stats().counts["ready"] == 4
-        assert client._connections.opened == 1
+        assert client._http.opened == 1
         assert server.connections == 1  # still open, waiting for the next request
         client.close()
 
@@ -53,7 +53,7 @@ def test_each_thread_of_a_client_has_its_own_connection(make_queue) -> None:
             t.start()
         for t in threads:
             t.join(HANG)
-        assert client._connections.opened == 3
+        assert client._http.opened == 3
         client.close()
 
 
@@ -71,7 +71,7 @@ def test_a_connection_the_server_closed_when_idle_is_reopened_and_the_call_made_
             time.sleep(0.01)  # the server closes the idle connection after its head deadline
         assert server.connections == 0
         assert client.claim() is not None  # sent on a new connection
-        assert len(made) == 2 and client._connections.opened == 2
+        assert len(made) == 2 and client._http.opened == 2
         client.close()
 
 
@@ -86,7 +86,7 @@ def test_an_idle_client_connection_is_closed_first_to_make_room_and_its_next_cal
         assert other.stats().counts["ready"] == 2  # the only place was idle's: it was closed for this one
         assert server.evictions == 1
         assert idle.claim() is not None  # its closed connection is replaced before sending
-        assert len(made) == 1 and idle._connections.opened == 2
+        assert len(made) == 1 and idle._http.opened == 2
         assert server.evictions == 2  # other's idle connection made room this time
         idle.close()
         other.close()

@@ -21,15 +21,13 @@ StaleLease).
 from __future__ import annotations
 
 import dataclasses
-import http.client
-import json
 import os
 from collections.abc import Iterable, Mapping
-from typing import Any, TypeVar
-from urllib.parse import urlencode, urlsplit
+from typing import Any
+from urllib.parse import urlsplit
 
 from .. import _validate as v
-from ..errors import InvalidInput, LeaseLost, RedriveRefused, RemoteError, Unavailable
+from ..errors import InvalidInput, LeaseLost, RedriveRefused, RemoteError
 from ..leases import lease_attempts, lease_key, redrive_command, settle_parts
 from ..api.queue import Queue
 from ..limits import MAX_BATCH
@@ -45,15 +43,12 @@ from ..types import (
     State,
     Stats,
 )
-from .keepalive import Connections
-from .paths import query, segment
+from .paths import query
 from .remote_schedules import RemoteSchedules
-from ..limits import MAX_PAGE
-from .wire import check_json, error_from_json, from_json, unencodable
+from .transport import Transport
+from .wire import error_from_json, from_json
 
 __all__ = ["Client"]
-
-T = TypeVar("T")
 
 
 class Client:
@@ -92,14 +87,9 @@ class Client:
         self.url = url.rstrip("/")
         self.timeout = v.seconds(timeout, "timeout", positive=True)
         self.lease_seconds = v.seconds(lease_seconds, "lease_seconds", positive=True)
-        self._token = token
-        self._headers = {"Accept": "application/json"}
-        if token is not None:
-            self._headers["Authorization"] = f"Bearer {token}"
-        self._post_headers = {**self._headers, "Content-Type": "application/json"}
-        self._path = split.path.rstrip("/")  # a prefix a proxy in front may route by
-        self._connections = Connections(split.scheme, split.hostname,
-                                        port or (443 if split.scheme == "https" else 80), self.timeout)
+        self._http = Transport(self.url, scheme=split.scheme, host=split.hostname,
+                               port=port or (443 if split.scheme == "https" else 80),
+                               prefix=split.path.rstrip("/"), token=token, timeout=self.timeout)
 
     def __repr__(self) -> str:
         return f"fairq.Client({self.url!r})"
@@ -107,11 +97,11 @@ class Client:
     def settings(self) -> dict[str, Any]:
         """The keyword arguments that open this server again:
         ``fairq.Client(c.url, **c.settings())`` (e.g. in a worker process)."""
-        return {"token": self._token, "timeout": self.timeout, "lease_seconds": self.lease_seconds}
+        return {"token": self._http.token, "timeout": self.timeout, "lease_seconds": self.lease_seconds}
 
     def close(self) -> None:
         """Close the connections kept open; a later call opens a new one."""
-        self._connections.close()
+        self._http.close()
 
     def __enter__(self) -> Client:
         return self
@@ -125,7 +115,7 @@ class Client:
                 now: None = None, conn: None = None) -> Enqueued:
         """Queue.enqueue on the server: created=False for an identical repeat, Conflict otherwise."""
         _server_side(now=now, conn=conn)
-        data = self._post("/v1/enqueue", event_id=event_id, body=body, flow=flow, delay=delay)
+        data = self._http.post("enqueue", event_id=event_id, body=body, flow=flow, delay=delay)
         return from_json(Enqueued, data)
 
     def enqueue_many(self, items: Iterable[Any], *, now: None = None, conn: None = None) -> list[Enqueued]:
@@ -133,7 +123,7 @@ class Client:
         _server_side(now=now, conn=conn)
         if isinstance(items, (str, bytes, Mapping)):
             raise InvalidInput("items", "must be an iterable of tuples or dicts")
-        data = self._post("/v1/enqueue_many", items=[_wire_item(item) for item in items])
+        data = self._http.post("enqueue_many", items=[_wire_item(item) for item in items])
         return [from_json(Enqueued, e) for e in data["enqueued"]]
 
     # -- claim -----------------------------------------------------------------------
@@ -142,14 +132,14 @@ class Client:
               lease_seconds: float | None = None) -> Lease | None:
         """Queue.claim on the server: the next head in fair order, or None."""
         _server_side(now=now)
-        data = self._post("/v1/claim", owner=owner, lease_seconds=self._lease(lease_seconds))
+        data = self._http.post("claim", owner=owner, lease_seconds=self._lease(lease_seconds))
         return None if data is None else from_json(Lease, data)
 
     def claim_many(self, n: int, *, owner: str | None = None, now: None = None,
                    lease_seconds: float | None = None) -> list[Lease]:
         """Queue.claim_many on the server: up to n heads, at most one per flow."""
         _server_side(now=now)
-        data = self._post("/v1/claim_many", n=n, owner=owner, lease_seconds=self._lease(lease_seconds))
+        data = self._http.post("claim_many", n=n, owner=owner, lease_seconds=self._lease(lease_seconds))
         return [] if data is None else [from_json(Lease, x) for x in data["leases"]]
 
     # -- settle ----------------------------------------------------------------------
@@ -158,7 +148,7 @@ class Client:
                delay: float | None = None, effect: None = None, now: None = None) -> Settled:
         """Queue.settle on the server, fenced the same way (StaleLease, LeaseExpired)."""
         _server_side(now=now, effect=effect)
-        data = self._post("/v1/settle", lease=_wire_lease(lease), outcome=outcome, reason=reason, delay=delay)
+        data = self._http.post("settle", lease=_wire_lease(lease), outcome=outcome, reason=reason, delay=delay)
         return from_json(Settled, data)
 
     # The shorthands are Queue's own: they only call self.settle.
@@ -173,14 +163,14 @@ class Client:
         batch = v.each(items, _wire_settle_item, limit=MAX_BATCH)
         if not batch:
             return []
-        data = self._post("/v1/settle_many", items=batch)
+        data = self._http.post("settle_many", items=batch)
         return [_settle_result(r) for r in data["results"]]
 
     def extend(self, lease: Lease, seconds: float | None = None, *, now: None = None) -> Lease:
         """Queue.extend on the server: the renewed lease, fenced."""
         _server_side(now=now)
-        return from_json(Lease, self._post("/v1/extend", lease=_wire_lease(lease),
-                                           seconds=self._lease(seconds)))
+        return from_json(Lease, self._http.post("extend", lease=_wire_lease(lease),
+                                                seconds=self._lease(seconds)))
 
     # -- redrive and configuration -----------------------------------------------------
 
@@ -188,7 +178,7 @@ class Client:
                 now: None = None) -> int:
         """Queue.redrive on the server; returns the new generation."""
         _server_side(now=now)
-        data = self._post("/v1/redrive", event_id=event_id, expected_generation=expected_generation,
+        data = self._http.post("redrive", event_id=event_id, expected_generation=expected_generation,
                           reason=reason, actor=actor)
         return int(data["generation"])
 
@@ -201,7 +191,7 @@ class Client:
             raise InvalidInput("items", "must be a list of (event_id, expected_generation) pairs")
         wire = [dict(zip(("event_id", "expected_generation"), item)) if isinstance(item, (tuple, list)) and len(item) == 2
                 else item for item in listed]
-        data = self._post("/v1/redrive_many", items=wire, reason=reason, actor=actor)
+        data = self._http.post("redrive_many", items=wire, reason=reason, actor=actor)
         results: list[int | RedriveRefused | None] = [None] * len(wire)
         for done in data["redriven"]:
             results[done["index"]] = done["generation"]
@@ -216,20 +206,20 @@ class Client:
 
     def set_weight(self, flow: str, weight: int) -> None:
         """Queue.set_weight on the server."""
-        self._post("/v1/set_weight", flow=flow, weight=weight)
+        self._http.post("set_weight", flow=flow, weight=weight)
 
     # -- reads -------------------------------------------------------------------------
 
     def get(self, event_id: str) -> EventInfo | None:
         """Queue.get on the server: everything stored about one event, or None."""
-        data = self._call("GET", "/v1/events/" + segment(event_id, "event_id"), absent="unknown_event")
+        data = self._http.send("get", {"event_id": event_id}, absent="unknown_event")
         return None if data is None else from_json(EventInfo, data)
 
     def events(self, *, state: State | str | None = None, flow: str | None = None,
                limit: int = 100, after: str | None = None) -> list[EventInfo]:
         """Queue.events on the server, a page of at most MAX_PAGE events a request."""
         limit = v.count(limit, "limit", low=1, high=1_000_000)  # as Queue.events
-        return self._pages("/v1/events", "events", EventInfo, limit,
+        return self._http.pages("events", "events", EventInfo, limit,
                            {"state": state, "flow": flow, "after": after})
 
     def audit(self, event_id: str | None = None, *, after: int | None = None,
@@ -237,38 +227,20 @@ class Client:
         """Queue.audit on the server, a page of at most MAX_PAGE rows a request."""
         if limit is not None:
             limit = v.count(limit, "limit", low=1, high=10_000_000)  # as Queue.audit
-        return self._pages("/v1/audit", "audit", AuditEntry, limit, {"event_id": event_id}, {"after": after})
+        return self._http.pages("audit", "audit", AuditEntry, limit, {"event_id": event_id}, {"after": after})
 
     def why_blocked(self, flow: str, *, now: None = None) -> Blocked:
         """Queue.why_blocked on the server; the redrive command it holds runs from here."""
         _server_side(now=now)
-        return self._here(from_json(Blocked, self._call("GET", "/v1/flows/" + segment(flow, "flow") + "/why_blocked")))
+        return self._here(from_json(Blocked, self._http.send("why_blocked", {"flow": flow})))
 
     def flows(self, *, after: str | None = None, limit: int = 100, now: None = None) -> list[FlowInfo]:
         """Queue.flows on the server, a page of at most MAX_PAGE flows a request; each
         quarantined head's redrive command runs from here."""
         _server_side(now=now)
         limit = v.count(limit, "limit", low=1, high=10_000)  # as Queue.flows
-        found = self._pages("/v1/flows", "flows", FlowInfo, limit, {"after": after})
+        found = self._http.pages("flows", "flows", FlowInfo, limit, {"after": after})
         return [dataclasses.replace(f, blocked=self._here(f.blocked)) for f in found]
-
-    def _pages(self, path: str, name: str, cls: type[T], limit: int | None, text: dict[str, Any],
-               ints: dict[str, Any] | None = None) -> list[T]:
-        """Up to `limit` rows (None: all) of a keyed listing, at most MAX_PAGE a
-        request, each page going on after the last (the server's `next`, text
-        or, with `ints`, a number)."""
-        rows: list[T] = []
-        ints = dict(ints or {})
-        while True:
-            page = MAX_PAGE if limit is None else min(limit - len(rows), MAX_PAGE)
-            data = self._call("GET", path, query(text=text, ints={**ints, "limit": page}))
-            rows += [from_json(cls, row) for row in data[name]]
-            if data.get("next") is None or (limit is not None and len(rows) >= limit):
-                return rows
-            if "after" in ints:
-                ints["after"] = data["next"]
-            else:
-                text = {**text, "after": data["next"]}
 
     def _here(self, blocked: Blocked) -> Blocked:
         """A Blocked whose redrive command goes through this server."""
@@ -280,74 +252,25 @@ class Client:
     def stats(self, *, now: None = None, top: int = 10) -> Stats:
         """Queue.stats on the server, taken at the server's clock."""
         _server_side(now=now)
-        return from_json(Stats, self._call("GET", "/v1/stats", query(ints={"top": top})))
+        return from_json(Stats, self._http.send("stats", query=query(ints={"top": top})))
 
     # -- schedules -------------------------------------------------------------------------
 
     @property
     def schedules(self) -> RemoteSchedules:
         """The server's periodic schedules: add, get, list, remove, pause, resume."""
-        return RemoteSchedules(self)
+        return RemoteSchedules(self._http)
 
     def tick(self, *, now: None = None, ahead: float = 0.0) -> list[Enqueued]:
         """Queue.tick on the server, at the server's clock: the instances of every due slot."""
         _server_side(now=now)
-        return [from_json(Enqueued, e) for e in self._post("/v1/tick", ahead=ahead)["enqueued"]]
+        return [from_json(Enqueued, e) for e in self._http.post("tick", ahead=ahead)["enqueued"]]
 
     # -- the wire ------------------------------------------------------------------------
 
     def _lease(self, seconds: float | None) -> Any:
         """The lease length to ask for: the call's, else this client's (the server checks it)."""
         return self.lease_seconds if seconds is None else seconds
-
-    def _post(self, path: str, **payload: Any) -> Any:
-        for name, value in payload.items():
-            check_json(value, name)
-        return self._call("POST", path, payload=payload)
-
-    def _call(self, method: str, path: str, query: dict[str, str] | None = None,
-              payload: dict[str, Any] | None = None, *, absent: str | None = None) -> Any:
-        """The decoded JSON answer (None for 204), or the refusal raised as a fairq error.
-
-        absent: the error code that means "there is no such thing"; it is
-        answered as None instead of raised.
-        """
-        target = self._path + path + (f"?{urlencode(query)}" if query else "")
-        data, headers = None, self._headers
-        if payload is not None:
-            text = json.dumps(payload, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
-            try:
-                data = text.encode("utf-8")
-            except UnicodeEncodeError:
-                raise unencodable(payload) from None
-            headers = self._post_headers
-        try:
-            status, raw = self._connections.exchange(method, target, data, headers)
-        except (OSError, http.client.HTTPException) as exc:
-            raise Unavailable(self.url, f"no answer from fairq at {self.url} ({_reason(exc)}); "
-                              f"the call may or may not have taken effect") from exc
-        if not 200 <= status < 300:
-            refusal = _error_body(raw)
-            if absent is not None and isinstance(refusal, dict) and refusal.get("error") == absent:
-                return None
-            if status == 401 and self._token is None:
-                raise RemoteError(401, "unauthorized", f"fairq at {self.url} wants a token: set FAIRQ_TOKEN, "
-                                  "or pass fairq.Client(url, token=...)") from None
-            raise error_from_json(status, refusal, self.url) from None
-        if status == 204:
-            return None
-        try:
-            return json.loads(raw)
-        except ValueError:
-            raise RemoteError(status, "bad_response", f"HTTP {status} with a body that is not JSON") from None
-
-
-def _error_body(raw: bytes) -> Any:
-    """The JSON body of a refusal; None if it has none."""
-    try:
-        return json.loads(raw)
-    except ValueError:
-        return None
 
 
 def _server_side(*, now: Any = None, effect: Any = None, conn: Any = None) -> None:
@@ -391,8 +314,3 @@ def _settle_result(data: dict[str, Any]) -> Settled | LeaseLost:
             raise RemoteError(409, "bad_response", f"a settle_many slot holds {data['error']!r}")
         return lost
     return from_json(Settled, data)
-
-
-
-def _reason(exc: BaseException) -> str:
-    return str(getattr(exc, "reason", None) or exc) or type(exc).__name__

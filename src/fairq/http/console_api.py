@@ -14,14 +14,14 @@ from ..errors import InvalidInput, RedriveRefused
 from ..kernel.policy import policy_json
 from ..api.queue import Queue
 from ..limits import MAX_BATCH
-from .routes import Refusal, Reply, Request, Text, route
+from .routes import Refusal, Reply, Request, Text, route, serves
 from .static import console_file
 from .wire import queue_error_json
 
 __all__: list[str] = []
 
 
-@route("POST", "/v1/redrive_many", console=True)
+@serves("redrive_many", console=True)
 def redrive_many(q: Queue, req: Request) -> Reply:
     args = req.fields("items", "reason", optional=("actor",))
     items = args.pop("items")

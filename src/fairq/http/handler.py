@@ -7,7 +7,8 @@ Queue call (fairq.http.routes), and answer JSON (fairq.http.wire), which
 the client must take within the server's send_timeout. Which connections
 may be closed to make room, and the drain on shutdown, are the Server's;
 this module only tells it when a request begins (its whole head has
-arrived, with or without the token) and ends.
+arrived, with or without the token) and ends. It sees the server through
+the Protocol of fairq.http.serving, so it does not import the server.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import logging
 import time
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from .._json import StrictJSONError, canonical, loads_strict
@@ -30,10 +31,8 @@ from .framing import DeadlineReader, Head, Headers, HeadRefused, body_length, is
 from . import console_api as _console_api  # noqa: F401  (registers the console's endpoints)
 from . import listings as _listings  # noqa: F401  (registers the listings)
 from .routes import Edge, Refusal, Request, Route, Text, matching
+from .serving import Serving
 from .wire import STATUS, error_code, error_json, queue_error_json
-
-if TYPE_CHECKING:
-    from .server import Server
 
 __all__ = ["Handler", "is_loopback", "digest_of"]
 
@@ -67,7 +66,7 @@ class _Dropped(Exception):
 
 
 class Handler(BaseHTTPRequestHandler):
-    server: Server
+    server: Serving  # type: ignore[assignment]  # a Server (fairq.http.server), seen through what it offers here
     headers: Headers  # type: ignore[assignment]  # parsed by framing.parse_head, not the email parser
     _headers_buffer: list[bytes]  # http.server's: the answer's head, until flush_headers()
     protocol_version = "HTTP/1.1"
@@ -113,12 +112,12 @@ class Handler(BaseHTTPRequestHandler):
         # The whole head has arrived: from now on, if it shows the token, the
         # connection is not closed to make room (without it, it still may be).
         self._unauthorized = self._token_refusal(parsed.headers)
-        if not self.server._begin_request(self.connection, with_token=self._unauthorized is None):
+        if not self.server.begin_request(self.connection, with_token=self._unauthorized is None):
             return  # stopping, or closed to make room just now: nothing was done
         try:
             self._handle_head(parsed)
         finally:
-            self.server._end_request(self.connection)
+            self.server.end_request(self.connection)
 
     def _handle_head(self, head: Head) -> None:
         """Answer the request whose head arrived (or refuse it)."""
@@ -159,7 +158,7 @@ class Handler(BaseHTTPRequestHandler):
         if not self._body_read and ("Transfer-Encoding" in self.headers
                                     or self.headers.get("Content-Length", "0").strip() != "0"):
             self.close_connection = True  # the unread body would be taken for the next request
-        if self.server._stopping:
+        if self.server.stopping:
             self.close_connection = True  # no next request on this connection
         self._send(status, payload, headers)
 
@@ -193,7 +192,7 @@ class Handler(BaseHTTPRequestHandler):
         request = Request(path=_decode_path(captured), query=_parse_query(target.query),
                           body=self._body(route, length),
                           edge=Edge(read_only=self.server.read_only, rates=self.server.rates))
-        self.server._calling(self.connection)
+        self.server.calling(self.connection)
         return route.endpoint(self.server.queue, request)
 
     def _authenticate(self) -> None:

@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 from .. import _validate as v
 from ..errors import InvalidInput
 from ..api.queue import Queue
-from .routes import Reply, Request, route
+from .routes import Reply, Request, serves
 from ..limits import MAX_PAGE
 from .wire import to_json
 
@@ -53,21 +53,21 @@ def _unkeyed(name: str, rows: Sequence[T], size: int) -> Reply:
     return 200, {name: to_json(list(rows[:size])), "more": len(rows) > size}
 
 
-@route("GET", "/v1/events", console=True)
+@serves("events", console=True)
 def events(q: Queue, req: Request) -> Reply:
     args = req.params(text=("state", "flow", "after"), ints=("limit",))
     size = _page_size(args, DEFAULT_PAGE)
     return _keyed("events", q.events(**args, limit=size + 1), size, lambda e: e.event_id)
 
 
-@route("GET", "/v1/flows", console=True)
+@serves("flows", console=True)
 def flows(q: Queue, req: Request) -> Reply:
     args = req.params(text=("after",), ints=("limit",))
     size = _page_size(args, DEFAULT_PAGE)
     return _keyed("flows", q.flows(**args, limit=size + 1), size, lambda f: f.name)
 
 
-@route("GET", "/v1/schedules", console=True)
+@serves("schedules.list", console=True)
 def schedules(q: Queue, req: Request) -> Reply:
     args = req.params(text=("after",), ints=("limit",))
     size = _page_size(args, DEFAULT_PAGE)
@@ -80,7 +80,7 @@ def schedules(q: Queue, req: Request) -> Reply:
     return _keyed("schedules", found[:size + 1], size, lambda s: s.name)
 
 
-@route("GET", "/v1/audit", console=True)
+@serves("audit", console=True)
 def audit(q: Queue, req: Request) -> Reply:
     args = req.params(text=("event_id",), ints=("after", "limit"))
     size = _page_size(args, DEFAULT_PAGE)
@@ -89,7 +89,7 @@ def audit(q: Queue, req: Request) -> Reply:
     return 200, {"audit": to_json(list(page)), "next": page[-1].id if len(rows) > size else None}
 
 
-@route("GET", "/v1/schedules/{name}/misfires", console=True)
+@serves("schedules.misfires", console=True)
 def misfires(q: Queue, req: Request) -> Reply:
     args = req.params(ints=("limit",))
     size = _page_size(args, DEFAULT_MISFIRES)

@@ -1,17 +1,16 @@
-"""``client.schedules``: the methods of ``queue.schedules`` over HTTP (fairq.http.client)."""
+"""``client.schedules``: the methods of ``queue.schedules`` over HTTP, each one
+request through the Client's transport (fairq.http.transport)."""
 
 from __future__ import annotations
 
 import builtins
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..types import AuditEntry, Misfire, Schedule
-from .paths import query, segment
+from .paths import query
+from .transport import Transport
 from .wire import from_json
-
-if TYPE_CHECKING:
-    from .client import Client
 
 __all__ = ["RemoteSchedules"]
 
@@ -20,8 +19,8 @@ class RemoteSchedules:
     """``client.schedules``: the methods of ``queue.schedules`` on the server's
     schedules, each one request; the same Schedule values back, the same errors."""
 
-    def __init__(self, client: Client) -> None:
-        self._client = client
+    def __init__(self, http: Transport) -> None:
+        self._http = http
 
     def add(
         self, name: str, *, every: float | None = None, cron: str | None = None, tz: str = "UTC",
@@ -29,35 +28,32 @@ class RemoteSchedules:
         misfire: Misfire | str = Misfire.COALESCE, grace: float | None = None,
     ) -> Schedule:
         """Schedules.add on the server (start defaults to the server's clock)."""
-        data = self._client._post("/v1/schedules", name=name, every=every, cron=cron, tz=tz, body=body, flow=flow,
-                                  overlap=overlap, start=start, misfire=misfire, grace=grace)
+        data = self._http.post("schedules.add", name=name, every=every, cron=cron, tz=tz, body=body, flow=flow,
+                               overlap=overlap, start=start, misfire=misfire, grace=grace)
         return from_json(Schedule, data)
 
     def get(self, name: str) -> Schedule:
         """Schedules.get on the server; UnknownSchedule if there is none."""
-        return from_json(Schedule, self._client._call("GET", _schedule_path(name)))
+        return from_json(Schedule, self._http.send("schedules.get", {"name": name}))
 
     def list(self) -> list[Schedule]:
         """Schedules.list on the server: every schedule, by name (a page of at most MAX_PAGE a request)."""
-        return self._client._pages("/v1/schedules", "schedules", Schedule, sys.maxsize, {})
+        return self._http.pages("schedules.list", "schedules", Schedule, sys.maxsize, {})
 
     def misfires(self, name: str, *, limit: int = 20) -> builtins.list[AuditEntry]:
         """Schedules.misfires on the server; UnknownSchedule if there is none."""
-        data = self._client._call("GET", _schedule_path(name) + "/misfires", query(ints={"limit": limit}))
+        data = self._http.send("schedules.misfires", {"name": name}, query=query(ints={"limit": limit}))
         return [from_json(AuditEntry, a) for a in data["misfires"]]
 
     def remove(self, name: str) -> None:
         """Schedules.remove on the server; UnknownSchedule if there is none."""
-        self._client._call("DELETE", _schedule_path(name))
+        self._http.send("schedules.remove", {"name": name})
 
     def pause(self, name: str) -> Schedule:
         """Schedules.pause on the server; UnknownSchedule if there is none."""
-        return from_json(Schedule, self._client._post(_schedule_path(name) + "/pause"))
+        return from_json(Schedule, self._http.post("schedules.pause", {"name": name}))
 
     def resume(self, name: str) -> Schedule:
         """Schedules.resume on the server; UnknownSchedule if there is none."""
-        return from_json(Schedule, self._client._post(_schedule_path(name) + "/resume"))
+        return from_json(Schedule, self._http.post("schedules.resume", {"name": name}))
 
-
-def _schedule_path(name: Any) -> str:
-    return "/v1/schedules/" + segment(name, "name")

@@ -1,7 +1,9 @@
 """The endpoints: one small function per Queue verb, each exactly one Queue call.
 
-``@route(METHOD, PATH)`` adds an endpoint; ``{name}`` in a path captures one
-percent-decoded segment. An endpoint gets the Queue and the Request and
+``@serves(VERB)`` adds the endpoint of a Queue verb at the method and path
+the verb table gives it (fairq.api.verbs); ``@route(METHOD, PATH)`` adds one
+that serves no verb. ``{name}`` in a path captures one percent-decoded
+segment. An endpoint gets the Queue and the Request and
 returns (status, JSON value), (204, None) for nothing, or (status, Text)
 for an answer that is not JSON. It passes the request's keys to the Queue
 verb as they are: the Queue validates them and names the field it refuses,
@@ -19,11 +21,12 @@ from typing import Any
 from ..errors import InvalidInput
 from ..metrics import CONTENT_TYPE, exposition
 from ..api.queue import Queue
+from ..api.verbs import route_of
 from ..limits import MAX_BATCH
 from ..types import Settled
 from .wire import lease_ref, queue_error_json, to_json
 
-__all__ = ["Request", "Refusal", "Text", "Edge", "Route", "ROUTES", "route", "matching", "Reply", "take"]
+__all__ = ["Request", "Refusal", "Text", "Edge", "Route", "ROUTES", "route", "serves", "matching", "Reply", "take"]
 
 Reply = tuple[int, Any]
 Endpoint = Callable[[Queue, "Request"], Reply]
@@ -113,14 +116,15 @@ def _array(value: Any, name: str) -> list[Any]:
 @dataclass(frozen=True)
 class Route:
     """One endpoint: method, path pattern split into segments, the function,
-    whether it is served without a token, and whether the console uses it
-    (`fairq ui` serves only those)."""
+    whether it is served without a token, whether the console uses it
+    (`fairq ui` serves only those), and the verb it serves (None: none)."""
 
     method: str
     segments: tuple[str, ...]
     endpoint: Endpoint
     public: bool = False
     console: bool = False
+    verb: str | None = None
 
     def match(self, segments: Sequence[str]) -> dict[str, str] | None:
         """The raw (still percent-encoded) captures if the path fits this pattern."""
@@ -170,13 +174,18 @@ def matching(segments: Sequence[str]) -> list[tuple[Route, dict[str, str]]]:
     return found
 
 
-def route(method: str, path: str, *, public: bool = False,
-          console: bool = False) -> Callable[[Endpoint], Endpoint]:
+def route(method: str, path: str, *, public: bool = False, console: bool = False,
+          verb: str | None = None) -> Callable[[Endpoint], Endpoint]:
     """Register the decorated function as the endpoint for METHOD PATH."""
     def add(endpoint: Endpoint) -> Endpoint:
-        ROUTES.append(Route(method, tuple(path.split("/")[1:]), endpoint, public, console))
+        ROUTES.append(Route(method, tuple(path.split("/")[1:]), endpoint, public, console, verb))
         return endpoint
     return add
+
+
+def serves(verb: str, *, console: bool = False) -> Callable[[Endpoint], Endpoint]:
+    """Register the decorated function as the endpoint of `verb`, at its route in the verb table."""
+    return route(*route_of(verb), console=console, verb=verb)
 
 
 # -- endpoints -------------------------------------------------------------------------
@@ -187,13 +196,13 @@ def healthz(q: Queue, req: Request) -> Reply:
     return 200, {"status": "ok"}
 
 
-@route("POST", "/v1/enqueue")
+@serves("enqueue")
 def enqueue(q: Queue, req: Request) -> Reply:
     done = q.enqueue(**req.fields("event_id", "body", optional=("flow", "delay")))
     return (201 if done.created else 200), to_json(done)
 
 
-@route("POST", "/v1/enqueue_many")
+@serves("enqueue_many")
 def enqueue_many(q: Queue, req: Request) -> Reply:
     items = _array(req.fields("items")["items"], "items")
     # An array item is the (event_id, body[, flow]) tuple form.
@@ -201,13 +210,13 @@ def enqueue_many(q: Queue, req: Request) -> Reply:
     return (201 if any(e.created for e in done) else 200), {"enqueued": to_json(done)}
 
 
-@route("POST", "/v1/claim")
+@serves("claim")
 def claim(q: Queue, req: Request) -> Reply:
     lease = q.claim(**req.fields(optional=("owner", "lease_seconds")))
     return (204, None) if lease is None else (200, to_json(lease))
 
 
-@route("POST", "/v1/claim_many")
+@serves("claim_many")
 def claim_many(q: Queue, req: Request) -> Reply:
     args = req.fields("n", optional=("owner", "lease_seconds"))
     if isinstance(args["n"], int) and args["n"] > MAX_BATCH:
@@ -216,14 +225,14 @@ def claim_many(q: Queue, req: Request) -> Reply:
     return (200, {"leases": to_json(leases)}) if leases else (204, None)
 
 
-@route("POST", "/v1/settle")
+@serves("settle")
 def settle(q: Queue, req: Request) -> Reply:
     args = req.fields("lease", "outcome", optional=("reason", "delay"))
     args["lease"] = lease_ref(args["lease"], "lease")
     return 200, to_json(q.settle(**args))
 
 
-@route("POST", "/v1/settle_many")
+@serves("settle_many")
 def settle_many(q: Queue, req: Request) -> Reply:
     batch = []
     for i, item in enumerate(_array(req.fields("items")["items"], "items")):
@@ -236,27 +245,27 @@ def settle_many(q: Queue, req: Request) -> Reply:
     return 200, {"results": [to_json(r) if isinstance(r, Settled) else queue_error_json(r) for r in results]}
 
 
-@route("POST", "/v1/extend")
+@serves("extend")
 def extend(q: Queue, req: Request) -> Reply:
     args = req.fields("lease", optional=("seconds",))
     args["lease"] = lease_ref(args["lease"], "lease")
     return 200, to_json(q.extend(**args))
 
 
-@route("POST", "/v1/redrive", console=True)
+@serves("redrive", console=True)
 def redrive(q: Queue, req: Request) -> Reply:
     args = req.fields("event_id", "expected_generation", "reason", optional=("actor",))
     return 200, {"event_id": args["event_id"], "generation": q.redrive(**args)}
 
 
-@route("POST", "/v1/set_weight", console=True)
+@serves("set_weight", console=True)
 def set_weight(q: Queue, req: Request) -> Reply:
     args = req.fields("flow", "weight")
     q.set_weight(**args)
     return 200, args
 
 
-@route("GET", "/v1/events/{event_id}", console=True)
+@serves("get", console=True)
 def get(q: Queue, req: Request) -> Reply:
     info = q.get(req.path["event_id"])
     if info is None:
@@ -264,12 +273,12 @@ def get(q: Queue, req: Request) -> Reply:
     return 200, to_json(info)
 
 
-@route("GET", "/v1/flows/{flow}/why_blocked", console=True)
+@serves("why_blocked", console=True)
 def why_blocked(q: Queue, req: Request) -> Reply:
     return 200, to_json(q.why_blocked(req.path["flow"]))
 
 
-@route("GET", "/v1/stats", console=True)
+@serves("stats", console=True)
 def stats(q: Queue, req: Request) -> Reply:
     return 200, to_json(q.stats(**req.params(ints=("top",))))
 
@@ -282,37 +291,37 @@ def metrics(q: Queue, req: Request) -> Reply:
 # -- schedules ---------------------------------------------------------------------------
 
 
-@route("POST", "/v1/schedules")
+@serves("schedules.add")
 def add_schedule(q: Queue, req: Request) -> Reply:
     args = req.fields("name", optional=("every", "cron", "tz", "body", "flow", "overlap", "start", "misfire",
                                         "grace"))
     return 200, to_json(q.schedules.add(**args))
 
 
-@route("GET", "/v1/schedules/{name}", console=True)
+@serves("schedules.get", console=True)
 def get_schedule(q: Queue, req: Request) -> Reply:
     return 200, to_json(q.schedules.get(req.path["name"]))
 
 
-@route("DELETE", "/v1/schedules/{name}")
+@serves("schedules.remove")
 def remove_schedule(q: Queue, req: Request) -> Reply:
     q.schedules.remove(req.path["name"])
     return 200, {"name": req.path["name"], "removed": True}
 
 
-@route("POST", "/v1/schedules/{name}/pause", console=True)
+@serves("schedules.pause", console=True)
 def pause_schedule(q: Queue, req: Request) -> Reply:
     req.fields()  # no keys
     return 200, to_json(q.schedules.pause(req.path["name"]))
 
 
-@route("POST", "/v1/schedules/{name}/resume", console=True)
+@serves("schedules.resume", console=True)
 def resume_schedule(q: Queue, req: Request) -> Reply:
     req.fields()  # no keys
     return 200, to_json(q.schedules.resume(req.path["name"]))
 
 
-@route("POST", "/v1/tick")
+@serves("tick")
 def tick(q: Queue, req: Request) -> Reply:
     done = q.tick(**req.fields(optional=("ahead",)))
     return (201 if any(e.created for e in done) else 200), {"enqueued": to_json(done)}

@@ -36,7 +36,7 @@ import socket
 import threading
 import time
 from http.server import ThreadingHTTPServer
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import _validate as v
 from ..errors import InvalidInput
@@ -44,6 +44,9 @@ from ..api.queue import Queue
 from .handler import Handler, digest_of, is_loopback
 from .rates import DEFAULT_SAMPLE_SECONDS, Rates
 from .ticker import DEFAULT_TICK_SECONDS, Ticker
+
+if TYPE_CHECKING:
+    from .serving import Serving
 
 __all__ = ["Server", "is_loopback", "check_settings", "DEFAULT_TICK_SECONDS", "DEFAULT_SAMPLE_SECONDS", "DEFAULT_HOST", "DEFAULT_PORT", "DEFAULT_MAX_REQUEST_BYTES",
            "DEFAULT_MAX_CONNECTIONS", "DEFAULT_DRAIN_SECONDS", "DEFAULT_HEAD_TIMEOUT",
@@ -147,6 +150,11 @@ class Server(ThreadingHTTPServer):
         return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
 
     @property
+    def stopping(self) -> bool:
+        """Has shutdown() or server_close() begun? No connection is then given a next request."""
+        return self._stopping
+
+    @property
     def connections(self) -> int:
         """Connections open now, each with its thread (at most max_connections)."""
         return len(self._open)
@@ -207,7 +215,7 @@ class Server(ThreadingHTTPServer):
                 self._evicted.discard(request)
                 self._changed.notify_all()
 
-    def _begin_request(self, connection: socket.socket, *, with_token: bool) -> bool:
+    def begin_request(self, connection: socket.socket, *, with_token: bool) -> bool:
         """A request's whole head has arrived: if it shows the token, mark the
         connection as answering it, no longer to be closed to make room; one
         without the token keeps its place in line, and may still be closed
@@ -221,13 +229,13 @@ class Server(ThreadingHTTPServer):
                 self._busy[connection] = False
             return True
 
-    def _calling(self, connection: socket.socket) -> None:
+    def calling(self, connection: socket.socket) -> None:
         """The request's Queue call begins: from now on it is finished and answered, even past the drain."""
         with self._changed:
             if connection in self._busy:
                 self._busy[connection] = True
 
-    def _end_request(self, connection: socket.socket) -> None:
+    def end_request(self, connection: socket.socket) -> None:
         """The request on this connection is answered: one that showed the token
         waits for its next head, last in line; the others keep their place."""
         with self._changed:
@@ -302,3 +310,5 @@ def _hang_up(connection: socket.socket, how: int) -> None:
         pass
 
 
+if TYPE_CHECKING:  # a Server is what its Handler answers for (mypy checks it here)
+    _serving: type[Serving] = Server
