@@ -26,6 +26,7 @@ import sqlite3
 import sys
 import traceback
 from collections.abc import Sequence
+from typing import Any
 
 from .. import __version__
 from ..errors import FairqError
@@ -43,8 +44,20 @@ WITHOUT_DATABASE = frozenset({"demo"})
 DB_HELP = "database file or postgresql:// URL (default: $FAIRQ_DB, else ./fairq.db)"
 
 
+class Parser(argparse.ArgumentParser):
+    """An ArgumentParser that keeps its subcommands (`subcommands`, None until
+    add_subparsers), so `commands` walks them; argparse makes every child
+    parser of the same class."""
+
+    subcommands: argparse._SubParsersAction[argparse.ArgumentParser] | None = None
+
+    def add_subparsers(self, *args: Any, **kwargs: Any) -> Any:
+        self.subcommands = super().add_subparsers(*args, **kwargs)
+        return self.subcommands
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="fairq", description="Durable, fair, fenced work queues in one SQLite file."
     )
     parser.add_argument("--version", action="version", version=f"fairq {__version__}")
@@ -56,21 +69,24 @@ def build_parser() -> argparse.ArgumentParser:
     for module in COMMAND_MODULES:
         module.register(sub)
     for path, command in commands(parser):
-        if path[0] not in WITHOUT_DATABASE and "--db" not in command._option_string_actions:
+        if path[0] in WITHOUT_DATABASE:
+            continue
+        try:
             # SUPPRESS: when absent after the subcommand, the global --db (or None) stays.
             command.add_argument("--db", default=argparse.SUPPRESS, help=DB_HELP)
+        except argparse.ArgumentError:
+            pass  # the command has a --db of its own
     return parser
 
 
 def commands(parser: argparse.ArgumentParser,
              path: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], argparse.ArgumentParser]]:
-    """Every runnable command under `parser`, as (words, parser): ("status",),
-    ("schedules", "add"), ... in the order of --help."""
+    """Every runnable command under `parser` (one build_parser made), as (words, parser):
+    ("status",), ("schedules", "add"), ... in the order of --help."""
     found = []
-    for action in parser._actions:
-        if isinstance(action, argparse._SubParsersAction):
-            for name, child in action.choices.items():
-                found += commands(child, (*path, name)) or [((*path, name), child)]
+    subcommands = parser.subcommands if isinstance(parser, Parser) else None
+    for name, child in (subcommands.choices if subcommands is not None else {}).items():
+        found += commands(child, (*path, name)) or [((*path, name), child)]
     return found
 
 

@@ -1,4 +1,4 @@
-"""Log record formats for the CLI: one record per line, key=value text or JSON.
+"""The CLI's logging: its stderr handler, and one record per line, key=value text or JSON.
 
 fairq's own messages are already `name key=value ...` (e.g.
 `handler.error event_id=o5 attempts=1 error='KeyError: x'`): the name becomes
@@ -29,6 +29,13 @@ def _traceback(formatter: logging.Formatter, record: logging.LogRecord) -> str |
     if record.exc_info:
         return formatter.formatException(record.exc_info)
     return record.exc_text or None
+
+
+class StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """The handler a fairq command adds to the root logger (configure_logging
+    replaces it, not the application's own handlers)."""
+
+    _fairq_cli = True  # the mark tests look for to take the handler off again
 
 
 class KeyValueFormatter(logging.Formatter):

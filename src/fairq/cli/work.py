@@ -32,7 +32,7 @@ from .. import aio
 from ..worker import COUNTS, Worker, check_handler
 from ..worker.handler import is_async
 from ._common import EXIT_OK, EXIT_REFUSED, EXIT_USAGE, is_database_url, open_target, shown
-from ._logs import JsonFormatter, KeyValueFormatter
+from ._logs import JsonFormatter, KeyValueFormatter, StderrHandler
 
 log = logging.getLogger("fairq.cli")
 
@@ -172,12 +172,11 @@ def configure_logging(level: str, fmt: str = "text") -> None:
     replaces the handler an earlier one added, so records go to today's stderr."""
     root = logging.getLogger()
     root.setLevel(level)
-    for old in [h for h in root.handlers if getattr(h, "_fairq_cli", False)]:
+    for old in [h for h in root.handlers if isinstance(h, StderrHandler)]:
         root.removeHandler(old)
-    handler = logging.StreamHandler(sys.stderr)
+    handler = StderrHandler(sys.stderr)
     clear = "\r\x1b[K" if sys.stderr.isatty() and fmt == "text" else ""  # over the progress line, not after it
     handler.setFormatter(JsonFormatter() if fmt == "json" else KeyValueFormatter(clear))
-    handler._fairq_cli = True  # type: ignore[attr-defined]
     root.addHandler(handler)
 
 
