@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 import fairq
 import fairq.aio
 from helpers import TOKEN, running
@@ -41,3 +43,38 @@ def test_an_async_worker_drains_a_server_through_the_async_client(make_queue) ->
 
         asyncio.run(main())
     assert sorted(handled) == sorted(f"e{i}" for i in range(12))
+
+
+def test_the_async_client_acks_retries_fails_and_releases_through_a_server(client: fairq.Client) -> None:
+    async def main() -> None:
+        async with fairq.aio.AsyncClient(client) as c:
+            await c.enqueue_many([(name, {}, name) for name in ("a", "r", "f", "l")])
+            leases = {lease.event_id: lease for lease in await c.claim_many(4, owner="me")}
+            assert (await c.ack(leases["a"])).state is fairq.State.ACKED
+            assert (await c.retry(leases["r"], "later", delay=60)).state is fairq.State.READY
+            assert (await c.fail(leases["f"], "bad input")).state is fairq.State.QUARANTINED
+            assert (await c.release(leases["l"])).state is fairq.State.READY
+            assert c.ack.__name__ == "ack" and c.fail.__doc__ == fairq.Client.fail.__doc__
+
+    asyncio.run(main())
+    states = {name: client.get(name).state for name in ("a", "r", "f", "l")}
+    assert states == {"a": fairq.State.ACKED, "r": fairq.State.READY, "f": fairq.State.QUARANTINED,
+                      "l": fairq.State.READY}
+    assert client.get("l").attempts == 0  # released: the claim was given back unspent
+
+
+def test_the_async_client_reaches_the_servers_schedules(client: fairq.Client) -> None:
+    async def main() -> None:
+        async with fairq.aio.AsyncClient(client) as c:
+            added = await c.schedules.add("hourly", every=3600, body={"k": 1})
+            assert added.name == "hourly" and (await c.schedules.get("hourly")) == added
+            assert (await c.schedules.pause("hourly")).paused
+            assert not (await c.schedules.resume("hourly")).paused
+            assert [s.name for s in await c.schedules.list()] == ["hourly"]
+            assert await c.schedules.misfires("hourly") == []
+            await c.schedules.remove("hourly")
+            with pytest.raises(fairq.UnknownSchedule):
+                await c.schedules.get("hourly")
+
+    asyncio.run(main())
+    assert client.schedules.list() == []

@@ -164,3 +164,23 @@ def test_claims_cancelled_at_200_random_points_strand_no_event(db_path: Path) ->
             return None
 
     asyncio.run(main())
+
+
+def test_the_queue_schedules_are_coroutines_run_on_the_queues_thread(db_path: Path) -> None:
+    async def main() -> None:
+        async with fairq.aio.AsyncQueue(db_path) as q:
+            added = await q.schedules.add("every-minute", every=60, start=1000.0, body={"k": 1})
+            assert (await q.schedules.get("every-minute")) == added
+            assert (await q.schedules.pause("every-minute")).paused
+            assert not (await q.schedules.resume("every-minute")).paused
+            assert [s.name for s in await q.schedules.list()] == ["every-minute"]
+            assert await q.schedules.misfires("every-minute") == []
+            assert [e.created for e in await q.tick(now=1000.0)] == [True]
+            threads = await q.run(lambda queue: threading.current_thread().name)
+            assert threads.startswith("fairq-db-") and threading.current_thread().name != threads
+            await q.schedules.remove("every-minute")
+            with pytest.raises(fairq.UnknownSchedule):
+                await q.schedules.remove("every-minute")
+            assert q.schedules.add.__doc__ == q.sync.schedules.add.__doc__
+
+    asyncio.run(main())

@@ -1,8 +1,8 @@
 """fairq for asyncio: ``import fairq.aio``.
 
-AsyncQueue (every Queue verb as a coroutine, on the queue's own threads),
-AsyncClient (the same over a `fairq serve`), and AsyncWorker (coroutine
-handlers as tasks). Handlers meet the same fairq.Job and raise the same
+AsyncQueue (every Queue verb as a coroutine, on the queue's own threads,
+``q.schedules`` included), AsyncClient (every Client verb, the same way over
+a `fairq serve`), and AsyncWorker (coroutine handlers as tasks). Handlers meet the same fairq.Job and raise the same
 fairq.Retry and fairq.Fail as with fairq.Worker. See docs/asyncio.md.
 """
 

@@ -1,8 +1,10 @@
 """The async facade: each verb of a sync queue object as a coroutine that runs
 it on the object's own thread (fairq.aio._thread). One copy of every verb:
 `enqueue = verb(Queue.enqueue)` forwards to the sync method, so the sync
-code stays the only implementation. Claims give their leases back when the
-awaiting task is cancelled after they committed.
+code stays the only implementation. Each forwarded verb is one of the verb
+table (fairq.api.verbs); a verb the table marks as claiming (claim,
+claim_many) gives its leases back when the awaiting task is cancelled after
+it committed.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import functools
 from collections.abc import Callable, Coroutine
 from typing import Any, Concatenate, Generic, ParamSpec, TypeVar
 
+from ..api.verbs import claims
 from ..types import Lease, Outcome
 from ._thread import DbThread
 
@@ -53,9 +56,14 @@ class Facade(Generic[T]):
 
 
 def verb(method: Callable[Concatenate[Any, P], R]) -> Verb[P, R]:
-    """The coroutine form of a sync method: same arguments, same result, run on the thread."""
+    """The coroutine form of the sync verb `method` (by name, one of the verb table):
+    same arguments, same result, run on the thread. A claiming verb cancelled after it
+    committed releases its leases (no attempt spent) before CancelledError is raised,
+    so no event is left inflight unheld."""
 
     name = method.__name__  # looked up on the object, so a subclass's override is the one run
+    if claims(name):
+        return _named(_claiming(name), method)
 
     async def call(self: Facade[Any], /, *args: P.args, **kw: P.kwargs) -> R:
         return await self._thread.call(functools.partial(getattr(self.sync, name), *args, **kw))
@@ -68,19 +76,14 @@ def loose_verb(method: Callable[..., R]) -> Callable[..., Coroutine[Any, Any, R]
     return verb(method)
 
 
-def claiming(method: Callable[Concatenate[Any, P], R]) -> Verb[P, R]:
-    """verb() for claim and claim_many: a claim cancelled after it committed releases its leases
-    (no attempt spent) before CancelledError is raised, so no event is left inflight unheld."""
-
-    name = method.__name__  # looked up on the object, so a subclass's override is the one run
-
-    async def call(self: Facade[Any], /, *args: P.args, **kw: P.kwargs) -> R:
+def _claiming(name: str) -> Verb[Any, Any]:
+    async def call(self: Facade[Any], /, *args: Any, **kw: Any) -> Any:
         async def give_back(result: Any) -> None:
             await self._give_back(result if isinstance(result, list) else [] if result is None else [result])
 
         return await self._thread.call(functools.partial(getattr(self.sync, name), *args, **kw), on_cancel=give_back)
 
-    return _named(call, method)
+    return call
 
 
 def _named(call: Verb[P, R], method: Callable[..., Any]) -> Verb[P, R]:

@@ -1,7 +1,7 @@
 """AsyncClient: every fairq.Client verb as a coroutine, run on one thread per client.
 
-The same facade as AsyncQueue (fairq.aio._facade) over the HTTP client: no
-new dependency, one copy of every verb.
+The same facade as AsyncQueue (fairq.aio._facade) over the HTTP client, with
+``schedules`` (fairq.aio.schedules): no new dependency, one copy of every verb.
 """
 
 from __future__ import annotations
@@ -9,7 +9,8 @@ from __future__ import annotations
 from typing import Any
 
 from ..http.client import Client
-from ._facade import Facade, claiming, verb
+from ._facade import Facade, loose_verb, verb
+from .schedules import AsyncSchedules
 
 
 class AsyncClient(Facade[Client]):
@@ -38,11 +39,20 @@ class AsyncClient(Facade[Client]):
         """The Client's settings(): the options that open it again the same way."""
         return self.sync.settings()
 
+    @property
+    def schedules(self) -> AsyncSchedules:
+        """The server's periodic schedules: each method of Client.schedules as a coroutine."""
+        return AsyncSchedules(self)
+
     enqueue = verb(Client.enqueue)
     enqueue_many = verb(Client.enqueue_many)
-    claim = claiming(Client.claim)
-    claim_many = claiming(Client.claim_many)
+    claim = verb(Client.claim)
+    claim_many = verb(Client.claim_many)
     settle = verb(Client.settle)
+    ack = loose_verb(Client.ack)
+    retry = loose_verb(Client.retry)
+    fail = loose_verb(Client.fail)
+    release = loose_verb(Client.release)
     settle_many = verb(Client.settle_many)
     extend = verb(Client.extend)
     redrive = verb(Client.redrive)

@@ -1,7 +1,9 @@
 """AsyncQueue: every fairq.Queue verb as a coroutine, run on the queue's own threads.
 
 Nothing here re-implements a verb: each attribute forwards to the same
-method of the fairq.Queue it owns (fairq.aio._facade).
+method of the fairq.Queue it owns (fairq.aio._facade), and ``schedules`` to
+its schedules (fairq.aio.schedules). The verbs are those of the verb table
+(fairq.api.verbs) but the few it says why an async class leaves out.
 """
 
 from __future__ import annotations
@@ -11,7 +13,8 @@ from typing import Any
 
 from ..errors import InvalidInput
 from ..api.queue import Queue
-from ._facade import Facade, claiming, loose_verb, verb
+from ._facade import Facade, loose_verb, verb
+from .schedules import AsyncSchedules
 
 
 class AsyncQueue(Facade[Queue]):
@@ -46,10 +49,15 @@ class AsyncQueue(Facade[Queue]):
         """The Queue's settings(): the options that open the file again the same way."""
         return self.sync.settings()
 
+    @property
+    def schedules(self) -> AsyncSchedules:
+        """The queue's periodic schedules: each method of Queue.schedules as a coroutine."""
+        return AsyncSchedules(self)
+
     enqueue = verb(Queue.enqueue)
     enqueue_many = verb(Queue.enqueue_many)
-    claim = claiming(Queue.claim)
-    claim_many = claiming(Queue.claim_many)
+    claim = verb(Queue.claim)
+    claim_many = verb(Queue.claim_many)
     settle = verb(Queue.settle)
     ack = loose_verb(Queue.ack)
     retry = loose_verb(Queue.retry)
