@@ -1,12 +1,20 @@
 """The package's shape: no import cycle anywhere, small modules that say their
-job, no private name borrowed across modules, and the demo kept with the CLI.
+job, no private name borrowed across modules, no private attribute of another
+module's object read or written, and the demo kept with the CLI.
 
-An import counts when it runs while its module is imported: a statement at
-module level (also inside a module-level if, try or class body). Imports
-inside functions run later, when called, and imports under
-``if TYPE_CHECKING:`` never run, so neither can make an import cycle; both
-are left out. Importing a submodule of a package (``from .. import x``)
+Every import counts, wherever it stands: at module level, inside a function
+(it runs when the function is first called) and under ``if TYPE_CHECKING:``
+(the type checker follows it). A cycle that only a lazy or type-only import
+closes is still a cycle: the two modules cannot be understood, moved or
+tested apart. Importing a submodule of a package (``from .. import x``)
 counts as importing that submodule, not the package's __init__.
+
+A private attribute is a name with one leading underscore (or a mangled
+``__name``; dunders are public protocol). It may be read or written only on
+``self``, ``cls``, ``super()`` or a class defined in the same module, by
+attribute syntax or by getattr/setattr/hasattr/delattr with a literal name.
+Anything else reaches into another module's object: its owner should offer a
+public name instead. The exceptions are listed below, each with its reason.
 """
 
 from __future__ import annotations
@@ -28,38 +36,27 @@ def module_name(path: Path) -> str:
 MODULES = {module_name(p): p for p in sorted(SRC.rglob("*.py"))}
 
 
-def runs_at_import(tree: ast.Module) -> list[ast.Import | ast.ImportFrom]:
-    """The import statements that run while the module is imported."""
-    found: list[ast.Import | ast.ImportFrom] = []
+def every_import(tree: ast.Module) -> list[ast.Import | ast.ImportFrom]:
+    """Every import statement of the module: module level, in functions and
+    classes, and under ``if TYPE_CHECKING:``."""
+    return [node for node in ast.walk(tree) if isinstance(node, (ast.Import, ast.ImportFrom))]
 
-    def visit(statements: list[ast.stmt]) -> None:
-        for node in statements:
-            if isinstance(node, (ast.Import, ast.ImportFrom)):
-                found.append(node)
-            elif isinstance(node, ast.If):
-                if "TYPE_CHECKING" not in ast.unparse(node.test):
-                    visit(node.body)
-                visit(node.orelse)
-            elif isinstance(node, ast.Try):
-                for block in (node.body, node.orelse, node.finalbody, *[h.body for h in node.handlers]):
-                    visit(block)
-            elif isinstance(node, (ast.With, ast.ClassDef)):
-                visit(node.body)
 
-    visit(tree.body)
-    return found
+def imported_from(name: str, path: Path, node: ast.ImportFrom) -> str:
+    """The absolute module a ``from ... import`` statement of module `name` reads."""
+    package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+    base = package[: len(package) - node.level + 1] if node.level else []
+    return ".".join(base + ([node.module] if node.module else []))
 
 
 def dependencies(name: str, path: Path, modules: dict[str, Path] = MODULES) -> set[str]:
-    """The fairq modules `name` imports while it is itself imported."""
-    package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+    """The fairq modules `name` imports, by any import statement."""
     deps: set[str] = set()
-    for node in runs_at_import(ast.parse(path.read_text(encoding="utf-8"))):
+    for node in every_import(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.Import):
             deps.update(alias.name for alias in node.names)
             continue
-        base = package[: len(package) - node.level + 1] if node.level else []
-        module = ".".join(base + ([node.module] if node.module else []))
+        module = imported_from(name, path, node)
         for alias in node.names:
             sub = f"{module}.{alias.name}"
             deps.add(sub if sub in modules else module)
@@ -91,7 +88,8 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
 
 def test_no_module_of_the_package_imports_itself_back_through_others() -> None:
     graph = {name: dependencies(name, path) for name, path in MODULES.items()}
-    assert find_cycle(graph) is None, "import cycle: " + " -> ".join(find_cycle(graph) or [])
+    cycle = find_cycle(graph)
+    assert cycle is None, "import cycle (lazy and type-only imports count): " + " -> ".join(cycle or [])
     assert "fairq.stores.sqlite.transactions" in graph["fairq.stores.sqlite.connection"]  # the walk does see imports
 
 
@@ -104,13 +102,15 @@ def test_the_cycle_check_sees_two_modules_that_import_each_other(tmp_path: Path)
     assert find_cycle(graph) == ["fairq.a", "fairq.b", "fairq.a"]
 
 
-def test_imports_under_type_checking_and_inside_functions_do_not_count(tmp_path: Path) -> None:
-    # store.transactions names store.sqlite's Database only for the type checker.
-    assert "fairq.stores.sqlite.connection" not in dependencies("fairq.stores.sqlite.transactions", MODULES["fairq.stores.sqlite.transactions"])
+def test_imports_under_type_checking_and_inside_functions_count_too(tmp_path: Path) -> None:
     source = ("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .queue import Queue\n"
               "def f():\n    from .errors import Busy\n")
     (tmp_path / "m.py").write_text(source)
-    assert dependencies("fairq.m", tmp_path / "m.py") == set()
+    (tmp_path / "queue.py").write_text("def g():\n    from . import m\n")
+    modules = {"fairq.m": tmp_path / "m.py", "fairq.queue": tmp_path / "queue.py", "fairq.errors": SRC / "errors.py"}
+    graph = {name: dependencies(name, path, modules) for name, path in modules.items()}
+    assert graph["fairq.m"] == {"fairq.queue", "fairq.errors"}
+    assert find_cycle(graph) == ["fairq.m", "fairq.queue", "fairq.m"]
 
 
 def test_every_module_is_at_most_400_lines_and_opens_with_a_docstring_saying_its_job() -> None:
@@ -125,16 +125,103 @@ def test_no_module_borrows_a_private_name_of_another() -> None:
     # A name with a leading underscore stays in its module; the package's
     # private helper modules (fairq._validate, ...) are imported whole.
     for name, path in MODULES.items():
-        package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
-        for node in runs_at_import(ast.parse(path.read_text(encoding="utf-8"))):
+        for node in every_import(ast.parse(path.read_text(encoding="utf-8"))):
             if not isinstance(node, ast.ImportFrom):
                 continue
-            base = package[: len(package) - node.level + 1] if node.level else []
-            module = ".".join(base + ([node.module] if node.module else []))
+            module = imported_from(name, path, node)
             for alias in node.names:
                 private = alias.name.startswith("_") and not alias.name.startswith("__")
                 assert not private or f"{module}.{alias.name}" in MODULES, \
                     f"{name} imports the private {module}.{alias.name}"
+
+
+# -- private attributes ------------------------------------------------------------------
+
+#: Private-looking names that are public API of the standard library, allowed on
+#: any receiver. Each must still occur (test_the_allowlists_are_not_stale).
+ALLOWED_PRIVATE_ACCESS = {
+    # os._exit is documented: leave a child process (or a test's crash point) now,
+    # without running cleanup handlers or flushing buffers the parent shares.
+    "os._exit",
+    # The type add_subparsers() returns; argparse (and typeshed) has no public name for it.
+    "argparse._SubParsersAction",
+}
+#: typing.NamedTuple's documented methods: underscored only so they cannot clash
+#: with a field's name. No fairq class defines a name of this set (checked below).
+NAMEDTUPLE_API = frozenset({"_make", "_replace", "_asdict", "_fields", "_field_defaults"})
+#: KNOWN offenders, being removed by the issue-23 work in progress (the worker core
+#: gives a Job's state one owner with a public interface; fairq._validate names its
+#: JSON check publicly). Module -> the private attributes it may still touch. The
+#: lead empties this when that work lands; nothing may be added to it.
+KNOWN_PRIVATE_ACCESS_BEING_REMOVED: dict[str, frozenset[str]] = {
+    "fairq.worker.loop": frozenset({"_batch", "_decision", "_failure", "_handled", "_lost", "_phase"}),
+    "fairq.worker.heartbeat": frozenset({"_batch", "_deadline", "_decision", "_failure", "_handled", "_lose",
+                                         "_phase"}),
+    "fairq.aio.worker": frozenset({"_lost"}),
+    "fairq.http.wire": frozenset({"_plain_json", "_check_json"}),  # v._plain_json, v._check_json
+}
+ATTRIBUTE_CALLS = frozenset({"getattr", "setattr", "hasattr", "delattr"})
+
+
+def is_private(attr: str) -> bool:
+    return attr.startswith("_") and not (attr.startswith("__") and attr.endswith("__"))
+
+
+def private_accesses(tree: ast.Module) -> list[tuple[int, str, str]]:
+    """(line, receiver.attribute as written, attribute) for each private attribute
+    read or written on something other than self, cls, super() or a class of the module."""
+    own = {"self", "cls"} | {node.name for node in ast.walk(tree) if isinstance(node, ast.ClassDef)}
+
+    def foreign(receiver: ast.expr) -> bool:
+        if isinstance(receiver, ast.Name):
+            return receiver.id not in own
+        called = receiver.func if isinstance(receiver, ast.Call) else None
+        return not (isinstance(called, ast.Name) and called.id == "super")
+
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and is_private(node.attr) and foreign(node.value):
+            found.append((node.lineno, f"{ast.unparse(node.value)}.{node.attr}", node.attr))
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ATTRIBUTE_CALLS
+              and len(node.args) >= 2 and isinstance(node.args[1], ast.Constant)
+              and isinstance(node.args[1].value, str) and is_private(node.args[1].value) and foreign(node.args[0])):
+            found.append((node.lineno, f"{node.func.id}({ast.unparse(node.args[0])}, {node.args[1].value!r})",
+                          node.args[1].value))
+    return sorted(found)
+
+
+def offenders(name: str, tree: ast.Module) -> list[str]:
+    """The module's private accesses that no allowlist excuses, as `module:line: expression`."""
+    known = KNOWN_PRIVATE_ACCESS_BEING_REMOVED.get(name, frozenset())
+    return [f"{name}:{line}: {written}" for line, written, attr in private_accesses(tree)
+            if written not in ALLOWED_PRIVATE_ACCESS and attr not in NAMEDTUPLE_API and attr not in known]
+
+
+def test_no_module_reads_or_writes_a_private_attribute_of_another_modules_object() -> None:
+    found = [o for name, path in MODULES.items() for o in offenders(name, ast.parse(path.read_text("utf-8")))]
+    for offender in found:
+        print(offender)
+    assert not found, "private attributes reached from outside their owner:\n" + "\n".join(found)
+
+
+def test_the_private_access_check_flags_a_foreign_object_and_spares_the_owner() -> None:
+    source = (
+        "import os\nclass Job:\n    def run(self, other):\n        self._phase = 1\n"
+        "        super()._start()\n        Job._count += 1\n        other._phase = 2\n"
+        "        return getattr(other, '_lost'), hasattr(self, '_lost'), row._replace(a=1)\n"
+        "def loop(job):\n    os._exit(1)\n    return job._decision, job.__class__\n"
+    )
+    assert offenders("fairq.m", ast.parse(source)) == [
+        "fairq.m:7: other._phase", "fairq.m:8: getattr(other, '_lost')", "fairq.m:11: job._decision"]
+
+
+def test_the_allowlists_are_not_stale() -> None:
+    written = {w for path in MODULES.values() for _, w, _ in private_accesses(ast.parse(path.read_text("utf-8")))}
+    assert ALLOWED_PRIVATE_ACCESS <= written, ALLOWED_PRIVATE_ACCESS - written
+    defined = {node.name if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) else getattr(node, "id", "")
+               for path in MODULES.values() for node in ast.walk(ast.parse(path.read_text("utf-8")))
+               if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Name))}
+    assert not NAMEDTUPLE_API & defined, "a fairq name shadows typing.NamedTuple's API"
 
 
 def test_the_http_client_imports_its_lease_helpers_from_their_public_module() -> None:
