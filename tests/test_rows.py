@@ -3,10 +3,13 @@ both the SQLite and the PostgreSQL store hand to fairq.kernel.rows."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import pytest
 
 import fairq
-from fairq.kernel import rows
+from fairq.kernel import claims, rows, rules
+from fairq.types import UndecodableBody
 from fairq.stores.backend import NewEvent
 from fairq.kernel.rules import body_hash
 
@@ -53,3 +56,100 @@ def test_a_schedule_row_becomes_a_schedule_in_seconds() -> None:
     assert (made.every, made.start, made.grace, made.paused, made.last_slot, made.next_slot) == (
         1.5, 2.0, None, False, None, 4.0)
     assert made.body == {"k": 1} and made.misfire is fairq.Misfire.SKIP
+
+
+# -- a claim's judgement of each head (fairq.kernel.claims) ---------------------
+
+
+class Tx:
+    """A transaction as the claim judgement sees it: what it counts, audits,
+    quarantines and adds to the claim-lag histogram."""
+
+    def __init__(self) -> None:
+        self.moves: list[tuple[str | None, str, int]] = []
+        self.totals: dict[str, int] = {}
+        self.audits: list[dict[str, object]] = []
+        self.quarantined: list[tuple[int, str | None]] = []
+        self.lags: list[int] = []
+
+    def moved(self, before: str | None, after: str, n: int = 1) -> None:
+        self.moves.append((before, after, n))
+
+    def happened(self, total: str, n: int = 1) -> None:
+        self.totals[total] = self.totals.get(total, 0) + n
+
+    def record(self, event_id: str, action: str, reason: str | None, actor: str | None,
+               generation: int | None, now_ms: int, detail: dict[str, object]) -> None:
+        self.append_audit([rows.audit_row(event_id, action, reason, actor, generation, now_ms, detail)])
+
+    def append_audit(self, audit: list[dict[str, object]]) -> None:
+        self.audits.extend(audit)
+
+    def claim_lag(self, lag_ms: int) -> None:
+        self.lags.append(lag_ms)
+
+    def quarantine(self, ids: Sequence[int], reasons: Sequence[str | None]) -> None:
+        self.quarantined.extend(zip(ids, reasons))
+
+
+def head(state: str = "ready", *, body: str = '{"n":1}', attempts: int = 0, first_claim_ms: int | None = None,
+         pass_: int = 100) -> claims.Head:
+    return claims.Head(7, "e", "F", 2, 3, body, pass_, state, 4, attempts, attempts + 5,
+                       None if state == "ready" else 900, None if state == "ready" else "old", 400, first_claim_ms)
+
+
+def claim(tx: Tx, row: claims.Head) -> claims.Claimed | None:
+    return claims.claim_head(tx, row, vtime=150, tail=300, owner="w", now_ms=1_000, lease_until_ms=31_000,
+                             max_attempts=3)
+
+
+def test_a_ready_heads_first_claim_takes_a_rotation_step_counts_its_lag_and_leases_the_next_generation() -> None:
+    tx = Tx()
+    got = claim(tx, head())
+    assert got is not None and got.was_ready
+    assert got.step == rules.rotate(100, 2, vtime=150, tail=300)
+    assert (got.lease.event_id, got.lease.flow, got.lease.seq, got.lease.body, got.lease.generation,
+            got.lease.attempts, got.lease.lifetime_attempts, got.lease.owner, got.lease.lease_until) == (
+        "e", "F", 3, {"n": 1}, 5, 1, 6, "w", 31.0)
+    assert tx.lags == [600] and tx.audits == [] and tx.totals == {} and tx.quarantined == []
+    tx = Tx()
+    assert claim(tx, head(first_claim_ms=500)) is not None and tx.lags == []  # a later claim adds no lag
+
+
+def test_an_expired_lease_with_budget_left_is_claimed_again_and_audited() -> None:
+    tx = Tx()
+    got = claim(tx, head("inflight", attempts=2, first_claim_ms=500))
+    assert got is not None and not got.was_ready and got.lease.attempts == 3
+    assert tx.totals == {"expired": 1} and tx.quarantined == []
+    assert [(a["action"], a["actor"], a["generation"]) for a in tx.audits] == [("expired", "old", 4)]
+
+
+def test_an_expired_lease_whose_budget_is_spent_is_quarantined_with_its_audit_row() -> None:
+    tx = Tx()
+    assert claim(tx, head("inflight", attempts=3)) is None
+    spent = rules.expired_lease_fate(3, 3)
+    assert spent is not None
+    assert tx.quarantined == [(7, spent.reason)]
+    assert tx.moves == [("inflight", "quarantined", 1)] and tx.totals == {"expired": 1, "quarantined": 1}
+    assert [(a["action"], a["reason"], a["actor"]) for a in tx.audits] == [("quarantine", spent.reason, "old")]
+    assert tx.lags == []
+
+
+@pytest.mark.parametrize("state", ["ready", "inflight"])
+def test_a_head_whose_body_cannot_be_decoded_is_quarantined_from_the_state_it_was_in(state: str) -> None:
+    tx = Tx()
+    assert claim(tx, head(state, body="{not json")) is None
+    assert len(tx.quarantined) == 1 and tx.quarantined[0][0] == 7
+    assert str(tx.quarantined[0][1]).startswith("undecodable_body: ")
+    assert tx.moves == [(state, "quarantined", 1)]
+    assert [(a["action"], a["reason"], a["actor"]) for a in tx.audits] == [("quarantine", "undecodable_body", None)]
+
+
+def test_heads_leased_before_their_bodies_were_decoded_are_quarantined_as_inflight() -> None:
+    tx = Tx()
+    lease = fairq.Lease("e", None, 1, None, 5, 1, 1, "w", 2.0)
+    claims.quarantine_leased(tx, [(7, lease, UndecodableBody("{x", "bad")), (8, lease, UndecodableBody("{y", "worse"))],
+                             1_000)
+    assert tx.quarantined == [(7, "undecodable_body: bad"), (8, "undecodable_body: worse")]
+    assert tx.moves == [("inflight", "quarantined", 1)] * 2 and tx.totals == {"quarantined": 2}
+    assert [a["generation"] for a in tx.audits] == [5, 5]

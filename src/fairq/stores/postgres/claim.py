@@ -12,20 +12,18 @@ whose position (pass, turn) is still the one read are locked, FOR UPDATE
 SKIP LOCKED. A head another claimer re-queued meanwhile is not taken at its
 new position, which would let virtual time run ahead and flatten the
 weights. Rotation order is exact among the heads no other transaction
-holds; a held head keeps its place and is taken by a later claim. The
-rotation step (fairq.kernel.rules.rotate) and what an expired lease becomes
-(fairq.kernel.rules.expired_lease_fate) are the rules' to say. Lock order
-everywhere: flow, then head, then event.
+holds; a held head keeps its place and is taken by a later claim. What
+becomes of each head locked (claimed, its expired lease audited, or
+quarantined), the rotation step and the Lease are fairq.kernel.claims' to
+say. Lock order everywhere: flow, then head, then event.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from ...kernel import rules
-from ..._json import body_value
-from ...kernel.policy import from_ms
-from ...types import Lease, UndecodableBody
+from ...kernel.claims import Head, claim_head
+from ...types import Lease
 from .txn import TxnCore
 
 #: The most candidates one page reads (a claim of more heads reads more pages).
@@ -73,13 +71,16 @@ def claim_many(tx: TxnCore, n: int, *, owner: str | None, now_ms: int, lease_ms:
         # Judged here, or skipped (another claimer holds or moved it): not read again.
         seen.extend(int(r[0]) for r in rows) if len(rows) == want else seen.extend(int(c[0]) for c in candidates)
         claimed: list[tuple[int, int]] = []
-        for row in rows:
-            lease, ready, new_pass = _claim_one(tx, row, owner=owner, now_ms=now_ms,
-                                                lease_until=lease_until, max_attempts=max_attempts)
-            if lease is not None:
-                leases.append(lease)
-                claimed.append((int(row[0]), new_pass))
-                from_ready += ready
+        for read in rows:
+            head = Head._make(read)
+            vtime, tail = tx.rotation()
+            verdict = claim_head(tx, head, vtime=vtime, tail=tail, owner=owner, now_ms=now_ms,
+                                 lease_until_ms=lease_until, max_attempts=max_attempts)
+            if verdict is not None:
+                tx.moved_rotation(verdict.step.vtime, verdict.step.tail)
+                leases.append(verdict.lease)
+                claimed.append((head.id, verdict.step.pass_))
+                from_ready += verdict.was_ready
         _write_claims(tx, claimed, owner=owner, now_ms=now_ms, lease_until=lease_until)
     tx.moved("ready", "inflight", from_ready)
     tx.happened("claimed", len(leases))
@@ -90,45 +91,6 @@ def claim_many(tx: TxnCore, n: int, *, owner: str | None, now_ms: int, lease_ms:
     if not promoted:
         tx.leave_time_unstored()
     return leases
-
-
-def _claim_one(tx: TxnCore, row: Any, *, owner: str | None, now_ms: int, lease_until: int,
-               max_attempts: int) -> tuple[Lease | None, int, int]:
-    """Judge one locked head: (its lease, 1 if it was ready, its new pass), or
-    (None, 0, 0) when it is quarantined instead."""
-    (pk, event_id, name, weight, seq, body, pass_, state, generation, attempts, lifetime,
-     old_lease_until, old_owner, due_ms, first_claim_ms) = row
-    if state != "ready":
-        tx.happened("expired")
-    value = body_value(body)
-    if isinstance(value, UndecodableBody):
-        tx.quarantine([pk], [f"undecodable_body: {value.problem}"])
-        tx.moved(state, "quarantined")
-        tx.happened("quarantined")
-        tx.record(event_id, "quarantine", "undecodable_body", None, generation, now_ms,
-                  {"cause": "undecodable_body", "problem": value.problem})
-        return None, 0, 0
-    if state != "ready":
-        spent = rules.expired_lease_fate(attempts, max_attempts)
-        if spent is not None:
-            # An expired head whose round budget is spent stops, and blocks its flow.
-            tx.quarantine([pk], [spent.reason])
-            tx.moved("inflight", "quarantined")
-            tx.happened("quarantined")
-            tx.record(event_id, "quarantine", spent.reason, old_owner, generation, now_ms,
-                      {"cause": spent.cause, "attempts": attempts, "lifetime_attempts": lifetime,
-                       "lease_until": from_ms(old_lease_until)})
-            return None, 0, 0
-        tx.record(event_id, "expired", "lease expired before the holder settled", old_owner, generation,
-                  now_ms, {"lease_until": from_ms(old_lease_until), "attempts": attempts})
-    if first_claim_ms is None:
-        tx.claim_lag(now_ms - due_ms)
-    # The turn is taken now, at claim time, not when the work succeeds.
-    vtime, tail = tx.rotation()
-    step = rules.rotate(int(pass_), weight or 1, vtime=vtime, tail=tail)
-    tx.moved_rotation(step.vtime, step.tail)
-    return (Lease(event_id, name, int(seq), value, int(generation) + 1, int(attempts) + 1, int(lifetime) + 1,
-                  owner, lease_until / 1000), int(state == "ready"), step.pass_)
 
 
 def _write_claims(tx: TxnCore, claimed: list[tuple[int, int]], *, owner: str | None, now_ms: int,

@@ -29,6 +29,7 @@ from typing import Any
 
 from ... import _crash
 from ...kernel import policy, rules
+from ...kernel.claims import quarantine_leased
 from ..._json import body_value
 from ..backend import SettleItem
 from ...errors import LeaseExpired, LeaseLost, StaleLease, StoreError
@@ -88,14 +89,8 @@ def _quarantine_undecodable(tx: TxnCore, found: list[tuple[Lease, UndecodableBod
             "SELECT e.event_id, e.id FROM event AS e JOIN unnest(%(ids)s::text[], %(gen)s::bigint[]) "
             "AS c(event_id, gen) ON e.event_id = c.event_id AND e.generation = c.gen AND e.state = 'inflight'",
             {"ids": ids, "gen": [lease.generation for lease, _ in found]}).fetchall())
-        kept = [(lease, value) for lease, value in found if lease.event_id in live]
-        second.quarantine([live[lease.event_id] for lease, _ in kept],
-                          [f"undecodable_body: {value.problem}" for _, value in kept])
-        second.moved("inflight", "quarantined", len(kept))
-        second.happened("quarantined", len(kept))
-        for lease, value in kept:
-            second.record(lease.event_id, "quarantine", "undecodable_body", None, lease.generation, now_ms,
-                          {"cause": "undecodable_body", "problem": value.problem})
+        quarantine_leased(second, [(live[lease.event_id], lease, value) for lease, value in found
+                                   if lease.event_id in live], now_ms)
 
 
 # -- settle ------------------------------------------------------------------------

@@ -5,19 +5,17 @@ One statement promotes the heads whose time has come (only when the
 waiting index's earliest entry, read with the state row, says one has);
 per page of heads, one reads a page of the rotation index and one writes
 the claims (a claim of one head that promoted nothing takes the first head
-the state row was read with, and reads no page). The rotation step
-(fairq.kernel.rules.rotate) and what an expired lease becomes
-(fairq.kernel.rules.expired_lease_fate) are the rules' to say.
+the state row was read with, and reads no page). What becomes of each head
+read (claimed, its expired lease audited, or quarantined), the rotation
+step and the Lease are fairq.kernel.claims' to say.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from ...kernel import rules
-from ...kernel.policy import from_ms
-from ...types import Lease, UndecodableBody
-from ..._json import body_value
+from ...kernel.claims import Head, claim_head
+from ...types import Lease
 from .txn import TxnCore
 
 
@@ -36,7 +34,6 @@ def claim_many(tx: TxnCore, n: int, *, owner: str | None, now_ms: int, lease_ms:
     row = tx.state_row()
     leases: list[Lease] = []
     lease_until = now_ms + lease_ms
-    lease_until_s = lease_until / 1000
     from_ready = 0  # claims of ready heads; the others reclaim an expired lease
     exhausted = False
     # The first head read with the state row is still the first if nothing
@@ -59,33 +56,17 @@ def claim_many(tx: TxnCore, n: int, *, owner: str | None, now_ms: int, lease_ms:
         first = None
         exhausted = len(rows) < limit  # a short page: nothing else is runnable
         claimed: list[tuple[Any, ...]] = []  # the UPDATE's parameters, in its order
-        for (rowid, event_id, name, weight, seq, body, pass_, state, generation,
-             attempts, lifetime, old_lease_until, old_owner, due_ms, first_claim_ms) in rows:
-            if state != "ready":
-                tx.happened("expired")
-            value = body_value(body)
-            if isinstance(value, UndecodableBody):
-                _quarantine_undecodable(tx, rowid, event_id, state, generation, value, now_ms)
+        for read in rows:
+            head = Head._make(read)
+            verdict = claim_head(tx, head, vtime=row.vtime, tail=row.tail, owner=owner, now_ms=now_ms,
+                                 lease_until_ms=lease_until, max_attempts=max_attempts)
+            if verdict is None:
                 continue
-            if state == "ready":
-                from_ready += 1
-            else:
-                spent = rules.expired_lease_fate(attempts, max_attempts)
-                if spent is not None:
-                    _quarantine_spent_lease(tx, spent, rowid, event_id, generation, attempts, lifetime,
-                                            old_lease_until, old_owner, now_ms)
-                    continue
-                tx.record(event_id, "expired", "lease expired before the holder settled",
-                          old_owner, generation, now_ms,
-                          {"lease_until": from_ms(old_lease_until), "attempts": attempts})
-            if first_claim_ms is None:
-                tx.claim_lag(now_ms - due_ms)
-            # The turn is taken now, at claim time, not when the work succeeds.
-            step = rules.rotate(pass_, weight or 1, vtime=row.vtime, tail=row.tail)
+            step = verdict.step
             row.vtime, row.tail = step.vtime, step.tail
-            claimed.append((lease_until, owner, now_ms, step.pass_, tx.next_turn(), lease_until, rowid))
-            leases.append(Lease(event_id, name, seq, value, generation + 1,
-                                attempts + 1, lifetime + 1, owner, lease_until_s))
+            from_ready += verdict.was_ready
+            claimed.append((lease_until, owner, now_ms, step.pass_, tx.next_turn(), lease_until, head.id))
+            leases.append(verdict.lease)
         # The claimed head becomes inflight with a new generation, its
         # attempt counted durably before any work starts, and waits in the
         # waiting index until its lease ends or it is settled. (Positional
@@ -104,26 +85,3 @@ def claim_many(tx: TxnCore, n: int, *, owner: str | None, now_ms: int, lease_ms:
         tx.leave_time_unstored()
     return leases
 
-
-def _quarantine_spent_lease(
-    tx: TxnCore, spent: rules.Quarantine, rowid: int, event_id: str, generation: int, attempts: int,
-    lifetime: int, lease_until_ms: int, old_owner: str | None, now_ms: int,
-) -> None:
-    """An expired head whose round budget is spent stops, and blocks its flow."""
-    tx.quarantine([{"id": rowid, "reason": spent.reason}])
-    tx.moved("inflight", "quarantined")
-    tx.happened("quarantined")
-    tx.record(event_id, "quarantine", spent.reason, old_owner, generation, now_ms,
-              {"cause": spent.cause, "attempts": attempts,
-               "lifetime_attempts": lifetime, "lease_until": from_ms(lease_until_ms)})
-
-
-def _quarantine_undecodable(tx: TxnCore, rowid: int, event_id: str, state: str, generation: int,
-                            body: UndecodableBody, now_ms: int) -> None:
-    """A head whose stored body cannot be decoded here stops, instead of
-    stalling every claim that reaches it; a redrive gives it a new round."""
-    tx.quarantine([{"id": rowid, "reason": f"undecodable_body: {body.problem}"}])
-    tx.moved(state, "quarantined")
-    tx.happened("quarantined")
-    tx.record(event_id, "quarantine", "undecodable_body", None, generation, now_ms,
-              {"cause": "undecodable_body", "problem": body.problem})

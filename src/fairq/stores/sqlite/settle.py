@@ -91,7 +91,7 @@ def settle_many(
             [{"id": row.id, "now_ms": now_ms} for row in judged.released],
         )
     if judged.quarantined:
-        tx.quarantine([{"id": row.id, "reason": reason} for row, reason in judged.quarantined])
+        tx.quarantine([row.id for row, _ in judged.quarantined], [reason for _, reason in judged.quarantined])
     if judged.audits:
         tx.append_audit(judged.audits)
     return judged.out

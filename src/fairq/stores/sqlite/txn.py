@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -296,14 +296,14 @@ class TxnCore(AuditTrail):
 
     # -- shared statements -----------------------------------------------------
 
-    def quarantine(self, rows: list[dict[str, Any]]) -> None:
-        """Quarantine the events {"id", "reason"} (the caller counts them)."""
+    def quarantine(self, ids: Sequence[int], reasons: Sequence[str | None]) -> None:
+        """Quarantine the head events `ids`, each with its reason (the caller counts them)."""
         # A quarantined head keeps its rotation place and keeps blocking its
         # flow, but leaves both dispatch indexes.
         self.connection.executemany(
             "UPDATE event SET state = 'quarantined', lease_until_ms = NULL, next_at_ms = NULL, "
             "dispatch_ms = NULL, runnable = 0, reason = :reason WHERE id = :id",
-            rows,
+            [{"id": i, "reason": reason} for i, reason in zip(ids, reasons)],
         )
 
     def append_audit(self, rows: list[dict[str, Any]]) -> None:
