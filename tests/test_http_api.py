@@ -10,6 +10,7 @@ import sqlite3
 import pytest
 
 import fairq
+from fairq.api.verbs import Place, VERBS
 from fairq.http.routes import ROUTES
 from fairq.http.wire import STATUS, LeaseRef, from_json, to_json
 from fairq.metrics import exposition
@@ -344,9 +345,9 @@ def test_now_effect_and_conn_cannot_cross_the_wire(client, tmp_path) -> None:
     assert client.get("b") is None and client.ack(lease).state is fairq.State.ACKED
 
 
-# Queue methods the server does not offer; docs/http.md ("What a Client does
-# not do") says why for each.
-NOT_SERVED = {"ingest", "purge", "reset_clock", "policy", "set_policy", "wait_for_work", "reconnect"}
+# Queue methods the server does not offer, by the verb table; docs/http.md
+# ("What a Client does not do") says why for each.
+NOT_SERVED = {verb.name for verb in VERBS.values() if Place.CLIENT in verb.absent}
 
 
 def shape(fn):
