@@ -1,43 +1,55 @@
-"""fairq: durable, fair, fenced work queues in one SQLite file."""
+"""fairq: durable, fair, fenced work queues in one SQLite file or a PostgreSQL database.
+
+The public names and __all__ only; each is defined in the module it is imported from.
+"""
 
 import logging
 
+from .api.queue import Queue
 from .errors import (
     Busy,
     ClockError,
     Conflict,
+    Corrupt,
+    DiskFull,
     FairqError,
     InvalidInput,
     LeaseExpired,
     LeaseLost,
+    PolicyMismatch,
+    ReadOnly,
     RedriveRefused,
+    RemoteError,
     SchemaError,
     StaleLease,
+    StoreError,
+    TransientError,
+    Unavailable,
+    UnknownSchedule,
+    UsageError,
 )
-from .errors import RemoteError, Unavailable
-from .errors import UnknownSchedule
-from .errors import Corrupt, DiskFull, PolicyMismatch, ReadOnly, StoreError, TransientError, UsageError
 from .http import Client
 from .inbox import Inbox
 from .kernel.policy import Backoff, Policy
-from .api.queue import Queue
 from .types import (
     ACK,
     FAIL,
     RETRY,
     AuditEntry,
+    Blocked,
     Enqueued,
     EventInfo,
+    FlowInfo,
     Lease,
     Misfire,
     Outcome,
+    Purged,
     Receipt,
     Schedule,
     Settled,
     State,
     Stats,
 )
-from .types import Blocked, FlowInfo, Purged
 from .worker import Fail, Handled, Job, Retry, Worker
 
 __version__ = "0.1.0"
