@@ -240,23 +240,23 @@ def test_until_idle_does_not_stop_while_a_settle_has_just_made_work_claimable(q:
             b_found_nothing.wait(HANG)
 
     worker = fairq.Worker(q, handler, concurrency=2)
-    end_round = worker._end_round
+    end_round = worker.core.end_round
 
-    def scripted(handled, seen, mode) -> bool:
+    def scripted(handled, seen) -> bool:
         if handled and not a_ended.is_set():  # A, after acking A1
-            done = end_round(handled, seen, mode)
+            done = end_round(handled, seen)
             a_ended.set()
             b_ended.wait(HANG)
             return done
         if not handled and not b_ended.is_set():  # B, after its claim found nothing
             b_found_nothing.set()
             a_ended.wait(HANG)
-            done = end_round(handled, seen, mode)
+            done = end_round(handled, seen)
             b_ended.set()
             return done
-        return end_round(handled, seen, mode)
+        return end_round(handled, seen)
 
-    worker._end_round = scripted
+    worker.core.end_round = scripted
     counts = worker.run(until_idle=True)
     assert q.get("A2").state is fairq.State.ACKED
     assert counts["acked"] == 2

@@ -38,7 +38,7 @@ class AsyncJob(Job):
 
     def lose(self, error: LeaseLost) -> None:
         """The lease is gone: mark the job lost and cancel its handler (Job.lost turns True first)."""
-        self._lose(error)
+        super().lose(error)
         if self.task is not None:
             self.task.cancel()
 

@@ -10,7 +10,9 @@ done, a batch's settle is written even if the round is cancelled meanwhile
 SIGTERM (loop.add_signal_handler), on stop(), or in a stop mode (until_idle,
 until_empty), as Worker.run does, and waits out Unavailable as it does
 (fairq.worker.outage); its idle waits and back-offs run on a thread of the
-run's own (fairq.aio.waits). No SQL, no policy here.
+run's own (fairq.aio.waits). What a round and a run decide is the worker
+core's (fairq.worker.core), as for fairq.Worker; this module awaits the
+calls the core asks for and runs handlers as tasks. No SQL, no policy here.
 """
 
 from __future__ import annotations
@@ -20,20 +22,19 @@ import logging
 import signal
 import threading
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
-from ..errors import FairqError, InvalidInput, LeaseLost, Unavailable
-from ..types import Outcome, Settled
+from ..errors import InvalidInput
+from ..types import Outcome
 from ..worker import Handled, Job
-from ..worker.counts import Tally
-from ..worker.job import RELEASE, Decision
 from ..worker.ahead import AsyncClaimAhead
-from ..worker.counts import count
-from ..worker.together import AsyncSettleTogether
+from ..worker.core import Core, Driving, Steps
+from ..worker.job import RELEASE, Decision
 from ..worker.outage import Outage
 from ..worker.settings import check_settings
 from ..worker.signals import exit_now
-from ..worker.stops import fair_share, log_tick, log_tick_failed, only_quarantined_left, stop_mode
+from ..worker.stops import stop_mode
+from ..worker.together import AsyncSettleTogether
 from ..worker.verbs import REQUIRED, waiter
 from ._thread import completing
 from .heartbeat import LoopWatch, beat
@@ -44,6 +45,18 @@ log = logging.getLogger("fairq.worker")
 
 #: The retry reason of a handler still running when the stop timeout ended (it was cancelled).
 STOPPED = "stop_timeout"
+R = TypeVar("R")
+
+
+async def drive(steps: Steps[R]) -> R:
+    """Run a piece of the worker core by awaiting each call it yields (fairq.worker.core.drive's twin)."""
+    driving = Driving(steps)
+    for fn, args in driving:
+        try:
+            driving.reply(await fn(*args))
+        except BaseException as exc:
+            driving.fail(exc)
+    return driving.value
 
 
 class AsyncWorker:
@@ -79,26 +92,20 @@ class AsyncWorker:
                                             f"{type(queue).__name__} has no coroutine {verb}())")
         self.queue = queue
         self.handler = check_async_handler(handler)
+        settings = check_settings(owner, concurrency, batch, lease_seconds, timeout, stop_timeout, idle_min,
+                                  idle_max, max_concurrency=65536, default_lease=lambda: float(queue.lease_seconds))
         (self.owner, self.concurrency, self.batch, self.lease_seconds, self.timeout, self.stop_timeout,
-         self.idle_min, self.idle_max) = check_settings(
-            owner, concurrency, batch, lease_seconds, timeout, stop_timeout, idle_min, idle_max,
-            max_concurrency=65536, default_lease=lambda: float(queue.lease_seconds))
+         self.idle_min, self.idle_max) = settings
         self.tick = tick
         self.listen = listen
         self._waiter = waiter(getattr(queue, "sync", None)) if listen else None
         self._outage = Outage(getattr(queue, "sync", queue))  # reconnects the Queue an AsyncQueue runs
-        self._next_tick = 0.0  # loop time of the next tick
-        self.tally = Tally()
         self._stop = threading.Event()  # what Job.stopping reads
         self._wake: asyncio.Event | None = None  # set with _stop, for the run's waits
-        self._active = 0  # rounds in progress: until_idle waits for all of them
-        self._busy_rounds = 0  # rounds that handled something
         self.watch: LoopWatch | None = None
-        self._ahead = (AsyncClaimAhead(lambda n: self.queue.claim_many(n, owner=self.owner,
-                                                                       lease_seconds=self.lease_seconds),
-                                       self.concurrency) if self.batch == 1 and self.concurrency > 1 else None)
-        self._settles: AsyncSettleTogether[Settled | LeaseLost] | None = (
-            AsyncSettleTogether(self.queue.settle_many) if self.concurrency > 1 else None)
+        #: The rounds, claims, settles, stop modes and backoff; its calls are awaited here.
+        self.core = Core(settings, queue, tick=tick, ahead=AsyncClaimAhead, together=AsyncSettleTogether,
+                         reconnects=lambda: self._outage.reconnects, lock=threading.Lock())
 
     # -- one round -------------------------------------------------------------
 
@@ -114,12 +121,9 @@ class AsyncWorker:
         if the step is cancelled while it waits for the database thread (then
         CancelledError follows it). A claim cancelled midway gives its leases back.
         """
-        leases = await (self._ahead.take() if self._ahead is not None else
-                        self.queue.claim_many(await self._claim_size(), owner=self.owner,
-                                              lease_seconds=self.lease_seconds))
+        leases = await drive(self.core.claim())
         if not leases:
             return []
-        self.tally.add("claimed", len(leases))
         jobs = [AsyncJob(lease, self._stop) for lease in leases]
         failures: list[BaseException] = []
         beating = asyncio.ensure_future(beat(self.queue, jobs, self.lease_seconds, failures))
@@ -149,7 +153,7 @@ class AsyncWorker:
         abandoned = None
         if decision is None:
             abandoned = running
-            self.tally.add("abandoned")
+            self.core.tally.add("abandoned")
             log.warning("worker.abandoned event_id=%s", jobs[running].event_id)
             decision = (Outcome.RETRY, STOPPED, None)
         decisions += [decision] + [RELEASE] * (len(jobs) - running - 1)
@@ -160,44 +164,14 @@ class AsyncWorker:
         """Stop the batch's heartbeat, then settle its jobs as decided."""
         beating.cancel()
         await asyncio.wait({beating})
-        return await self._settle(jobs, decisions, abandoned)
-
-    async def _claim_size(self) -> int:
-        """`batch`, or with concurrent rounds, no more than a fair share of the open heads."""
-        if self.batch == 1 or self.concurrency == 1:
-            return self.batch
-        return fair_share(await self.queue.stats(top=0), self.batch, self.concurrency)
-
-    async def _settle(self, jobs: Sequence[AsyncJob], decisions: Sequence[Decision],
-                      abandoned: int | None = None) -> list[Handled]:
-        """Settle every job not lost in one settle_many; count and log each (the job at
-        index `abandoned` was cancelled at the stop timeout: counted abandoned only)."""
-        out: list[Handled | None] = [None] * len(jobs)
-        items, slots = [], []
-        for i, (job, (outcome, reason, delay)) in enumerate(zip(jobs, decisions)):
-            if job._lost is not None:
-                out[i] = h = Handled(job.event_id, outcome, reason, None, job._lost)
-                count(self.tally, job, h)  # before the settle, as ever
-            else:
-                items.append((job.lease, outcome, reason, delay))
-                slots.append((i, outcome, reason))
-        results = ((await self._settles.settle(items) if self._settles is not None
-                    else await self.queue.settle_many(items)) if items else [])
-        for (i, outcome, reason), result in zip(slots, results):
-            if isinstance(result, LeaseLost):
-                out[i] = h = Handled(jobs[i].event_id, outcome, reason, None, result)
-            else:
-                out[i] = h = Handled(jobs[i].event_id, outcome, reason, result)
-            count(self.tally, jobs[i], h, settled=i != abandoned)
-        return [h for h in out if h is not None]
+        return await drive(self.core.settle(jobs, decisions, abandoned))
 
     async def _release_left(self) -> None:
         """Give back the leases claimed ahead that no round took (its task was
         cancelled while it waited): ready at once, their attempts unspent."""
-        left = self._ahead.left() if self._ahead is not None else []
+        left = [AsyncJob(lease, self._stop) for lease in self.core.left_ahead()]
         if left:
-            self.tally.add("claimed", len(left))
-            await completing(self._settle([AsyncJob(lease, self._stop) for lease in left], [RELEASE] * len(left)))
+            await completing(drive(self.core.release(left)))
 
     # -- the loop ----------------------------------------------------------------
 
@@ -268,62 +242,10 @@ class AsyncWorker:
             stopping.cancel()
 
     async def _loop(self, mode: str | None, waits: Waits) -> None:
-        """One round after another until stopping; idle rounds (and Unavailable, waited out
-        and reconnected as fairq.Worker does) back off from idle_min to idle_max."""
-        pause = self.idle_min
-        while not self._stop.is_set():
-            await self._tick_if_due()
-            reconnects = self._outage.reconnects
-            try:
-                handled, done = await self._round(mode)
-            except Unavailable as exc:
-                await waits.recover(exc, reconnects, pause)
-                pause = min(pause * 2, self.idle_max)
-                continue
-            if done:
-                self.stop()
-            elif handled:
-                pause = self.idle_min
-            elif await waits.pause(pause):
-                pause = self.idle_max  # a notification ends the wait: no need to poll sooner
-            else:
-                pause = min(pause * 2, self.idle_max)
-
-    async def _round(self, mode: str | None) -> tuple[list[Handled], bool]:  # (handled, stop now?)
-        seen = self._busy_rounds
-        self._active += 1
-        handled: list[Handled] = []
-        try:
-            handled = await self.step()
-        finally:
-            self._active -= 1
-            if handled:
-                self._busy_rounds += 1
-        return handled, await self._stop_mode_reached(handled, seen, mode)
-
-    async def _tick_if_due(self) -> None:
-        """With tick=True, turn due schedule slots into events, at most once per idle_max."""
-        if not self.tick:
-            return
-        now = asyncio.get_running_loop().time()
-        if now < self._next_tick:
-            return
-        self._next_tick = now + self.idle_max
-        try:
-            made = await self.queue.tick()
-        except FairqError as exc:
-            log_tick_failed(exc)
-            return
-        log_tick(made)
-
-    async def _stop_mode_reached(self, handled: list[Handled], seen: int, mode: str | None) -> bool:
-        """until_idle: an empty round while no round runs and none handled anything since
-        this one began. until_empty: an empty round with only quarantined events left."""
-        if handled or mode is None:
-            return False
-        if mode == "until_idle":
-            return self._active == 0 and self._busy_rounds == seen
-        return only_quarantined_left(await self.queue.stats(top=0))
+        """One round after another until stopping (the core's loop: idle rounds, and Unavailable,
+        waited out and reconnected as fairq.Worker does, back off from idle_min to idle_max)."""
+        if await drive(self.core.loop(mode, self._stop.is_set, self.step, waits.pause, waits.recover)):
+            self.stop()
 
     def _on_signal(self, signum: int) -> None:
         """The first SIGINT / SIGTERM stops the worker gracefully; a second exits the process now."""
@@ -340,4 +262,4 @@ class AsyncWorker:
 
     def counts(self) -> dict[str, int]:
         """What this worker did so far; the keys are fairq.worker.COUNTS."""
-        return self.tally.snapshot()
+        return self.core.tally.snapshot()

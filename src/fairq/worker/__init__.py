@@ -5,9 +5,10 @@ ack; raising Retry(reason, delay=None) or Fail(reason) settles it as retry
 or fail; any other exception, and a returned awaitable, is a retry. Async
 handlers, and handlers that cannot take a Job, are refused when the Worker
 is built. Modules: job (what a handler meets), handler (the contract),
-heartbeat (leases and timeouts), loop (Worker: settings, step, run in
-threads), processes (run in child processes), signals, counts, verbs (the
-queue verbs a worker needs). No SQL, no policy here.
+heartbeat (leases and timeouts), core (the rounds, claims, settles, stop
+modes, backoff and ticking, for threads and asyncio alike), threads
+(Worker: the core driven by threads), processes (run in child processes),
+signals, counts, verbs (the queue verbs a worker needs). No SQL, no policy here.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from .counts import COUNTS
 from .handler import check_handler
 from .heartbeat import Heartbeat
 from .job import Fail, Handled, Job, Retry, describe
-from .loop import Worker
+from .threads import Worker
 from .settings import default_owner
 from .signals import StopSignals
 from .verbs import QueueVerbs

@@ -1,5 +1,9 @@
 """The jobs a worker holds, and the one thread that keeps their leases alive
-and ends handlers that run past the worker's timeout."""
+and ends handlers that run past the worker's timeout.
+
+Where a held job stands (waiting, running, done, released, taken by a
+timeout, gone) is recorded here, in a Held record the heartbeat alone reads
+and writes, under its lock; the Job itself only carries its lease and loss."""
 
 from __future__ import annotations
 
@@ -11,13 +15,15 @@ from typing import Any
 
 from ..errors import LeaseLost, StaleLease, TransientError
 from ..types import Outcome
-from .job import DONE, GONE, RELEASE, RELEASED, RUNNING, TAKEN, WAITING, Decision, Handled, Job
+from .job import RELEASE, Decision, Handled, Job
 from .verbs import QueueVerbs
 
 log = logging.getLogger("fairq.worker")
 
 #: The retry reason of a handler that ran past the worker's timeout.
 TIMEOUT = "timeout"
+#: A held job's phases. GONE: run() or a timeout took it back; TAKEN: a timeout took its batch and settles it.
+WAITING, RUNNING, DONE, RELEASED, GONE, TAKEN = "waiting", "running", "done", "released", "gone", "taken"
 #: Settles jobs for the heartbeat (the worker's own settle, which counts and logs).
 Settle = Callable[[Sequence[Job], Sequence[Decision]], list[Handled]]
 
@@ -40,6 +46,21 @@ def extend_failed(job: Job, exc: BaseException, lose: Callable[[LeaseLost], None
 def log_timeout(job: Job, timeout: float | None) -> None:
     """Log a handler given up past the worker's timeout."""
     log.warning("handler.timeout event_id=%s attempts=%d timeout=%s", job.event_id, job.attempts, timeout)
+
+
+class Held:
+    """The heartbeat's record of one held job (only the Heartbeat reads or writes it, under its lock)."""
+
+    __slots__ = ("job", "batch", "phase", "deadline", "decision", "handled", "failure")
+
+    def __init__(self, job: Job, batch: list[Held]) -> None:
+        self.job = job
+        self.batch = batch  # the records of the jobs claimed with this one, this one included
+        self.phase = WAITING
+        self.deadline: float | None = None  # monotonic time its handler times out
+        self.decision: Decision | None = None  # the handler's once it is done, or RELEASE
+        self.handled: Handled | None = None  # set when a timeout settled the job's batch
+        self.failure: BaseException | None = None  # a heartbeat error that is not transient
 
 
 class Heartbeat:
@@ -73,61 +94,77 @@ class Heartbeat:
         self.on_timeout = on_timeout
         self._lock = threading.Lock()
         self._settled = threading.Condition(self._lock)  # notified when a timeout's settle is over
-        self._held: dict[int, Job] = {}
+        self._held: dict[int, Held] = {}
         self._thread: threading.Thread | None = None
 
-    def hold(self, jobs: Sequence[Job]) -> None:
+    def hold(self, jobs: Sequence[Job]) -> list[Held]:
+        """Hold a claimed batch (its leases are extended from now on); its records, in order."""
+        batch: list[Held] = []
+        batch.extend(Held(job, batch) for job in jobs)
         with self._lock:
-            self._held.update((id(job), job) for job in jobs)
+            self._held.update((id(held.job), held) for held in batch)
             if self._thread is None:
                 self._thread = threading.Thread(target=self._beat, name="fairq-heartbeat", daemon=True)
                 self._thread.start()
+        return batch
 
-    def begin(self, job: Job, *, first: bool) -> str:
-        """The job's next phase: running, or released if the worker is stopping
-        and it is not the first of its batch; "gone" if it was taken back."""
+    def begin(self, held: Held, *, first: bool) -> bool:
+        """True when the job's handler is to run now; False if the worker is stopping and it is
+        not the first of its batch (released), or it was taken back (gone)."""
         with self._lock:
-            if self._held.get(id(job)) is not job:
-                return GONE
-            job._phase = RELEASED if job.stopping and not first else RUNNING
-            if job._phase == RUNNING and self.timeout is not None:
-                job._deadline = time.monotonic() + self.timeout
+            if self._held.get(id(held.job)) is not held:
+                return False
+            if held.job.stopping and not first:
+                held.phase, held.decision = RELEASED, RELEASE
+                return False
+            held.phase = RUNNING
+            if self.timeout is not None:
+                held.deadline = time.monotonic() + self.timeout
                 self._wake.set()  # the beat thread may be asleep past this deadline
-            return job._phase
+            return True
 
-    def done(self, job: Job, decision: Decision) -> None:
+    def done(self, held: Held, decision: Decision) -> None:
         """The job's handler decided; a job a timeout took back keeps the timeout's settle."""
         with self._lock:
-            if job._phase == RUNNING and self._held.get(id(job)) is job:
-                job._phase = DONE
-                job._decision = decision
+            if held.phase == RUNNING and self._held.get(id(held.job)) is held:
+                held.phase = DONE
+                held.decision = decision
 
-    def drop(self, jobs: Sequence[Job]) -> None:
+    def drop(self, batch: Sequence[Held]) -> None:
+        """Stop holding the batch (its leases are no longer extended)."""
         with self._lock:
-            for job in jobs:
-                self._held.pop(id(job), None)
+            for held in batch:
+                if self._held.get(id(held.job)) is held:
+                    del self._held[id(held.job)]
+
+    def finish(self, batch: Sequence[Held]) -> tuple[list[Job], list[Decision], dict[int, Handled],
+                                                       BaseException | None]:
+        """Once no timeout is settling the batch (the settle is one queue call): the jobs the
+        worker settles and their decisions; what a timeout settled, by id(job); and the
+        first heartbeat error met on the batch (the worker raises it after its settle)."""
+        with self._settled:
+            self._settled.wait_for(lambda: all(held.phase != TAKEN for held in batch))
+            mine = [held for held in batch if held.phase != GONE and held.decision is not None]
+            return ([held.job for held in mine], [held.decision for held in mine if held.decision is not None],
+                    {id(held.job): held.handled for held in batch if held.handled is not None},
+                    next((held.failure for held in batch if held.failure is not None), None))
 
     def take_unstarted(self) -> list[Job]:
         """Stop holding the waiting jobs and return them, for run() to release."""
         with self._lock:
-            waiting = [job for job in self._held.values() if job._phase == WAITING]
-            for job in waiting:
-                del self._held[id(job)]
-            return waiting
-
-    def wait_settled(self, jobs: Sequence[Job]) -> None:
-        """Wait until no job here is being settled by a timeout (the settle is one queue call)."""
-        with self._settled:
-            self._settled.wait_for(lambda: all(job._phase != TAKEN for job in jobs))
+            waiting = [held for held in self._held.values() if held.phase == WAITING]
+            for held in waiting:
+                del self._held[id(held.job)]
+            return [held.job for held in waiting]
 
     def running(self) -> int:
         """Held jobs whose handler runs now."""
         with self._lock:
-            return sum(job._phase == RUNNING for job in self._held.values())
+            return sum(held.phase == RUNNING for held in self._held.values())
 
-    def _holding(self, job: Job) -> bool:
+    def _holding(self, held: Held) -> bool:
         with self._lock:
-            return self._held.get(id(job)) is job
+            return self._held.get(id(held.job)) is held
 
     def _wait(self, seconds: float) -> None:
         self._wake.wait(seconds)
@@ -137,76 +174,77 @@ class Heartbeat:
         while True:
             self._wake.clear()
             with self._lock:
-                deadlines = [j._deadline for j in self._held.values() if j._phase == RUNNING and j._deadline]
+                deadlines = [h.deadline for h in self._held.values() if h.phase == RUNNING and h.deadline]
             self._sleep(max(0.0, min([next_extend, *deadlines]) - time.monotonic()))
             with self._lock:
-                jobs = list(self._held.values())
-                if not jobs:
+                held = list(self._held.values())
+                if not held:
                     self._thread = None
                     return
             now = time.monotonic()
             self._end_late(now)
             if self._driven or now >= next_extend:
-                self._extend(jobs)
+                self._extend(held)
                 next_extend = time.monotonic() + self._seconds / 3
 
-    def _extend(self, jobs: list[Job]) -> None:
-        for job in jobs:
-            if job.lost or job._failure is not None or not self._holding(job):
+    def _extend(self, records: list[Held]) -> None:
+        for held in records:
+            job = held.job
+            if job.lost or held.failure is not None or not self._holding(held):
                 continue
             try:
                 job.lease = self._queue.extend(job.lease, self._seconds)
             except BaseException as exc:
-                if isinstance(exc, LeaseLost) and not self._holding(job):
+                if isinstance(exc, LeaseLost) and not self._holding(held):
                     continue  # it was settled meanwhile: nothing was lost
-                if extend_failed(job, exc, job._lose):
-                    job._failure = exc  # raised by the job's step() once its batch is settled
+                if extend_failed(job, exc, job.lose):
+                    held.failure = exc  # raised by the job's step() once its batch is settled
 
     def _end_late(self, now: float) -> None:
         """Take back and settle the batch of every handler past its deadline."""
         if self.timeout is None or self.settle is None:
             return
         with self._lock:
-            late = [j for j in self._held.values() if j._phase == RUNNING and j._deadline and j._deadline <= now]
-            batches: list[tuple[list[Job], list[Decision], list[Job]]] = []
-            for job in late:
-                if self._held.get(id(job)) is not job:
+            late = [h for h in self._held.values() if h.phase == RUNNING and h.deadline and h.deadline <= now]
+            batches: list[tuple[list[Held], list[Decision], list[Job]]] = []
+            for held in late:
+                if self._held.get(id(held.job)) is not held:
                     continue  # taken with an earlier late job of its batch
-                taken: list[Job] = []
+                taken: list[Held] = []
                 decisions: list[Decision] = []
-                for other in job._batch:
-                    if self._held.pop(id(other), None) is None:
+                for other in held.batch:
+                    if self._held.pop(id(other.job), None) is None:
                         continue
-                    if other._phase == RUNNING:
+                    if other.phase == RUNNING:
                         decisions.append((Outcome.RETRY, TIMEOUT, None))
-                    elif other._phase == DONE and other._decision is not None:
-                        decisions.append(other._decision)
+                    elif other.phase == DONE and other.decision is not None:
+                        decisions.append(other.decision)
                     else:
                         decisions.append(RELEASE)
                     taken.append(other)
-                batches.append((taken, decisions, [j for j in taken if j._phase == RUNNING]))
+                batches.append((taken, decisions, [h.job for h in taken if h.phase == RUNNING]))
                 for other in taken:
-                    other._phase = TAKEN
+                    other.phase = TAKEN
         for taken, decisions, running in batches:
             for job in running:
                 log_timeout(job, self.timeout)
             try:
-                handled = self.settle(taken, decisions)
+                handled = self.settle([h.job for h in taken], decisions)
             except BaseException as exc:  # a queue error: raised by the batch's step()
                 log.error("heartbeat.error error=%r", f"{type(exc).__name__}: {exc}")
                 handled = []
-                for job in taken:
-                    job._failure = exc
+                for other in taken:
+                    other.failure = exc
             for job in running:  # its handler runs on; what it returns is not settled
-                job._lose(StaleLease(job.event_id, job.lease.generation,
-                                     f"{job.event_id}: the handler ran past its {self.timeout} s timeout"))
+                job.lose(StaleLease(job.event_id, job.lease.generation,
+                                    f"{job.event_id}: the handler ran past its {self.timeout} s timeout"))
             if self.on_timeout is not None:
                 # Before any waiting thread wakes: a worker process exits here,
                 # and must not claim a new batch it would strand.
                 self.on_timeout()
             with self._settled:
-                for job, result in zip(taken, handled):
-                    job._handled = result
-                for job in taken:
-                    job._phase = GONE
+                for other, result in zip(taken, handled):
+                    other.handled = result
+                for other in taken:
+                    other.phase = GONE
                 self._settled.notify_all()

@@ -16,9 +16,6 @@ from ..types import Lease, Outcome, Settled
 Decision = tuple[Outcome, str | None, float | None]
 #: The decision for a job the worker gives back unused.
 RELEASE: Decision = (Outcome.RELEASE, None, None)
-#: A held job's phases (Job._phase); Heartbeat.begin() answers GONE for a job
-#: run() or a timeout took back; TAKEN: a timeout took its batch and settles it.
-WAITING, RUNNING, DONE, RELEASED, GONE, TAKEN = "waiting", "running", "done", "released", "gone", "taken"
 
 
 class Retry(Exception):
@@ -50,21 +47,20 @@ class Job:
     someone else now, and this handler's result will not be settled. A long
     handler checks `lost` (or calls check()) between steps and gives up early.
     `stopping` turns True when the worker is asked to stop: finish soon.
+
+    The worker's side (a handler needs none of it): the heartbeat replaces
+    `lease` when it extends it, and calls lose() when it finds the lease
+    gone; `loss` is the error a settle reports for a lost job. Where the job
+    stands in its batch (waiting, running, decided) is the worker's record
+    (fairq.worker.heartbeat), not the job's.
     """
 
-    __slots__ = ("lease", "_stop", "_lost", "_phase", "_failure", "_batch", "_decision", "_deadline",
-                 "_handled")
+    __slots__ = ("lease", "_stop", "_lost")
 
     def __init__(self, lease: Lease, stop: threading.Event) -> None:
         self.lease = lease
         self._stop = stop
         self._lost: LeaseLost | None = None
-        self._phase = WAITING  # changed only under the Heartbeat's lock
-        self._failure: BaseException | None = None  # a heartbeat error that is not transient
-        self._batch: list[Job] = [self]  # the jobs claimed with this one
-        self._decision: Decision | None = None  # the handler's, once it is done
-        self._deadline: float | None = None  # monotonic time its handler times out
-        self._handled: Handled | None = None  # set when a timeout settled the job's batch
 
     @property
     def event_id(self) -> str:
@@ -101,12 +97,18 @@ class Job:
         """True once the worker was asked to stop."""
         return self._stop.is_set()
 
+    @property
+    def loss(self) -> LeaseLost | None:
+        """The StaleLease or LeaseExpired that made the job lost; None while it is not."""
+        return self._lost
+
     def check(self) -> None:
         """Raise the StaleLease or LeaseExpired a heartbeat met (or a timeout caused), if any."""
         if self._lost is not None:
             raise self._lost
 
-    def _lose(self, error: LeaseLost) -> None:
+    def lose(self, error: LeaseLost) -> None:
+        """The lease is gone (`error` says how): `lost` turns True; nothing of the job will be settled."""
         self._lost = error
 
 

@@ -51,7 +51,7 @@ def shared_counts(n: int) -> Any:
 def run_processes(worker: Any, mode: str | None, *, signals: bool) -> dict[str, int]:
     """Worker.run() with `worker.concurrency` child processes."""
     args = (type(worker), reopener(worker.queue), worker.handler, worker.child_options(), worker.process_init,
-            worker.tally.values, mode, worker.concurrency)
+            worker.core.tally.values, mode, worker.concurrency)
     main = threading.current_thread() is threading.main_thread()
 
     def start(i: int) -> Any:
@@ -87,7 +87,7 @@ def run_processes(worker: Any, mode: str | None, *, signals: bool) -> dict[str, 
             if deadline is not None and time.monotonic() > deadline:
                 kill_all()
                 killed = live
-                worker.tally.add("abandoned", len(live))
+                worker.core.tally.add("abandoned", len(live))
                 break
             multiprocessing.connection.wait([c.sentinel for c in live], timeout=0.05)
     for child in children:
@@ -165,9 +165,9 @@ def _child(worker_class: Any, reopen: Callable[[], Any], handler: Callable[..., 
         process_init()
     with reopen() as queue:
         worker = worker_class(queue, handler, **options)
-        worker.tally = Tally(parent=Tally(shared))
-        worker.peers = peers
-        worker.idle_needs_no_inflight = True
+        worker.core.tally = Tally(parent=Tally(shared))
+        worker.core.peers = peers
+        worker.core.idle_needs_no_inflight = True
         worker.on_timeout(_exit_replaced)
         with StopSignals((signal.SIGTERM,)) as received:
             worker.run_threads(mode, received)

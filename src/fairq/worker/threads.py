@@ -1,4 +1,4 @@
-"""The Worker: its settings, one round (step) and the run loop in threads.
+"""The Worker: the worker core (fairq.worker.core) driven by threads.
 
 A round claims up to `batch` events (no more than a fair share of the open
 heads when other threads or processes of the worker claim too), runs the
@@ -8,7 +8,10 @@ propagates out of step() and run() and is never turned into a retry; an
 error the heartbeat meets is raised only after the batch is settled. run()
 stops on a signal, on stop(), or in one of two stop modes: until_idle
 (nothing claimable now) and until_empty (nothing left but quarantined
-events). Processes are run by fairq.worker.processes. No SQL, no policy here.
+events). What a round and a run decide is the core's; this module calls
+what the core asks for, runs handlers under the heartbeat thread
+(fairq.worker.heartbeat) and runs the loop in `concurrency` threads.
+Processes are run by fairq.worker.processes. No SQL, no policy here.
 """
 
 from __future__ import annotations
@@ -20,19 +23,19 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ..errors import FairqError, InvalidInput, LeaseLost, Unavailable
-from ..types import Settled, State
+from ..errors import InvalidInput
 from .ahead import ClaimAhead
-from .counts import COUNTS, Tally, count
+from .core import Core, drive
+from .counts import COUNTS, Tally
 from .handler import check_handler, decide
-from .heartbeat import Heartbeat
+from .heartbeat import Heartbeat, Held
 from .outage import Outage
-from .job import GONE, RELEASE, RELEASED, RUNNING, Decision, Handled, Job
+from .job import RELEASE, Decision, Handled, Job
 from .processes import check_sendable, run_processes, shared_counts
 from .settings import check_settings
 from .signals import StopSignals
+from .stops import stop_mode
 from .together import SettleTogether
-from .stops import fair_share, log_tick, log_tick_failed, only_quarantined_left, stop_mode
 from .verbs import QueueVerbs, check_queue, waiter
 
 log = logging.getLogger("fairq.worker")
@@ -77,10 +80,10 @@ class Worker:
                 raise InvalidInput(name, "must be True or False")
         self.queue = check_queue(queue, tick=tick)
         self.handler = check_handler(handler)
+        settings = check_settings(owner, concurrency, batch, lease_seconds, timeout, stop_timeout, idle_min,
+                                  idle_max, max_concurrency=1024, default_lease=lambda: queue.lease_seconds)
         (self.owner, self.concurrency, self.batch, self.lease_seconds, self.timeout, self.stop_timeout,
-         self.idle_min, self.idle_max) = check_settings(
-            owner, concurrency, batch, lease_seconds, timeout, stop_timeout, idle_min, idle_max,
-            max_concurrency=1024, default_lease=lambda: queue.lease_seconds)
+         self.idle_min, self.idle_max) = settings
         self.processes = processes
         self.tick = tick
         self.listen = listen
@@ -93,28 +96,13 @@ class Worker:
         self._outage = Outage(self.queue)
         self._heartbeat = Heartbeat(self.queue, self.lease_seconds, timeout=self.timeout, settle=self._settle)
         self._lock = threading.Lock()
-        self._active = 0  # threads inside step(): until_idle waits for all of them
-        self._busy_rounds = 0  # rounds that handled something: until_idle sees settles it did not wait for
-        self._next_tick = 0.0  # monotonic time of the next tick
         self._error: BaseException | None = None
-        #: Claimers sharing the queue's heads: this worker's threads, or in a
-        #: worker process all of its parent's processes.
-        self.peers = self.concurrency
-        #: A worker process's until_idle also waits for its siblings' leases.
-        self.idle_needs_no_inflight = False
-
-        #: With threads running one job each, one claim for every thread about to claim.
-        self._ahead = (ClaimAhead(lambda n: self.queue.claim_many(n, owner=self.owner,
-                                                                  lease_seconds=self.lease_seconds),
-                                  self.concurrency) if self.batch == 1 and self.concurrency > 1 else None)
-        #: With threads, the settles of those finishing at once share one settle_many.
-        self._settles: SettleTogether[Settled | LeaseLost] | None = (
-            SettleTogether(self.queue.settle_many) if self.concurrency > 1 else None)
+        #: The rounds, claims, settles, stop modes and backoff; its calls are made here.
+        self.core = Core(settings, self.queue, tick=tick, ahead=ClaimAhead, together=SettleTogether,
+                         reconnects=lambda: self._outage.reconnects, lock=threading.Lock())
         if processes:
             check_sendable(handler, process_init, self.queue)
-            self.tally = Tally(shared_counts(len(COUNTS)))
-        else:
-            self.tally = Tally()
+            self.core.tally = Tally(shared_counts(len(COUNTS)))
 
     # -- one round -------------------------------------------------------------
 
@@ -128,76 +116,37 @@ class Worker:
         heartbeat (other than Busy or Unavailable, which the next beat tries
         again) is raised after the batch is settled.
         """
-        leases = (self._ahead.take() if self._ahead is not None else
-                  self.queue.claim_many(self._claim_size(), owner=self.owner, lease_seconds=self.lease_seconds))
+        leases = drive(self.core.claim())
         if not leases:
             return []
-        self.tally.add("claimed", len(leases))
         jobs = [Job(lease, self._stop) for lease in leases]
-        for job in jobs:
-            job._batch = jobs
-        self._heartbeat.hold(jobs)
+        batch = self._heartbeat.hold(jobs)
         try:
-            for i, job in enumerate(jobs):
-                self._run_job(job, first=i == 0)
+            for i, held in enumerate(batch):
+                self._run_job(held, first=i == 0)
         finally:
-            self._heartbeat.drop(jobs)
-        handled = self._settle_batch(jobs)
-        for job in jobs:  # raised only now: a heartbeat error costs no finished work
-            if job._failure is not None:
-                raise job._failure
+            self._heartbeat.drop(batch)
+        mine, decisions, by_timeout, failure = self._heartbeat.finish(batch)
+        settled = dict(zip(map(id, mine), self._settle(mine, decisions)))
+        handled = [h for job in jobs if (h := by_timeout.get(id(job)) or settled.get(id(job))) is not None]
+        if failure is not None:  # raised only now: a heartbeat error costs no finished work
+            raise failure
         return handled
 
-    def _claim_size(self) -> int:
-        """`batch`, or with peers claiming too, no more than a fair share of the open heads
-        (so one claimer's batch does not hold heads the others could be working on)."""
-        if self.batch == 1 or self.peers == 1:
-            return self.batch
-        return fair_share(self.queue.stats(top=0), self.batch, self.peers)
-
-    def _run_job(self, job: Job, *, first: bool) -> None:
+    def _run_job(self, held: Held, *, first: bool) -> None:
         """Run the handler on the job, unless the worker stops before a later
         job of a batch starts (release) or it was taken back (nothing)."""
-        phase = self._heartbeat.begin(job, first=first)
-        if phase == RELEASED:
-            job._decision = RELEASE
-        if phase != RUNNING:
+        if not self._heartbeat.begin(held, first=first):
             return
         decision: Decision = RELEASE
         try:
-            decision = decide(self.handler, job)
+            decision = decide(self.handler, held.job)
         finally:
-            self._heartbeat.done(job, decision)
-
-    def _settle_batch(self, jobs: Sequence[Job]) -> list[Handled]:
-        """Settle the batch's decided jobs; a job a timeout settled is reported as it was."""
-        self._heartbeat.wait_settled(jobs)
-        mine = [job for job in jobs if job._phase != GONE and job._decision is not None]
-        decisions = [job._decision for job in mine if job._decision is not None]
-        settled = dict(zip(map(id, mine), self._settle(mine, decisions)))
-        return [h for job in jobs if (h := job._handled or settled.get(id(job))) is not None]
+            self._heartbeat.done(held, decision)
 
     def _settle(self, jobs: Sequence[Job], decisions: Sequence[Decision]) -> list[Handled]:
         """Settle every job whose lease was not found lost, in one transaction; count and log each."""
-        out: list[Handled | None] = [None] * len(jobs)
-        items, slots = [], []
-        for i, (job, (outcome, reason, delay)) in enumerate(zip(jobs, decisions)):
-            if job._lost is not None:
-                out[i] = Handled(job.event_id, outcome, reason, None, job._lost)
-            else:
-                items.append((job.lease, outcome, reason, delay))
-                slots.append((i, outcome, reason))
-        results = ((self._settles.settle(items) if self._settles is not None else self.queue.settle_many(items))
-                   if items else [])
-        for (i, outcome, reason), result in zip(slots, results):
-            if isinstance(result, LeaseLost):
-                out[i] = Handled(jobs[i].event_id, outcome, reason, None, result)
-            else:
-                out[i] = Handled(jobs[i].event_id, outcome, reason, result)
-        handled = [h for h in out if h is not None]
-        for job, h in zip(jobs, handled):
-            count(self.tally, job, h)
-        return handled
+        return drive(self.core.settle(jobs, decisions))
 
     # -- the loop ----------------------------------------------------------------
 
@@ -249,7 +198,7 @@ class Worker:
         self._release_unstarted()
         abandoned = self.running_handlers()
         if abandoned:
-            self.tally.add("abandoned", abandoned)
+            self.core.tally.add("abandoned", abandoned)
             log.warning("worker.abandoned handlers=%d stop_timeout=%s", abandoned, self.stop_timeout)
         counts = self.counts()
         log.info("worker.stop %s", " ".join(f"{k}={n}" for k, n in counts.items()))
@@ -260,100 +209,26 @@ class Worker:
     def _release_unstarted(self) -> None:
         """Give back the jobs of abandoned batches that no handler started, and
         leases claimed ahead that no thread took: ready at once, their attempts unspent."""
-        left = self._ahead.left() if self._ahead is not None else []
-        self.tally.add("claimed", len(left))
-        unstarted = [*self._heartbeat.take_unstarted(), *(Job(lease, self._stop) for lease in left)]
-        if not unstarted:
-            return
+        left = [Job(lease, self._stop) for lease in self.core.left_ahead()]
+        unstarted = [*self._heartbeat.take_unstarted(), *left]
         try:
-            self._settle(unstarted, [RELEASE] * len(unstarted))
+            drive(self.core.release(unstarted))
         except BaseException as exc:  # a queue error: run() raises it (or the one met first)
             with self._lock:
                 self._error = self._error or exc
 
     def _loop(self, mode: str | None, stop: threading.Event) -> None:
-        """One run() thread: rounds until `stop`; idle rounds (and Unavailable) back off from
-        idle_min to idle_max (straight to idle_max while the queue listens for new work)."""
-        pause = self.idle_min
+        """One run() thread: the core's rounds until `stop`, its calls made here."""
         try:
-            while not stop.is_set():
-                self._tick_if_due()
-                reconnects = self._outage.reconnects
-                try:
-                    handled, done = self._round(mode)
-                except Unavailable as exc:
-                    self._outage.recover(exc, reconnects, stop, pause)
-                    pause = min(pause * 2, self.idle_max)
-                    continue
-                if done:
-                    stop.set()
-                elif handled:
-                    pause = self.idle_min
-                elif self._pause(stop, pause):
-                    pause = self.idle_max  # a notification ends the wait: no need to poll sooner
-                else:
-                    pause = min(pause * 2, self.idle_max)
+            if drive(self.core.loop(mode, stop.is_set, self.step, lambda seconds: self._pause(stop, seconds),
+                                    lambda exc, seen, pause: self._outage.recover(exc, seen, stop, pause))):
+                stop.set()
         except BaseException as exc:
             with self._lock:
                 if self._error is None:
                     self._error = exc
             log.error("worker.error error=%r", f"{type(exc).__name__}: {exc}")
             stop.set()
-
-    def _tick_if_due(self) -> None:
-        """With tick=True, turn due schedule slots into events, at most once per idle_max (any thread)."""
-        if not self.tick:
-            return
-        with self._lock:
-            now = time.monotonic()
-            if now < self._next_tick:
-                return
-            self._next_tick = now + self.idle_max
-        try:
-            made = self.queue.tick()
-        except FairqError as exc:
-            log_tick_failed(exc)
-            return
-        log_tick(made)
-
-    def _round(self, mode: str | None) -> tuple[list[Handled], bool]:  # (handled, stop now?)
-        seen = self._begin_round()
-        handled: list[Handled] = []
-        try:
-            handled = self.step()
-        finally:
-            done = self._end_round(handled, seen, mode)
-        return handled, done
-
-    def _begin_round(self) -> int:
-        """A run() thread starts a round: returns the count of rounds that handled something so far."""
-        with self._lock:
-            self._active += 1
-            return self._busy_rounds
-
-    def _end_round(self, handled: list[Handled], seen: int, mode: str | None) -> bool:
-        """A run() thread ends a round begun when `seen` rounds had handled something;
-        True when the run's stop mode says to stop.
-
-        until_idle: an empty round stops the run only if no thread is inside
-        a round and no round handled anything since this one began (a settle
-        meanwhile may have made work claimable); in a worker process, also
-        only if no event is inflight (a sibling's settle may make work
-        claimable). until_empty: an empty round stops the run once every flow's
-        head is quarantined or the flow is gone.
-        """
-        with self._lock:
-            self._active -= 1
-            if handled:
-                self._busy_rounds += 1
-            idle = not handled and self._active == 0 and self._busy_rounds == seen
-        if handled or mode is None:
-            return False
-        if mode == "until_idle":
-            if idle and self.idle_needs_no_inflight:
-                return self.queue.stats(top=0).counts[State.INFLIGHT.value] == 0
-            return idle
-        return only_quarantined_left(self.queue.stats(top=0))
 
     def _pause(self, stop: threading.Event, seconds: float) -> bool:
         """An idle thread's wait before its next claim: monotonic, and a stop ends it at
@@ -394,5 +269,5 @@ class Worker:
         released (given back unstarted), quarantined, lost (not settled: the
         lease was gone) and abandoned (still running when the stop timeout
         ended); the keys are COUNTS."""
-        return self.tally.snapshot()
+        return self.core.tally.snapshot()
 
