@@ -148,13 +148,19 @@ def body(value: Any, field: str = "body", *, max_bytes: int = DEFAULT_MAX_BODY_B
     tuples, sets, bytes and other non-JSON types. int and float stay distinct
     (1 and 1.0 are different bodies).
     """
-    if not _plain_json(value, 0):
-        _check_json(value, field)  # raises naming the exact place, or accepts (e.g. a str subclass)
+    json_value(value, field)
     text = canonical_tree(value)  # both checks refuse a cycle (as too deep) and NaN
     size = len(text) if text.isascii() else len(_encodable(text, field))
     if size > max_bytes:
         raise InvalidInput(field, f"is {size} bytes of canonical JSON, over the limit of {max_bytes}")
     return text
+
+
+def json_value(value: Any, field: str) -> None:
+    """Refuse, naming the exact place (`field`, `field.key`, `field[2]`), a value
+    that would not come back from JSON as it went in (see body())."""
+    if not _plain_json(value, 0):
+        _check_json(value, field)  # raises naming the exact place, or accepts (e.g. a str subclass)
 
 
 def _plain_json(value: Any, depth: int) -> bool:

@@ -215,8 +215,7 @@ def lease_ref(value: Any, field: str) -> LeaseRef:
 
 def check_json(value: Any, field: str) -> None:
     """Refuse, naming the place, anything that would not cross as JSON unchanged."""
-    if not v._plain_json(value, 0):
-        v._check_json(value, field)
+    v.json_value(value, field)
 
 
 def unencodable(payload: dict[str, Any]) -> InvalidInput:
