@@ -149,17 +149,6 @@ ALLOWED_PRIVATE_ACCESS = {
 #: typing.NamedTuple's documented methods: underscored only so they cannot clash
 #: with a field's name. No fairq class defines a name of this set (checked below).
 NAMEDTUPLE_API = frozenset({"_make", "_replace", "_asdict", "_fields", "_field_defaults"})
-#: KNOWN offenders, being removed by the issue-23 work in progress (the worker core
-#: gives a Job's state one owner with a public interface; fairq._validate names its
-#: JSON check publicly). Module -> the private attributes it may still touch. The
-#: lead empties this when that work lands; nothing may be added to it.
-KNOWN_PRIVATE_ACCESS_BEING_REMOVED: dict[str, frozenset[str]] = {
-    "fairq.worker.loop": frozenset({"_batch", "_decision", "_failure", "_handled", "_lost", "_phase"}),
-    "fairq.worker.heartbeat": frozenset({"_batch", "_deadline", "_decision", "_failure", "_handled", "_lose",
-                                         "_phase"}),
-    "fairq.aio.worker": frozenset({"_lost"}),
-    "fairq.http.wire": frozenset({"_plain_json", "_check_json"}),  # v._plain_json, v._check_json
-}
 ATTRIBUTE_CALLS = frozenset({"getattr", "setattr", "hasattr", "delattr"})
 
 
@@ -192,9 +181,8 @@ def private_accesses(tree: ast.Module) -> list[tuple[int, str, str]]:
 
 def offenders(name: str, tree: ast.Module) -> list[str]:
     """The module's private accesses that no allowlist excuses, as `module:line: expression`."""
-    known = KNOWN_PRIVATE_ACCESS_BEING_REMOVED.get(name, frozenset())
     return [f"{name}:{line}: {written}" for line, written, attr in private_accesses(tree)
-            if written not in ALLOWED_PRIVATE_ACCESS and attr not in NAMEDTUPLE_API and attr not in known]
+            if written not in ALLOWED_PRIVATE_ACCESS and attr not in NAMEDTUPLE_API]
 
 
 def test_no_module_reads_or_writes_a_private_attribute_of_another_modules_object() -> None:
