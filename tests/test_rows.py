@@ -25,6 +25,15 @@ def test_a_fence_on_a_missing_row_is_stale_and_on_a_live_lease_passes() -> None:
     assert isinstance(rows.fence_held(held(), "e", 3, 6_000), fairq.LeaseExpired)
 
 
+def test_a_live_lease_gives_its_row_and_a_lost_one_raises_what_the_fence_says() -> None:
+    row = held()
+    assert rows.held_live(row, "e", 3, 1_000) is row
+    with pytest.raises(fairq.StaleLease):
+        rows.held_live(None, "e", 3, 1_000)
+    with pytest.raises(fairq.LeaseExpired):
+        rows.held_live(row, "e", 3, 6_000)
+
+
 def test_a_redrive_goes_on_only_for_a_quarantined_event_at_the_generation_seen() -> None:
     assert rows.redrive_refusal(held("quarantined", 3), "e", 3) is None
     for row, message in ((None, "does not exist"), (held("ready", 3), "is ready, not quarantined"),

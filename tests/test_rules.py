@@ -5,12 +5,15 @@ no database. Property checks use plain random with fixed seeds."""
 
 from __future__ import annotations
 
+import math
 import random
 
 import pytest
 
 from fairq import Backoff, Conflict, LeaseExpired, Outcome, StaleLease, State
-from fairq.kernel.policy import MAX_WEIGHT, STRIDE_UNIT, Decision, decide, stride
+from fairq.kernel.policy import (CLAIM_LAG_BUCKETS, MAX_WEIGHT, POLICY_ROW, STRIDE_UNIT, Decision, Policy, decide,
+                                 policy_from_row, policy_params, stride)
+from fairq.kernel.stats import assemble
 from fairq.kernel.rules import Quarantine, body_hash, check_repeat, expired_lease_fate, fence, join_pass, rotate
 
 NO_JITTER = Backoff(base=2.0, factor=2.0, cap=8.0, jitter=False)
@@ -258,3 +261,35 @@ def test_an_expired_lease_is_quarantined_exactly_when_its_attempts_reach_the_bud
     for attempts in range(1, 10):
         for cap in range(1, 10):
             assert (expired_lease_fate(attempts, cap) is None) == (attempts < cap)
+
+
+# -- the stored policy row, and stats from what a store keeps ------------------------------------
+
+
+def test_a_policy_row_written_from_a_policy_reads_back_as_the_same_policy() -> None:
+    policy = Policy(7, Backoff(0.5, 3.0, 90.0, jitter=False), 12.5, version=4)
+    params = policy_params(policy)
+    row = tuple(params[k] for k in ("max_attempts", "lease_ms", "base", "factor", "cap", "jitter")) + (4,)
+    assert params["lease_ms"] == 12_500 and params["jitter"] is False
+    back = policy_from_row(row)
+    assert back == policy and back.version == 4
+    # As SQLite keeps it: the flag an integer, the times as stored.
+    assert policy_from_row((7, 12_500, 0.5, 3, 90, 0, 4)) == policy
+    assert len(POLICY_ROW) == len(row)
+
+
+def test_stats_from_kept_counts_fill_every_state_and_total_and_read_the_histogram() -> None:
+    lags = [0] * CLAIM_LAG_BUCKETS
+    lags[2] = 9  # nine first claims within 25 ms
+    lags[-1] = 1  # one past the last bound
+    got = assemble(now_ms=10_000, counts={"ready": 3}, totals={"acked": 2}, purged=1, lags=lags, flows=4,
+                   oldest_ready_ms=7_500, top_flows=[("F", 3)], tombstones=5)
+    assert got.counts == {"ready": 3, "inflight": 0, "acked": 0, "quarantined": 0}
+    assert got.totals["acked"] == 2 and got.totals["enqueued"] == 0 and got.totals["purged"] == 1
+    assert list(got.totals)[-1] == "purged"
+    assert (got.now, got.oldest_ready_age, got.flows, got.top_flows, got.tombstones) == (10.0, 2.5, 4, (("F", 3),), 5)
+    assert got.claim_lag_median == 0.025 and got.claim_lag_p99 == math.inf
+    assert got.claim_lag_buckets[2] == (0.025, 9) and got.claim_lag_buckets[-1] == (math.inf, 1)
+    idle = assemble(now_ms=0, counts={}, totals={}, purged=0, lags=[0] * CLAIM_LAG_BUCKETS, flows=0,
+                    oldest_ready_ms=None, top_flows=[], tombstones=0)
+    assert idle.oldest_ready_age == 0.0 and idle.claim_lag_median is None

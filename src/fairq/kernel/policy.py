@@ -8,6 +8,7 @@ tested and replayed exactly.
 from __future__ import annotations
 
 import bisect
+import functools
 import hashlib
 import json
 import math
@@ -30,12 +31,16 @@ __all__ = [
     "to_ms",
     "from_ms",
     "CLAIM_LAG_BOUNDS_MS",
+    "CLAIM_LAG_BUCKETS",
     "lag_bucket",
     "lag_counts",
     "lag_quantile",
     "Policy",
     "DEFAULT_MAX_ATTEMPTS",
     "policy_json",
+    "POLICY_ROW",
+    "policy_from_row",
+    "policy_params",
     "DEFAULT_LEASE_SECONDS",
 ]
 
@@ -55,6 +60,8 @@ def stride(weight: int) -> int:
 #: everything slower. Chosen to answer SLOs like "99% claimed within 10 s".
 CLAIM_LAG_BOUNDS_MS = (5, 10, 25, 50, 100, 250, 500, 1_000, 2_500, 5_000, 10_000, 30_000,
                        60_000, 300_000, 900_000, 3_600_000)
+#: The histogram's buckets: one per bound, and one past the last.
+CLAIM_LAG_BUCKETS = len(CLAIM_LAG_BOUNDS_MS) + 1
 
 
 def lag_bucket(lag_ms: int) -> int:
@@ -66,7 +73,7 @@ def lag_counts(stored: str) -> list[int]:
     """The histogram's bucket counts from their stored JSON, one per bucket
     (a file written with fewer buckets gets zeros for the new ones)."""
     counts: list[int] = json.loads(stored)
-    return counts + [0] * (len(CLAIM_LAG_BOUNDS_MS) + 1 - len(counts))
+    return counts + [0] * (CLAIM_LAG_BUCKETS - len(counts))
 
 
 def lag_quantile(counts: list[int], q: float) -> float | None:
@@ -236,3 +243,24 @@ def policy_json(policy: Policy) -> dict[str, Any]:
     return {"max_attempts": policy.max_attempts, "lease_seconds": policy.lease_seconds,
             "backoff": {"base": b.base, "factor": b.factor, "cap": b.cap, "jitter": b.jitter},
             "version": policy.version}
+
+
+#: The stored policy row's columns, in the order policy_from_row reads them.
+POLICY_ROW = ("max_attempts", "lease_ms", "backoff_base_s", "backoff_factor", "backoff_cap_s", "backoff_jitter",
+              "version")
+
+
+@functools.lru_cache(maxsize=8)
+def policy_from_row(row: tuple[Any, ...]) -> Policy:
+    """A Policy from a stored policy row, read in POLICY_ROW's order."""
+    max_attempts, lease_ms, base, factor, cap, jitter, version = row
+    return Policy(int(max_attempts), Backoff(float(base), float(factor), float(cap), bool(jitter)),
+                  int(lease_ms) / 1000, int(version))
+
+
+def policy_params(policy: Policy) -> dict[str, Any]:
+    """The values a store writes into its policy row (all but the version),
+    named as its statements bind them."""
+    b = policy.backoff
+    return {"max_attempts": policy.max_attempts, "lease_ms": to_ms(policy.lease_seconds),
+            "base": float(b.base), "factor": float(b.factor), "cap": float(b.cap), "jitter": bool(b.jitter)}

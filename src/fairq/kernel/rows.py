@@ -19,14 +19,15 @@ from typing import Any, NamedTuple, Protocol
 
 from . import rules
 from .._json import body_value, canonical
-from ..stores.backend import NewEvent, SettleItem
+from ..stores.backend import NewEvent, NewSchedule, SettleItem
 from ..errors import LeaseExpired, LeaseLost, RedriveRefused, StaleLease
-from .policy import Backoff, decide, from_ms
+from .policy import Backoff, Policy, decide, from_ms, policy_json
 from ..types import AuditEntry, Enqueued, EventInfo, Misfire, Outcome, Schedule, Settled, State
 
 __all__ = [
     "Held",
     "fence_held",
+    "held_live",
     "Tally",
     "Judged",
     "judge_settles",
@@ -40,6 +41,7 @@ __all__ = [
     "event_info",
     "audit_entry",
     "schedule",
+    "schedule_params",
     "audit_row",
     "AuditTrail",
 ]
@@ -74,6 +76,16 @@ def fence_held(row: Held | None, event_id: str, generation: int, now_ms: int,
                            lease_until_ms=None, settled_in_batch=settled)
     return rules.fence(event_id, generation, now_ms, state=row.state, stored_generation=row.generation,
                        lease_until_ms=row.lease_until_ms, settled_in_batch=settled)
+
+
+def held_live(row: Held | None, event_id: str, generation: int, now_ms: int) -> Held:
+    """The row of a lease that may settle or extend at now_ms; raises the
+    StaleLease or LeaseExpired fence_held gives otherwise."""
+    lost = fence_held(row, event_id, generation, now_ms)
+    if lost is not None:
+        raise lost
+    assert row is not None
+    return row
 
 
 class Tally(Protocol):
@@ -320,6 +332,13 @@ def schedule(row: Sequence[Any]) -> Schedule:
 # -- rows written --------------------------------------------------------------
 
 
+def schedule_params(new: NewSchedule) -> dict[str, Any]:
+    """The parameters of a new schedule's row, by column name."""
+    return {"name": new.name, "every_ms": new.every_ms, "cron": new.cron, "tz": new.tz, "body": new.body,
+            "flow": new.flow, "start_ms": new.start_ms, "misfire": new.misfire.value,
+            "grace_ms": new.grace_ms, "next_slot_ms": new.next_slot_ms}
+
+
 def audit_row(event_id: str, action: str, reason: str | None, actor: str | None,
               generation: int | None, now_ms: int, detail: dict[str, Any]) -> dict[str, Any]:
     """The parameters of one audit row, by column name."""
@@ -341,6 +360,14 @@ class AuditTrail:
                generation: int | None, now_ms: int, detail: dict[str, Any]) -> None:
         """Append one audit row."""
         self.append_audit([audit_row(event_id, action, reason, actor, generation, now_ms, detail)])
+
+    def record_policy_change(self, before: Policy, after: Policy, *, reason: str | None, actor: str | None,
+                             now_ms: int) -> None:
+        """Audit a policy change ("policy_set", the policy before and after);
+        nothing when the stored version did not move."""
+        if after.version != before.version:
+            self.record("", "policy_set", reason, actor, None, now_ms,
+                        {"from": policy_json(before), "to": policy_json(after)})
 
     def append_misfires(self, misfires: Sequence[tuple[str, str, dict[str, Any]]], now_ms: int) -> None:
         """Record schedule slots that did not become instances: (instance id, reason, detail)."""

@@ -37,7 +37,7 @@ _ENQUEUE = ("SELECT * FROM fairq_enqueue(%(ids)s::text[], %(flows)s::text[], %(b
             "%(explicit)s, %(fold)s)")
 
 
-def enqueue_many(tx: TxnCore, items: Sequence[NewEvent], *, requested: tuple[int, bool]) -> list[Enqueued]:
+def call_enqueue(tx: TxnCore, items: Sequence[NewEvent], *, requested: tuple[int, bool]) -> list[Enqueued]:
     """Store each new event at the end of its flow in one statement;
     identical repeats collapse. Any conflict raises, and nothing was written."""
     rows = tx.db.statement("enqueue", _ENQUEUE, {

@@ -1,5 +1,6 @@
 """The SQL of maintenance on PostgreSQL: purge old acked events down to
-tombstones, drop tombstones past the dedup window, reset a model clock.
+tombstones, drop tombstones past the dedup window, reset a model clock (the
+same file, and the same functions, as the SQLite store's).
 
 Runs inside a queue write transaction (TxnCore) and records what it removes
 with that transaction's counters; never commits. Not the hot path: nothing
@@ -9,6 +10,7 @@ here is read by a claim or a settle.
 from __future__ import annotations
 
 from ...errors import UsageError
+from ...kernel import clock
 from ...kernel.rules import body_hash
 from ...types import ClockReset
 from .txn import TxnCore
@@ -58,32 +60,30 @@ def drop_tombstones(tx: TxnCore, acked_before_ms: int, *, limit: int) -> int:
 
 def reset_clock(tx: TxnCore, to_ms: int, *, reason: str, actor: str | None) -> ClockReset:
     """Move the stored (model) clock back to to_ms, with every lease end and
-    ready time beyond it, as on SQLite (fairq.stores.sqlite.clock says why)."""
+    ready time beyond it (fairq.kernel.clock.reset_clock says when and why)."""
     if tx.server_clock:
         raise UsageError("reset_clock is for a queue opened with clock='model'; on the server clock "
                          "the database server keeps the time")
-    before = tx.stored_now()
-    if to_ms >= before:
-        return ClockReset(before / 1000, before / 1000, 0, 0)
-    params = {"to_ms": to_ms, "back": before - to_ms}
-    # A lease beyond the new clock ends as much earlier as the clock moves back,
-    # never before it; an inflight head's dispatch time is its lease end.
-    leases = tx.execute(
-        "WITH moved AS (UPDATE event SET lease_until_ms = greatest(%(to_ms)s, lease_until_ms - %(back)s) "
-        "WHERE state = 'inflight' AND lease_until_ms > %(to_ms)s RETURNING id, lease_until_ms) "
-        "UPDATE head AS h SET dispatch_ms = m.lease_until_ms FROM moved AS m WHERE h.event_pk = m.id "
-        "RETURNING h.event_pk", params).rowcount
-    # Ready times beyond the new clock move back the same way, and so does the
-    # due time of an event never claimed; a head's dispatch time follows.
-    waits = tx.execute(
-        "WITH moved AS (UPDATE event SET next_at_ms = greatest(%(to_ms)s, next_at_ms - %(back)s), "
-        "due_ms = CASE WHEN first_claim_ms IS NULL AND due_ms > %(to_ms)s "
-        "THEN greatest(%(to_ms)s, due_ms - %(back)s) ELSE due_ms END "
-        "WHERE state = 'ready' AND next_at_ms > %(to_ms)s "
-        "AND (first_claim_ms IS NOT NULL OR created_ms > %(to_ms)s) RETURNING id, next_at_ms), "
-        "heads AS (UPDATE head AS h SET dispatch_ms = m.next_at_ms FROM moved AS m WHERE h.event_pk = m.id) "
-        "SELECT count(*) FROM moved", params).fetchone()[0]
-    tx.rewind(to_ms)
-    tx.record("", "clock_reset", reason, actor, None, to_ms,
-              {"from": before / 1000, "to": to_ms / 1000, "leases": leases, "waits": waits})
-    return ClockReset(before / 1000, to_ms / 1000, int(leases), int(waits))
+
+    def move(to_ms: int, back: int) -> tuple[int, int]:
+        params = {"to_ms": to_ms, "back": back}
+        # A lease beyond the new clock ends as much earlier as the clock moves back,
+        # never before it; an inflight head's dispatch time is its lease end.
+        leases = tx.execute(
+            "WITH moved AS (UPDATE event SET lease_until_ms = greatest(%(to_ms)s, lease_until_ms - %(back)s) "
+            "WHERE state = 'inflight' AND lease_until_ms > %(to_ms)s RETURNING id, lease_until_ms) "
+            "UPDATE head AS h SET dispatch_ms = m.lease_until_ms FROM moved AS m WHERE h.event_pk = m.id "
+            "RETURNING h.event_pk", params).rowcount
+        # Ready times beyond the new clock move back the same way, and so does the
+        # due time of an event never claimed; a head's dispatch time follows.
+        waits = tx.execute(
+            "WITH moved AS (UPDATE event SET next_at_ms = greatest(%(to_ms)s, next_at_ms - %(back)s), "
+            "due_ms = CASE WHEN first_claim_ms IS NULL AND due_ms > %(to_ms)s "
+            "THEN greatest(%(to_ms)s, due_ms - %(back)s) ELSE due_ms END "
+            "WHERE state = 'ready' AND next_at_ms > %(to_ms)s "
+            "AND (first_claim_ms IS NOT NULL OR created_ms > %(to_ms)s) RETURNING id, next_at_ms), "
+            "heads AS (UPDATE head AS h SET dispatch_ms = m.next_at_ms FROM moved AS m WHERE h.event_pk = m.id) "
+            "SELECT count(*) FROM moved", params).fetchone()[0]
+        return int(leases), int(waits)
+
+    return clock.reset_clock(tx, to_ms, move, reason=reason, actor=actor)

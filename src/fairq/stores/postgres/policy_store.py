@@ -1,5 +1,6 @@
 """The SQL of the stored retry policy on PostgreSQL: read it, seed it when the
-tables are created, change it (versioned; the caller audits the change).
+tables are created, change it (versioned; the caller audits the change). The
+row's mapping to a Policy is fairq.kernel.policy's (policy_from_row, policy_params).
 
 The policy lives in the database (table policy, one row) so that every
 process decides an event's fate the same way. Nothing here commits.
@@ -9,26 +10,20 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...kernel.policy import Backoff, Policy, from_ms, to_ms
+from ...kernel.policy import Policy, policy_from_row, policy_params
 
-#: The policy row's columns, in policy_from_row's order.
+__all__ = ["POLICY_COLUMNS", "read_policy", "store_policy", "change_policy"]
+
+#: The policy row's columns, in kernel.policy.POLICY_ROW's order.
 POLICY_COLUMNS = ("policy.max_attempts, policy.lease_ms, policy.backoff_base_s, policy.backoff_factor, "
                   "policy.backoff_cap_s, policy.backoff_jitter, policy.version")
 # The one row always exists: schema step 1 inserts it.
 _SELECT = "SELECT " + POLICY_COLUMNS + " FROM policy WHERE id = 1"
 
 
-def policy_from_row(row: Any) -> Policy:
-    max_attempts, lease_ms, base, factor, cap, jitter, version = row
-    lease_seconds = from_ms(int(lease_ms))
-    assert lease_seconds is not None
-    return Policy(int(max_attempts), Backoff(float(base), float(factor), float(cap), bool(jitter)),
-                  lease_seconds, int(version))
-
-
 def read_policy(conn: Any, *, lock: bool = False) -> Policy:
     """The stored policy (locked for a change when `lock`)."""
-    return policy_from_row(conn.execute(_SELECT + (" FOR UPDATE" if lock else "")).fetchone())
+    return policy_from_row(tuple(conn.execute(_SELECT + (" FOR UPDATE" if lock else "")).fetchone()))
 
 
 def store_policy(conn: Any, policy: Policy) -> None:
@@ -38,12 +33,14 @@ def store_policy(conn: Any, policy: Policy) -> None:
         "UPDATE policy SET max_attempts = %(max_attempts)s, lease_ms = %(lease_ms)s, "
         "backoff_base_s = %(base)s, backoff_factor = %(factor)s, backoff_cap_s = %(cap)s, "
         "backoff_jitter = %(jitter)s WHERE id = 1",
-        _params(policy),
+        policy_params(policy),
     )
 
 
 def change_policy(conn: Any, new: Policy) -> tuple[Policy, Policy]:
-    """Store `new` as the next version; (before, after). No write when equal."""
+    """Store `new` as the version after the one stored; (before, after).
+    Writes nothing when `new` equals what is stored. The caller audits the
+    change."""
     # Locked first: two changes in flight make two versions, one after the other.
     before = read_policy(conn, lock=True)
     if new == before:
@@ -52,12 +49,6 @@ def change_policy(conn: Any, new: Policy) -> tuple[Policy, Policy]:
         "UPDATE policy SET max_attempts = %(max_attempts)s, lease_ms = %(lease_ms)s, "
         "backoff_base_s = %(base)s, backoff_factor = %(factor)s, backoff_cap_s = %(cap)s, "
         "backoff_jitter = %(jitter)s, version = version + 1 WHERE id = 1",
-        _params(new),
+        policy_params(new),
     )
     return before, read_policy(conn)
-
-
-def _params(policy: Policy) -> dict[str, Any]:
-    b = policy.backoff
-    return {"max_attempts": policy.max_attempts, "lease_ms": to_ms(policy.lease_seconds),
-            "base": float(b.base), "factor": float(b.factor), "cap": float(b.cap), "jitter": bool(b.jitter)}

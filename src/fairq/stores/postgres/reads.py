@@ -8,7 +8,6 @@ the head reads go through the head table's indexes.
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from ...kernel import policy
@@ -16,7 +15,8 @@ from ..backend import FlowHead
 from ...errors import InvalidInput
 from ...kernel.policy import Policy
 from ...kernel.rows import audit_entry, event_info
-from ...types import TOTALS, AuditEntry, EventInfo, State, Stats
+from ...kernel.stats import assemble
+from ...types import TOTALS, AuditEntry, EventInfo, Stats
 from .policy_store import read_policy
 from .schedules import PgSchedules
 from .txn import SERVER_NOW
@@ -135,10 +135,6 @@ class PgReads:
         if self.server_clock:
             now_ms = int(conn.execute(SERVER_NOW).fetchone()[0])
         kept = self.counters()
-        counts = {s.value: kept.get(s.value, 0) for s in State}
-        totals = {name: kept.get(f"total_{name}", 0) for name in TOTALS}
-        totals["purged"] = kept.get("total_purged", 0)
-        lags = [kept.get(f"lag_{i}", 0) for i in range(len(policy.CLAIM_LAG_BOUNDS_MS) + 1)]
         # Every flow with unacked events has exactly one head row.
         heads = int(conn.execute("SELECT count(*) FROM head").fetchone()[0])
         # The longest-claimable ready head: runnable, or due but not yet promoted.
@@ -153,17 +149,12 @@ class PgReads:
             "JOIN flow AS f ON f.flow_id = h.flow_id ORDER BY backlog DESC, f.name LIMIT %(top)s",
             {"top": top},
         ).fetchall() if top else []
-        bounds = [b / 1000 for b in policy.CLAIM_LAG_BOUNDS_MS] + [math.inf]
-        return Stats(
-            counts=counts, flows=heads,
-            oldest_ready_age=0.0 if oldest is None else max(0, now_ms - int(oldest)) / 1000,
-            now=now_ms / 1000, totals=totals,
-            claim_lag_median=policy.lag_quantile(lags, 0.5),
-            claim_lag_p99=policy.lag_quantile(lags, 0.99),
-            claim_lag_buckets=tuple(zip(bounds, lags)),
-            top_flows=tuple((name, int(n)) for name, n in top_flows),
-            tombstones=kept.get("total_tombstones", 0),
-        )
+        return assemble(now_ms=now_ms, counts=kept,
+                        totals={name: kept.get(f"total_{name}", 0) for name in TOTALS},
+                        purged=kept.get("total_purged", 0),
+                        lags=[kept.get(f"lag_{i}", 0) for i in range(policy.CLAIM_LAG_BUCKETS)],
+                        flows=heads, oldest_ready_ms=oldest, top_flows=top_flows,
+                        tombstones=kept.get("total_tombstones", 0))
 
     def earliest_ready_ms(self) -> int | None:
         """The earliest dispatch time of a waiting head (head_waiting's first entry)."""

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..backend import Advance, NewSchedule
-from ...kernel.rows import audit_entry, schedule
+from ...kernel.rows import audit_entry, schedule, schedule_params
 from ...types import AuditEntry, Schedule
 
 _COLUMNS = ("name, every_ms, cron, tz, body, flow, start_ms, misfire, grace_ms, paused, "
@@ -55,9 +55,7 @@ class PgSchedules:
             "INSERT INTO schedule (name, every_ms, cron, tz, body, flow, start_ms, misfire, grace_ms, "
             "next_slot_ms) VALUES (%(name)s, %(every_ms)s, %(cron)s, %(tz)s, %(body)s, %(flow)s, %(start_ms)s, "
             "%(misfire)s, %(grace_ms)s, %(next_slot_ms)s) RETURNING " + _COLUMNS,
-            {"name": new.name, "every_ms": new.every_ms, "cron": new.cron, "tz": new.tz, "body": new.body,
-             "flow": new.flow, "start_ms": new.start_ms, "misfire": new.misfire.value,
-             "grace_ms": new.grace_ms, "next_slot_ms": new.next_slot_ms},
+            schedule_params(new),
         ).fetchone()
         return schedule(row)
 

@@ -18,12 +18,12 @@ from ..._json import body_value
 from ..backend import SettleItem
 from ...errors import LeaseLost, RedriveRefused, StoreError
 from ...kernel.policy import Backoff
-from ...kernel.rows import Held, fence_held, judge_settles, redrive_each
+from ...kernel.rows import Held, held_live, judge_settles, redrive_each
 from ...types import Lease, Settled
 from .txn import TxnCore
 
 
-def held(tx: TxnCore, event_ids: list[str], *, lock_flows: bool) -> dict[str, Held]:
+def _held(tx: TxnCore, event_ids: list[str], *, lock_flows: bool) -> dict[str, Held]:
     """The rows the fence judges, locked (flows if asked, then heads) and read afresh."""
     ids = sorted(set(event_ids))
     # An event's flow and row id never change: the locks can find them by id.
@@ -45,15 +45,13 @@ def held(tx: TxnCore, event_ids: list[str], *, lock_flows: bool) -> dict[str, He
 
 def check_fence(tx: TxnCore, event_id: str, generation: int, now_ms: int) -> None:
     """Raise StaleLease or LeaseExpired unless this lease may settle now."""
-    lost = fence_held(held(tx, [event_id], lock_flows=True).get(event_id), event_id, generation, now_ms)
-    if lost is not None:
-        raise lost
+    held_live(_held(tx, [event_id], lock_flows=True).get(event_id), event_id, generation, now_ms)
 
 
 def settle_many(tx: TxnCore, items: Sequence[SettleItem], *, now_ms: int, max_attempts: int,
                 backoff: Backoff) -> list[Settled | LeaseLost]:
     """Settle each lease on its own; a lost lease is reported in its slot."""
-    judged = judge_settles(items, held(tx, [item.event_id for item in items], lock_flows=True),
+    judged = judge_settles(items, _held(tx, [item.event_id for item in items], lock_flows=True),
                            now_ms=now_ms, max_attempts=max_attempts, backoff=backoff)
     judged.count(tx)
     acked, retried, released, quarantined = judged.acked, judged.retried, judged.released, judged.quarantined
@@ -149,11 +147,7 @@ def _ready_again(tx: TxnCore, retried: list[tuple[Held, int, str | None]], relea
 
 def extend(tx: TxnCore, event_id: str, generation: int, *, lease_ms: int, now_ms: int) -> Lease:
     """Move a live lease's end to now + lease_ms (fenced like settle)."""
-    row = held(tx, [event_id], lock_flows=False).get(event_id)
-    lost = fence_held(row, event_id, generation, now_ms)
-    if lost is not None:
-        raise lost
-    assert row is not None
+    row = held_live(_held(tx, [event_id], lock_flows=False).get(event_id), event_id, generation, now_ms)
     until = now_ms + lease_ms
     # Only the current holder's lease moves (compare-and-set on generation,
     # state and lease end); the head's dispatch time follows it.
@@ -177,7 +171,7 @@ def redrive_many(tx: TxnCore, items: Sequence[tuple[str, int]], *, reason: str, 
     its new generation, or its refusal, in its slot. Every head named is
     locked first, in one statement and in event order (as settle locks
     them), so two calls naming the same events in any order never deadlock."""
-    rows = held(tx, [event_id for event_id, _ in items], lock_flows=False)
+    rows = _held(tx, [event_id for event_id, _ in items], lock_flows=False)
 
     def write(row: Held, generation: int) -> None:
         # A new round (compare-and-set on state and generation): attempts

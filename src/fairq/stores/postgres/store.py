@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 
 from ..backend import NewEvent, SettleItem
 from ...errors import InvalidInput, LeaseLost, RedriveRefused, UsageError
-from ...kernel.policy import Policy, policy_json, to_ms
+from ...kernel.policy import Policy, to_ms
 from ...types import ClockReset, Enqueued, Lease, Settled
 from . import claim, enqueue, enqueue_one, maintenance, settle, verbs
 from .connection import PgDatabase
@@ -189,22 +189,21 @@ class PgTxn(TxnCore):
     def enqueue_many(self, items: Sequence[NewEvent], now_ms: int) -> list[Enqueued]:
         requested = self._one_statement()
         if requested is not None:
-            return enqueue_one.enqueue_many(self, items, requested=requested)
+            return enqueue_one.call_enqueue(self, items, requested=requested)
         return enqueue.enqueue_many(self, items, self._at(now_ms))
 
     def set_policy(self, new: Policy, *, reason: str | None, actor: str | None, now_ms: int) -> Policy:
-        """Store `new` as the next policy version with one audit row; unchanged: no write."""
+        """Store `new` as the next policy version with one audit row
+        ("policy_set", the policy before and after); unchanged: no write."""
         before, after = change_policy(self.connection, new)
         self._policy = after
-        if after.version != before.version:
-            self.record("", "policy_set", reason, actor, None, now_ms,
-                        {"from": policy_json(before), "to": policy_json(after)})
+        self.record_policy_change(before, after, reason=reason, actor=actor, now_ms=now_ms)
         return after
 
     def claim_many(self, n: int, *, owner: str | None, now_ms: int, lease_ms: int | None) -> list[Lease]:
         requested = self._one_statement()
         if requested is not None:  # the statement reads the stored policy in its own transaction
-            return verbs.claim_many(self, n, owner=owner, requested=requested, lease_ms=lease_ms)
+            return verbs.call_claim(self, n, owner=owner, requested=requested, lease_ms=lease_ms)
         now_ms = self._at(now_ms)
         return claim.claim_many(self, n, owner=owner, now_ms=now_ms, lease_ms=self._lease_ms(lease_ms),
                                 max_attempts=self.policy().max_attempts)
@@ -215,7 +214,7 @@ class PgTxn(TxnCore):
     def settle_many(self, items: Sequence[SettleItem], *, now_ms: int) -> list[Settled | LeaseLost]:
         requested = self._one_statement()
         if requested is not None:
-            return verbs.settle_many(self, items, requested=requested)
+            return verbs.call_settle(self, items, requested=requested)
         now_ms = self._at(now_ms)
         policy = self.policy()
         return settle.settle_many(self, items, now_ms=now_ms, max_attempts=policy.max_attempts,
@@ -224,7 +223,7 @@ class PgTxn(TxnCore):
     def extend(self, event_id: str, generation: int, *, lease_ms: int | None, now_ms: int) -> Lease:
         requested = self._one_statement()
         if requested is not None:
-            return verbs.extend(self, event_id, generation, requested=requested, lease_ms=lease_ms)
+            return verbs.call_extend(self, event_id, generation, requested=requested, lease_ms=lease_ms)
         now_ms = self._at(now_ms)
         return settle.extend(self, event_id, generation, lease_ms=self._lease_ms(lease_ms), now_ms=now_ms)
 

@@ -26,12 +26,12 @@ from typing import Any
 
 from ...kernel import policy
 from ...errors import InvalidInput
-from ...kernel.policy import Policy
+from ...kernel.policy import Policy, policy_from_row
 from ...kernel.rows import AuditTrail
 from ...types import TOTALS
 from . import DUE_CHANNEL, READY_CHANNEL
 from .connection import PgDatabase
-from .policy_store import POLICY_COLUMNS, policy_from_row, read_policy
+from .policy_store import POLICY_COLUMNS, read_policy
 
 #: Rows of the rotation register and of each counter (schema step 1 makes 32).
 SHARDS = 32
@@ -151,7 +151,7 @@ class TxnCore(AuditTrail):
             if self._rotation is None:
                 self._rotation = [int(row[1]), int(row[2])]
             if self._policy is None:
-                self._policy = policy_from_row(row[3:])
+                self._policy = policy_from_row(tuple(row[3:]))
         return self._clock_ms
 
     def now(self, requested_ms: int, explicit: bool) -> int:
@@ -279,18 +279,18 @@ class TxnCore(AuditTrail):
 
     # -- shared statements ------------------------------------------------------------
 
-    def quarantine(self, pks: Sequence[int], reasons: Sequence[str | None]) -> None:
-        """Quarantine the head events `pks` (the caller counts them)."""
-        if not pks:
+    def quarantine(self, ids: Sequence[int], reasons: Sequence[str | None]) -> None:
+        """Quarantine the head events `ids`, each with its reason (the caller counts them)."""
+        if not ids:
             return
         # A quarantined head keeps its rotation place and keeps blocking its
         # flow, but leaves both dispatch indexes.
         self.execute(
             "UPDATE event AS e SET state = 'quarantined', lease_until_ms = NULL, next_at_ms = NULL, "
             "reason = c.reason FROM unnest(%(pks)s::bigint[], %(reasons)s::text[]) AS c(pk, reason) "
-            "WHERE e.id = c.pk", {"pks": list(pks), "reasons": list(reasons)})
+            "WHERE e.id = c.pk", {"pks": list(ids), "reasons": list(reasons)})
         self.execute("UPDATE head SET dispatch_ms = NULL, runnable = false WHERE event_pk = ANY(%(pks)s::bigint[])",
-                     {"pks": list(pks)})
+                     {"pks": list(ids)})
 
     def append_audit(self, rows: list[dict[str, Any]]) -> None:
         if not rows:

@@ -1,5 +1,5 @@
-"""The common verbs on PostgreSQL as one statement each: claim_many, settle_many
-and extend call the server-side functions of migrations/verbs.sql
+"""The common verbs on PostgreSQL as one statement each: call_claim, call_settle
+and call_extend call the server-side functions of migrations/verbs.sql
 (since schema step 4) in autocommit, so the call is its own
 transaction and one round trip, BEGIN and COMMIT included.
 
@@ -44,7 +44,7 @@ _CLAIM = ("SELECT * FROM fairq_claim(%(n)s, %(owner)s, %(model)s, %(requested)s,
           "%(lease_ms)s, %(max_attempts)s, %(fold)s)")
 
 
-def claim_many(tx: TxnCore, n: int, *, owner: str | None, requested: tuple[int, bool],
+def call_claim(tx: TxnCore, n: int, *, owner: str | None, requested: tuple[int, bool],
                lease_ms: int | None) -> list[Lease]:
     """claim_many in one statement, judged by the stored policy; lease_ms None: its lease."""
     rows = tx.db.statement("claim", _CLAIM, {
@@ -101,7 +101,7 @@ _SETTLE = ("SELECT * FROM fairq_settle(%(ids)s, %(gens)s, %(outcomes)s, %(reason
            "%(cap)s, %(jitter)s, %(fold)s)")
 
 
-def settle_many(tx: TxnCore, items: Sequence[SettleItem], *,
+def call_settle(tx: TxnCore, items: Sequence[SettleItem], *,
                 requested: tuple[int, bool]) -> list[Settled | LeaseLost]:
     """settle_many in one statement (two when a retry's jitter draw was not
     known), judged by the stored policy (NULL for each of its overrides)."""
@@ -154,7 +154,7 @@ def _lost(event_id: str, generation: int, now_ms: int, state: str | None, stored
 _EXTEND = ("SELECT * FROM fairq_extend(%(id)s, %(gen)s, %(model)s, %(requested)s, %(explicit)s, %(lease_ms)s)")
 
 
-def extend(tx: TxnCore, event_id: str, generation: int, *, requested: tuple[int, bool],
+def call_extend(tx: TxnCore, event_id: str, generation: int, *, requested: tuple[int, bool],
            lease_ms: int | None) -> Lease:
     """extend in one statement; lease_ms None: the stored policy's."""
     rows = tx.db.statement("extend", _EXTEND, {"id": event_id, "gen": generation, "model": not tx.server_clock,

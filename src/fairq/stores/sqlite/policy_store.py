@@ -1,5 +1,6 @@
-"""The SQL of the stored retry policy: read it, store it when the file is
-created, change it with an audit row.
+"""The SQL of the stored retry policy: read it, seed it when the file is
+created, change it (versioned; the caller audits the change). The row's
+mapping to a Policy is fairq.kernel.policy's (policy_from_row, policy_params).
 
 The policy lives in the file (table policy, one row) so that every process
 that opens it decides an event's fate the same way. Verbs that need it
@@ -11,26 +12,16 @@ or reads a wall clock.
 
 from __future__ import annotations
 
-import functools
 import sqlite3
-from typing import Any
 
-from ...kernel.policy import Backoff, Policy, from_ms, to_ms
+from ...kernel.policy import Policy, policy_from_row, policy_params
 
-__all__ = ["policy_from_row", "read_policy", "store_policy", "change_policy"]
+__all__ = ["read_policy", "store_policy", "change_policy"]
 
-# The one row always exists: queue.sql and schema step 5 insert it.
+# The one row always exists: queue.sql and schema step 5 insert it. Its
+# columns in kernel.policy.POLICY_ROW's order.
 _SELECT = ("SELECT max_attempts, lease_ms, backoff_base_s, backoff_factor, backoff_cap_s, "
            "backoff_jitter, version FROM policy WHERE id = 1")
-
-
-@functools.lru_cache(maxsize=8)
-def policy_from_row(row: tuple[Any, ...]) -> Policy:
-    """A Policy from the policy row's columns, in _SELECT's order."""
-    max_attempts, lease_ms, base, factor, cap, jitter, version = row
-    lease_seconds = from_ms(lease_ms)
-    assert lease_seconds is not None
-    return Policy(max_attempts, Backoff(base, factor, cap, bool(jitter)), lease_seconds, version)
 
 
 def read_policy(conn: sqlite3.Connection) -> Policy:
@@ -46,30 +37,24 @@ def store_policy(conn: sqlite3.Connection, policy: Policy) -> None:
         "UPDATE policy SET max_attempts = :max_attempts, lease_ms = :lease_ms, "
         "backoff_base_s = :base, backoff_factor = :factor, backoff_cap_s = :cap, "
         "backoff_jitter = :jitter WHERE id = 1",
-        _params(policy),
+        policy_params(policy),
     )
 
 
-def change_policy(conn: sqlite3.Connection, before: Policy, new: Policy) -> Policy:
-    """Store `new` as the version after `before` (the policy this transaction
-    read); returns what is now stored. Writes nothing when `new` equals
-    `before`. The caller audits the change."""
+def change_policy(conn: sqlite3.Connection, new: Policy) -> tuple[Policy, Policy]:
+    """Store `new` as the version after the one stored; (before, after).
+    Writes nothing when `new` equals what is stored. The caller audits the
+    change. Runs under the file's write lock."""
+    before = read_policy(conn)
     if new == before:
-        return before
-    params = {**_params(new), "version": before.version}
+        return before, before
     # One change, one version: the write lock is held, so the guard holds;
     # it states that the row changes from the version just read.
     changed = conn.execute(
         "UPDATE policy SET max_attempts = :max_attempts, lease_ms = :lease_ms, "
         "backoff_base_s = :base, backoff_factor = :factor, backoff_cap_s = :cap, "
         "backoff_jitter = :jitter, version = version + 1 WHERE id = 1 AND version = :version",
-        params,
+        {**policy_params(new), "version": before.version},
     ).rowcount
     assert changed == 1
-    return read_policy(conn)
-
-
-def _params(policy: Policy) -> dict[str, Any]:
-    b = policy.backoff
-    return {"max_attempts": policy.max_attempts, "lease_ms": to_ms(policy.lease_seconds),
-            "base": float(b.base), "factor": float(b.factor), "cap": float(b.cap), "jitter": int(b.jitter)}
+    return before, read_policy(conn)

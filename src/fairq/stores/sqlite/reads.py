@@ -9,7 +9,6 @@ the work waiting, not the history kept.
 
 from __future__ import annotations
 
-import math
 import sqlite3
 
 from ...kernel import policy
@@ -17,6 +16,7 @@ from ..backend import FlowHead
 from ...errors import InvalidInput
 from ...kernel.policy import Policy
 from ...kernel.rows import audit_entry, event_info
+from ...kernel.stats import assemble
 from ...types import TOTALS, AuditEntry, EventInfo, State, Stats
 from .policy_store import read_policy
 from .schedules import ScheduleTxn
@@ -142,13 +142,10 @@ class SqliteReads:
             "expired_total, acked_total, retried_total, quarantined_total, redriven_total, claim_lag "
             "FROM queue_state WHERE id = 1"
         ).fetchone()
-        counts = dict(zip((s.value for s in State), row[:4]))
-        totals = dict(zip(TOTALS, row[4:11]))
         # Retention keeps its own counters (written only by purge).
-        totals["purged"], tombstones = conn.execute(
+        purged, tombstones = conn.execute(
             "SELECT purged_total, tombstones_n FROM retention WHERE id = 1"
         ).fetchone()
-        lags = policy.lag_counts(row[11])
         # Every flow with unacked events has exactly one head, in one of the
         # three partial indexes: stats reads heads, never the events behind them.
         heads = conn.execute(
@@ -174,17 +171,10 @@ class SqliteReads:
             "ORDER BY backlog DESC, f.name LIMIT :top",
             {"top": top},
         ).fetchall() if top else []
-        bounds = [b / 1000 for b in policy.CLAIM_LAG_BOUNDS_MS] + [math.inf]
-        return Stats(
-            counts=counts, flows=heads + counts["quarantined"],
-            oldest_ready_age=0.0 if oldest is None else max(0, now_ms - oldest) / 1000,
-            now=now_ms / 1000, totals=totals,
-            claim_lag_median=policy.lag_quantile(lags, 0.5),
-            claim_lag_p99=policy.lag_quantile(lags, 0.99),
-            claim_lag_buckets=tuple(zip(bounds, lags)),
-            top_flows=tuple((name, n) for name, n in top_flows),
-            tombstones=tombstones,
-        )
+        return assemble(now_ms=now_ms, counts=dict(zip((s.value for s in State), row[:4])),
+                        totals=dict(zip(TOTALS, row[4:11])), purged=purged, lags=policy.lag_counts(row[11]),
+                        flows=heads + row[3],  # a quarantined head (row[3] of them) blocks its flow
+                        oldest_ready_ms=oldest, top_flows=top_flows, tombstones=tombstones)
 
 
 _SELECT_AUDIT = "SELECT event_id, action, reason, actor, generation, at_ms, detail, id FROM audit "

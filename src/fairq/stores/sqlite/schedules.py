@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import Protocol
 
 from ..backend import Advance, NewSchedule
-from ...kernel.rows import audit_entry, schedule as _schedule
+from ...kernel.rows import audit_entry, schedule as _schedule, schedule_params
 from ...types import AuditEntry, Schedule
 
 
@@ -64,9 +64,7 @@ class ScheduleTxn:
             "INSERT INTO schedule (name, every_ms, cron, tz, body, flow, start_ms, misfire, grace_ms, "
             "next_slot_ms) VALUES (:name, :every_ms, :cron, :tz, :body, :flow, :start_ms, :misfire, "
             ":grace_ms, :next_slot_ms) RETURNING " + _COLUMNS,
-            {"name": new.name, "every_ms": new.every_ms, "cron": new.cron, "tz": new.tz, "body": new.body,
-             "flow": new.flow, "start_ms": new.start_ms, "misfire": new.misfire.value,
-             "grace_ms": new.grace_ms, "next_slot_ms": new.next_slot_ms},
+            schedule_params(new),
         ).fetchone()
         return _schedule(row)
 

@@ -18,7 +18,7 @@ from ...errors import LeaseLost, RedriveRefused
 from ...kernel.policy import Backoff
 from ...types import Lease, Settled
 from ..._json import body_value
-from ...kernel.rows import Held as _Held, fence_held as _fence, judge_settles, redrive_each
+from ...kernel.rows import Held, held_live, judge_settles, redrive_each
 from .txn import TxnCore
 
 # The columns a settle, extend or redrive needs to judge a lease.
@@ -29,21 +29,19 @@ _FENCE_COLUMNS = (
 _FENCE_ONE = _FENCE_COLUMNS + "WHERE event_id = :id"
 _FENCE_MANY = _FENCE_COLUMNS + "WHERE event_id IN (SELECT value FROM json_each(:ids))"
 
-def _held(tx: TxnCore, event_ids: list[str]) -> dict[str, _Held]:
+def _held(tx: TxnCore, event_ids: list[str]) -> dict[str, Held]:
     # The rows the fence judges, by the event_id index, read under the write
     # lock; one id by value, without a JSON list.
     if len(event_ids) == 1:
         row = tx.cursor.execute(_FENCE_ONE, {"id": event_ids[0]}).fetchone()
-        return {} if row is None else {row[0]: _Held._make(row)}
+        return {} if row is None else {row[0]: Held._make(row)}
     rows = tx.connection.execute(_FENCE_MANY, {"ids": json.dumps(event_ids)})
-    return {row[0]: _Held._make(row) for row in rows}
+    return {row[0]: Held._make(row) for row in rows}
 
 
 def check_fence(tx: TxnCore, event_id: str, generation: int, now_ms: int) -> None:
     """Raise StaleLease or LeaseExpired unless this lease may settle now."""
-    lost = _fence(_held(tx, [event_id]).get(event_id), event_id, generation, now_ms)
-    if lost is not None:
-        raise lost
+    held_live(_held(tx, [event_id]).get(event_id), event_id, generation, now_ms)
 
 
 def settle_many(
@@ -99,11 +97,7 @@ def settle_many(
 
 def extend(tx: TxnCore, event_id: str, generation: int, *, lease_ms: int, now_ms: int) -> Lease:
     """Move a live lease's end to now + lease_ms (fenced like settle)."""
-    row = _held(tx, [event_id]).get(event_id)
-    lost = _fence(row, event_id, generation, now_ms)
-    if lost is not None:
-        raise lost
-    assert row is not None
+    row = held_live(_held(tx, [event_id]).get(event_id), event_id, generation, now_ms)
     # Only the current holder's lease moves; the head's dispatch time follows it.
     got = tx.connection.execute(
         "UPDATE event SET lease_until_ms = :lease_until_ms, dispatch_ms = :lease_until_ms "
@@ -132,7 +126,7 @@ def redrive_many(tx: TxnCore, items: Sequence[tuple[str, int]], *, reason: str, 
     write lock, so nothing changes between the judgement and the write)."""
     rows = _held(tx, sorted({event_id for event_id, _ in items}))
 
-    def write(row: _Held, generation: int) -> None:
+    def write(row: Held, generation: int) -> None:
         # A new round: attempts reset, lifetime_attempts kept, the old reason
         # moves to the audit row. The generation moves on, so no holder from
         # before the quarantine can settle. Still the head, in its old

@@ -2,7 +2,7 @@
 
 SqliteStore implements fairq.stores.backend.Store and SqliteTxn fairq.stores.backend.WriteTxn
 for one SQLite file: one method per verb, each running the verb's SQL (in
-store.enqueue, store.claim, store.settle, store.retention, store.clock)
+enqueue, claim, settle, maintenance)
 inside one transaction that store.txn keeps. The facade (fairq.api.queue)
 validates input, picks the time a call runs at and never sees SQL. Nothing
 here commits by itself or reads a wall clock: the time comes in as
@@ -33,14 +33,12 @@ from typing import Any, TypeVar
 
 from ..backend import NewEvent, SettleItem
 from ...errors import LeaseLost, RedriveRefused, SchemaError
-from ...kernel.policy import Policy, policy_json, to_ms
+from ...kernel.policy import Policy, to_ms
 from ...types import ClockReset, Enqueued, Lease, Settled
-from . import claim, enqueue, settle
-from .clock import ClockTxn
+from . import claim, enqueue, maintenance, settle
 from .policy_store import change_policy, store_policy
 from .schema import LATEST, ensure_schema, refuse_foreign, require_current
 from .reads import SqliteReads
-from .retention import RetentionTxn
 from .schedules import ScheduleTxn
 from .connection import Database
 from .txn import TxnCore
@@ -106,12 +104,9 @@ class SqliteTxn(TxnCore):
     def set_policy(self, new: Policy, *, reason: str | None, actor: str | None, now_ms: int) -> Policy:
         """Store `new` as the next policy version with one audit row
         ("policy_set", the policy before and after); unchanged: no write."""
-        before = self.policy()
-        after = change_policy(self.connection, before, new)
+        before, after = change_policy(self.connection, new)
         self._policy = after
-        if after.version != before.version:
-            self.record("", "policy_set", reason, actor, None, now_ms,
-                        {"from": policy_json(before), "to": policy_json(after)})
+        self.record_policy_change(before, after, reason=reason, actor=actor, now_ms=now_ms)
         return after
 
     def claim_many(self, n: int, *, owner: str | None, now_ms: int, lease_ms: int | None) -> list[Lease]:
@@ -152,15 +147,15 @@ class SqliteTxn(TxnCore):
 
     def reset_clock(self, to_ms: int, *, reason: str, actor: str | None) -> ClockReset:
         """Move the stored clock back to to_ms, with every lease end and ready time beyond it."""
-        return ClockTxn(self).reset(to_ms, reason=reason, actor=actor)
+        return maintenance.reset_clock(self, to_ms, reason=reason, actor=actor)
 
     def purge_acked(self, after_id: int, *, chunk: int, acked_before_ms: int) -> tuple[int, int | None]:
         """Tombstone the old acked events among the next `chunk` rows after `after_id`."""
-        return RetentionTxn(self).purge_acked(after_id, chunk=chunk, acked_before_ms=acked_before_ms)
+        return maintenance.purge_acked(self, after_id, chunk=chunk, acked_before_ms=acked_before_ms)
 
     def drop_tombstones(self, acked_before_ms: int, *, limit: int) -> int:
         """Forget up to `limit` tombstones of events acked before acked_before_ms."""
-        return RetentionTxn(self).drop_tombstones(acked_before_ms, limit=limit)
+        return maintenance.drop_tombstones(self, acked_before_ms, limit=limit)
 
     def schedules(self) -> ScheduleTxn:
         """The schedule statements, in this transaction."""

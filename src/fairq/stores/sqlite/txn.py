@@ -19,11 +19,10 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from ...kernel import policy
-from ...kernel.policy import Policy
+from ...kernel.policy import Policy, policy_from_row
 from ...kernel.rows import AuditTrail
 from ...types import TOTALS
 from .connection import Database
-from .policy_store import policy_from_row
 from .transactions import JoinedTransaction, Transaction
 
 log = logging.getLogger("fairq")
@@ -346,7 +345,7 @@ def _lag_counts(text: str) -> list[int]:
 
 
 # The histogram's text, one %d per bucket (lag_counts gives at least every one).
-_LAG_BUCKETS = len(policy.CLAIM_LAG_BOUNDS_MS) + 1
+_LAG_BUCKETS = policy.CLAIM_LAG_BUCKETS
 _LAG_FORMAT = "[" + ",".join(["%d"] * _LAG_BUCKETS) + "]"
 
 
