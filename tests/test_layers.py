@@ -152,3 +152,54 @@ def test_the_kernel_names_no_database_and_no_store_module() -> None:
             assert module.split(".")[0] not in {"sqlite3", "psycopg", "psycopg_pool"}, f"{path.name}: {module}"
             assert not module.startswith("fairq.stores.") or module == "fairq.stores.backend", \
                 f"{path.name} imports {module}"
+
+
+# Same-named functions of the two stores whose jobs differ, and why.
+DIFFERENT_JOBS = {
+    # A PostgreSQL queue also stores the name of its clock, which the open records and checks.
+    "schema.ensure_schema",
+}
+#: Classes that do the same job in the two stores: (module, SQLite's, PostgreSQL's).
+SAME_JOB_CLASSES = [
+    ("store", "SqliteStore", "PgStore"), ("store", "SqliteTxn", "PgTxn"), ("txn", "TxnCore", "TxnCore"),
+    ("reads", "SqliteReads", "PgReads"), ("connection", "Database", "PgDatabase"),
+    ("schedules", "ScheduleTxn", "PgSchedules"), ("inbox", "SqliteInbox", "PgInbox"),
+]
+
+
+def parameters(node: ast.FunctionDef) -> list[tuple[str, str]]:
+    """A function's parameters as written: (name, kind), defaults marked."""
+    args = node.args
+    positional = args.posonlyargs + args.args
+    with_default = {a.arg for a in positional[len(positional) - len(args.defaults):]} if args.defaults else set()
+    with_default |= {a.arg for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is not None}
+    out = [(a.arg, "positional" + ("=" if a.arg in with_default else "")) for a in positional]
+    out += [(a.arg, "keyword" + ("=" if a.arg in with_default else "")) for a in args.kwonlyargs]
+    return out
+
+
+def public_functions(module: str, store: str, cls: str | None = None) -> dict[str, list[tuple[str, str]]]:
+    tree = ast.parse((SRC / "stores" / store / f"{module}.py").read_text(encoding="utf-8"))
+    body = tree.body
+    if cls is not None:
+        body = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == cls).body
+    return {n.name: parameters(n) for n in body if isinstance(n, ast.FunctionDef) and not n.name.startswith("_")}
+
+
+def test_functions_of_the_same_name_in_the_two_stores_take_the_same_parameters() -> None:
+    """A file of the same name does the same job in both stores, and a function
+    of the same name there has the same contract (or a name of its own)."""
+    sqlite_files = {p.stem for p in (SRC / "stores" / "sqlite").glob("*.py")}
+    shared = sorted(sqlite_files & {p.stem for p in (SRC / "stores" / "postgres").glob("*.py")} - {"__init__"})
+    assert {"store", "txn", "claim", "settle", "maintenance", "policy_store", "reads"} <= set(shared)
+    assert not {"retention", "clock"} & sqlite_files  # PostgreSQL's name for their job: maintenance
+    pairs = [(m, None, None) for m in shared] + SAME_JOB_CLASSES
+    compared = 0
+    for module, lite, pg in pairs:
+        mine, theirs = public_functions(module, "sqlite", lite), public_functions(module, "postgres", pg)
+        for name in sorted(mine.keys() & theirs.keys()):
+            if f"{module}.{name}" in DIFFERENT_JOBS:
+                continue
+            compared += 1
+            assert mine[name] == theirs[name], f"{module}.{lite + '.' if lite else ''}{name}"
+    assert compared > 40

@@ -207,7 +207,7 @@ class PgDatabase:
                              "open; use the connection the callback was given")
 
     @contextlib.contextmanager
-    def write(self, name: str, before_commit: Callable[[], None]) -> Iterator[Any]:
+    def write(self, name: str, before_commit: Callable[[], None] | None = None) -> Iterator[Any]:
         """One READ COMMITTED transaction on one connection of the pool: commits
         when the block ends (after before_commit), rolls back on any exception,
         a failing COMMIT included."""
@@ -222,7 +222,8 @@ class PgDatabase:
             self._inside.busy = True
             try:
                 yield conn
-                before_commit()
+                if before_commit is not None:
+                    before_commit()
                 if int(conn.info.transaction_status) != 2:  # a statement failed, or the block ended it
                     raise UsageError(f"{name}: the transaction was ended or failed inside the call; "
                                      "nothing is certain")
@@ -255,7 +256,7 @@ class PgDatabase:
         return rows
 
     @contextlib.contextmanager
-    def join(self, conn: Any, before_commit: Callable[[], None]) -> Iterator[Any]:
+    def join(self, conn: Any, before_commit: Callable[[], None] | None = None) -> Iterator[Any]:
         """A write inside the application's open transaction on `conn` (the
         outbox): a SAVEPOINT; never COMMIT, never ROLLBACK of theirs."""
         self.refuse_write()
@@ -267,7 +268,8 @@ class PgDatabase:
             raise
         try:
             yield conn
-            before_commit()
+            if before_commit is not None:
+                before_commit()
             # This call's writes become part of the application's transaction.
             conn.execute("RELEASE SAVEPOINT fairq")
         except BaseException as exc:

@@ -34,7 +34,7 @@ class PgInbox:
 
     def receive(self, event_id: str, flow: str | None, seq: int, body: str,
                 apply: Callable[[Any], Any] | None, now_ms: int) -> Receipt:
-        with self.db.write("receive", lambda: None) as conn:
+        with self.db.write("receive") as conn:
             # Deliveries of one flow (or one id) take turns.
             conn.execute("SELECT pg_advisory_xact_lock(%(space)s, hashtext(%(key)s))",
                          {"space": _LOCK_SPACE, "key": flow if flow is not None else "\x01" + event_id})

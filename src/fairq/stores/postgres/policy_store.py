@@ -21,9 +21,9 @@ POLICY_COLUMNS = ("policy.max_attempts, policy.lease_ms, policy.backoff_base_s, 
 _SELECT = "SELECT " + POLICY_COLUMNS + " FROM policy WHERE id = 1"
 
 
-def read_policy(conn: Any, *, lock: bool = False) -> Policy:
-    """The stored policy (locked for a change when `lock`)."""
-    return policy_from_row(tuple(conn.execute(_SELECT + (" FOR UPDATE" if lock else "")).fetchone()))
+def read_policy(conn: Any) -> Policy:
+    """The stored policy (in conn's transaction, if any)."""
+    return policy_from_row(tuple(conn.execute(_SELECT).fetchone()))
 
 
 def store_policy(conn: Any, policy: Policy) -> None:
@@ -42,7 +42,7 @@ def change_policy(conn: Any, new: Policy) -> tuple[Policy, Policy]:
     Writes nothing when `new` equals what is stored. The caller audits the
     change."""
     # Locked first: two changes in flight make two versions, one after the other.
-    before = read_policy(conn, lock=True)
+    before = policy_from_row(tuple(conn.execute(_SELECT + " FOR UPDATE").fetchone()))
     if new == before:
         return before, before
     conn.execute(

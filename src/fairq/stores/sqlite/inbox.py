@@ -25,7 +25,7 @@ class SqliteInbox:
     def __init__(self, path: Any, *, synchronous: str, busy_timeout: float) -> None:
         self.db = Database(path, synchronous=synchronous, busy_timeout=busy_timeout)
         try:
-            _ensure_schema(self.db)
+            _ensure_receipts(self.db)
         except BaseException:
             self.db.close()
             raise
@@ -57,7 +57,7 @@ class SqliteInbox:
         self.db.close()
 
 
-def _ensure_schema(db: Database) -> None:
+def _ensure_receipts(db: Database) -> None:
     """Create the receipt tables if missing; refuse a newer inbox schema."""
     with db.write("inbox_migrate") as conn:
         db.run_script(conn, read_script("inbox.sql"))

@@ -79,7 +79,7 @@ def _refuse_marked(conn: sqlite3.Connection, path: object, app_id: int, version:
         _refuse_clashes(conn, path, OWN_TABLES)
 
 
-def require_current(conn: sqlite3.Connection, path: object) -> None:
+def refuse_outdated(conn: sqlite3.Connection, path: object) -> None:
     """Refuse, for a read-only opening, a file that is not a current fairq
     queue: one a writer would first have to create or upgrade. Only reads."""
     refuse_foreign(conn, path)

@@ -37,7 +37,7 @@ from ...kernel.policy import Policy, to_ms
 from ...types import ClockReset, Enqueued, Lease, Settled
 from . import claim, enqueue, maintenance, settle
 from .policy_store import change_policy, store_policy
-from .schema import LATEST, ensure_schema, refuse_foreign, require_current
+from .schema import LATEST, ensure_schema, refuse_foreign, refuse_outdated
 from .reads import SqliteReads
 from .schedules import ScheduleTxn
 from .connection import Database
@@ -63,7 +63,7 @@ class SqliteStore:
         if readonly and not os.path.exists(path):
             raise SchemaError(f"no fairq database at {os.fsdecode(path)}; run `fairq init` or enqueue to create it")
         self.db = Database(path, synchronous=synchronous, busy_timeout=busy_timeout, readonly=readonly,
-                           inspect=lambda conn: (require_current if readonly else refuse_foreign)(conn, path))
+                           inspect=lambda conn: (refuse_outdated if readonly else refuse_foreign)(conn, path))
         try:
             self.version = LATEST if readonly else ensure_schema(self.db, seed)
         except BaseException:
