@@ -102,7 +102,7 @@ def ensure_schema(db: PgDatabase, seed: Callable[[Any], None] | None,
     _refuse_newer(db, version)
     if version >= LATEST:
         return version, mode
-    with db.write("migrate", lambda: None) as conn:
+    with db.write("migrate") as conn:
         _lock(conn)
         conn.execute("CREATE TABLE IF NOT EXISTS fairq_schema ("
                      "version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())")
@@ -137,7 +137,7 @@ def ensure_receipts(db: PgDatabase) -> None:
     _refuse_newer(db, version)
     if present:
         return
-    with db.write("inbox_migrate", lambda: None) as conn:
+    with db.write("inbox_migrate") as conn:
         _lock(conn)
         _refuse_newer(db, current_version(conn))
         _run(db, conn, RECEIPTS)
