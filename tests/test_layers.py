@@ -79,8 +79,6 @@ ALLOWED = {
     # said in one line, never as a traceback.
     "cli/__init__.py": {"sqlite3"},
 }
-#: What code above the stores may import from them: the picker and the protocols.
-OPEN_TO_ALL = {"fairq.stores", "fairq.stores.backend"}
 
 
 def test_nothing_above_the_stores_names_a_database_or_a_store_module() -> None:
@@ -101,56 +99,16 @@ def test_nothing_above_the_stores_names_a_database_or_a_store_module() -> None:
                     assert found in ALLOWED.get(relative, set()), f"{relative} imports {found}"
 
 
-def module_of(path: Path) -> str:
-    parts = ["fairq", *path.relative_to(SRC).with_suffix("").parts]
-    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
-
-
-def import_graph(folders: tuple[str, ...]) -> dict[str, set[str]]:
-    """Each module under `folders` and the modules there it imports anywhere
-    (lazy and type-only imports too; a name that is a submodule counts as it)."""
-    paths = {module_of(p): p for folder in folders for p in sorted((SRC / folder).rglob("*.py"))}
-    graph: dict[str, set[str]] = {}
-    for name, path in paths.items():
-        found: set[str] = set()
-        for module, names in imports(path):
-            found.update(f"{module}.{n}" if f"{module}.{n}" in paths else module for n in names or [""])
-        graph[name] = {m for m in found if m in paths and m != name}
-    return graph
-
-
-def cycle_in(graph: dict[str, set[str]]) -> list[str] | None:
-    """One cycle of the graph (the first module again at the end), or None."""
-    done: set[str] = set()
-
-    def visit(node: str, trail: list[str]) -> list[str] | None:
-        if node in trail:
-            return trail[trail.index(node):] + [node]
-        if node in done:
-            return None
-        for dep in sorted(graph[node]):
-            found = visit(dep, trail + [node])
-            if found:
-                return found
-        done.add(node)
-        return None
-
-    return next((c for c in (visit(n, []) for n in sorted(graph)) if c), None)
-
-
-def test_the_stores_and_the_kernel_import_each_other_without_a_cycle_even_lazily_or_for_types() -> None:
-    graph = import_graph(("stores", "kernel"))
-    assert "fairq.stores.sqlite.transactions" in graph["fairq.stores.sqlite.connection"]  # the walk sees imports
-    assert cycle_in(graph) is None, "import cycle: " + " -> ".join(cycle_in(graph) or [])
+# No import cycle anywhere (the stores and the kernel included): tests/test_structure.py.
 
 
 def test_the_kernel_names_no_database_and_no_store_module() -> None:
-    """The kernel decides; it runs no SQL: it imports no driver and, of the
-    stores, only the records the protocols define."""
+    """The kernel decides; it runs no SQL: it imports no driver and nothing of
+    the stores, which sit above it (the records they take are kernel.records)."""
     for path in sorted((SRC / "kernel").rglob("*.py")):
         for module, _names in imports(path):
             assert module.split(".")[0] not in {"sqlite3", "psycopg", "psycopg_pool"}, f"{path.name}: {module}"
-            assert not module.startswith("fairq.stores.") or module == "fairq.stores.backend", \
+            assert module != "fairq.stores" and not module.startswith("fairq.stores."), \
                 f"{path.name} imports {module}"
 
 

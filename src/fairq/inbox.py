@@ -19,6 +19,7 @@ from typing import Any
 from . import _validate as v
 from .errors import InvalidInput
 from .kernel.policy import to_ms
+from .limits import MAX_BODY_CEILING, MAX_COUNT
 from .stores import open_inbox
 from .types import Receipt
 
@@ -54,8 +55,8 @@ class Inbox:
         """
         event_id = v.identifier(event_id, "event_id")
         flow = v.optional_identifier(flow, "flow")
-        seq = v.count(seq, "seq", low=1, high=2**62)
-        text = v.body(body, "body", max_bytes=1 << 30)
+        seq = v.count(seq, "seq", low=1, high=MAX_COUNT)
+        text = v.body(body, "body", max_bytes=MAX_BODY_CEILING)
         if apply is not None and not callable(apply):
             raise InvalidInput("apply", "must be callable")
         return self._store.receive(event_id, flow, seq, text, apply, to_ms(self._clock()))

@@ -13,6 +13,7 @@ from typing import Any
 
 from . import _validate as v
 from .errors import InvalidInput
+from .limits import MAX_COUNT
 
 __all__ = ["lease_key", "lease_attempts", "settle_parts", "redrive_command"]
 
@@ -24,7 +25,7 @@ def lease_key(lease: Any, field: str) -> tuple[str, int]:
     if event_id is None or generation is None:
         raise InvalidInput(field, f"must be a fairq.Lease, not {type(lease).__name__}")
     v.identifier(event_id, field + ".event_id")
-    v.count(generation, field + ".generation", low=1, high=2**62)
+    v.count(generation, field + ".generation", low=1, high=MAX_COUNT)
     return event_id, generation
 
 

@@ -30,7 +30,7 @@ from .. import _validate as v
 from ..errors import InvalidInput, LeaseLost, RedriveRefused, RemoteError
 from ..leases import lease_attempts, lease_key, redrive_command, settle_parts
 from ..api.queue import Queue
-from ..limits import MAX_BATCH
+from ..limits import MAX_BATCH, MAX_EVENTS_LISTED
 from ..types import (
     AuditEntry,
     Blocked,
@@ -218,7 +218,7 @@ class Client:
     def events(self, *, state: State | str | None = None, flow: str | None = None,
                limit: int = 100, after: str | None = None) -> list[EventInfo]:
         """Queue.events on the server, a page of at most MAX_PAGE events a request."""
-        limit = v.count(limit, "limit", low=1, high=1_000_000)  # as Queue.events
+        limit = v.count(limit, "limit", low=1, high=MAX_EVENTS_LISTED)
         return self._http.pages("events", "events", EventInfo, limit,
                            {"state": state, "flow": flow, "after": after})
 

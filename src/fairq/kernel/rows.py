@@ -19,9 +19,9 @@ from typing import Any, NamedTuple, Protocol
 
 from . import rules
 from .._json import body_value, canonical
-from ..stores.backend import NewEvent, NewSchedule, SettleItem
 from ..errors import LeaseExpired, LeaseLost, RedriveRefused, StaleLease
 from .policy import Backoff, Policy, decide, from_ms, policy_json
+from .records import NewEvent, NewSchedule, SettleItem
 from ..types import AuditEntry, Enqueued, EventInfo, Misfire, Outcome, Schedule, Settled, State
 
 __all__ = [

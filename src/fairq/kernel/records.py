@@ -1,0 +1,72 @@
+"""The validated requests and stored shapes the facade, the kernel and the stores pass
+to each other: plain data, no behaviour (fairq.stores.backend's protocols take them)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import NamedTuple
+
+from ..types import EventInfo, Misfire, Outcome
+
+__all__ = ["NewEvent", "SettleItem", "FlowHead", "NewSchedule", "Advance"]
+
+
+class NewEvent(NamedTuple):
+    """A validated enqueue request: canonical body text, and when it is due:
+    `delay_ms` after the call's time, or at `at_ms` if given (a schedule's
+    slot, which may already have passed)."""
+
+    event_id: str
+    flow: str | None
+    body: str
+    delay_ms: int
+    at_ms: int | None = None
+
+
+class SettleItem(NamedTuple):
+    """A validated settle request for one lease."""
+
+    event_id: str
+    generation: int
+    outcome: Outcome
+    reason: str | None
+    delay: float | None
+    #: The attempts the lease was handed with, when the caller's lease says
+    #: (a retry's jitter draw is made for them); a hint a store checks
+    #: against the stored attempts, never trusts.
+    attempts: int | None = None
+
+
+class FlowHead(NamedTuple):
+    """A named flow as stored: its weight, the seq its next event gets, and its
+    head (the lowest unacked seq; None when every event is acked)."""
+
+    name: str
+    weight: int
+    next_seq: int
+    head: EventInfo | None
+
+
+@dataclass(frozen=True)
+class NewSchedule:
+    """A validated schedules.add request: canonical body text, times in ms."""
+
+    name: str
+    every_ms: int | None
+    cron: str | None
+    tz: str
+    body: str
+    flow: str | None
+    start_ms: int
+    misfire: Misfire
+    grace_ms: int | None
+    next_slot_ms: int
+
+
+@dataclass(frozen=True)
+class Advance:
+    """Where a tick leaves one schedule: the newest slot it decided and the next one."""
+
+    name: str
+    last_slot_ms: int
+    next_slot_ms: int | None
