@@ -11,15 +11,27 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Coroutine
-from typing import Any, Concatenate, Generic, ParamSpec, TypeVar
+from typing import Any, Concatenate, Generic, ParamSpec, Protocol, TypeVar
 
 from ..api.verbs import claims
 from ..types import Lease, Outcome
 from ._thread import DbThread
 
+
+
+class Sync(Protocol):
+    """What a facade's sync object (a Queue or a Client) has that the facade reads or calls."""
+
+    @property
+    def lease_seconds(self) -> float: ...
+    def settings(self) -> dict[str, Any]: ...
+    def close(self) -> None: ...
+    def settle_many(self, items: Any) -> Any: ...
+
+
 P = ParamSpec("P")
 R = TypeVar("R")
-T = TypeVar("T")
+T = TypeVar("T", bound=Sync)
 Verb = Callable[Concatenate[Any, P], Coroutine[Any, Any, R]]
 
 
@@ -38,9 +50,19 @@ class Facade(Generic[T]):
     async def close(self) -> None:
         """Close the sync object on its thread, then let the thread end."""
         try:
-            await self._thread.call(self.sync.close)  # type: ignore[attr-defined]
+            await self._thread.call(self.sync.close)
         finally:
             self._thread.close()
+
+    @property
+    def lease_seconds(self) -> float:
+        """The lease a claim asks for when the call names none: the Queue's stored
+        lease (a read on the calling thread: fast, no write), or the Client's."""
+        return self.sync.lease_seconds
+
+    def settings(self) -> dict[str, Any]:
+        """The sync object's settings(): the options that open it again the same way."""
+        return self.sync.settings()
 
     async def __aenter__(self) -> Any:
         return self
@@ -52,7 +74,7 @@ class Facade(Generic[T]):
         """Release leases a cancelled claim took: ready again at once, no attempt spent."""
         if leases:
             items = [(lease, Outcome.RELEASE) for lease in leases]
-            await self._thread.call(functools.partial(self.sync.settle_many, items))  # type: ignore[attr-defined]
+            await self._thread.call(functools.partial(self.sync.settle_many, items))
 
 
 def verb(method: Callable[Concatenate[Any, P], R]) -> Verb[P, R]:

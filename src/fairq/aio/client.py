@@ -31,15 +31,6 @@ class AsyncClient(Facade[Client]):
         return self
 
     @property
-    def lease_seconds(self) -> float:
-        """The lease a claim asks for when the call names none (the Client's)."""
-        return self.sync.lease_seconds
-
-    def settings(self) -> dict[str, Any]:
-        """The Client's settings(): the options that open it again the same way."""
-        return self.sync.settings()
-
-    @property
     def schedules(self) -> AsyncSchedules:
         """The server's periodic schedules: each method of Client.schedules as a coroutine."""
         return AsyncSchedules(self)

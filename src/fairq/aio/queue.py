@@ -41,15 +41,6 @@ class AsyncQueue(Facade[Queue]):
         return self
 
     @property
-    def lease_seconds(self) -> float:
-        """The stored lease (a read on the calling thread's turn: fast, no write)."""
-        return self.sync.lease_seconds
-
-    def settings(self) -> dict[str, Any]:
-        """The Queue's settings(): the options that open the file again the same way."""
-        return self.sync.settings()
-
-    @property
     def schedules(self) -> AsyncSchedules:
         """The queue's periodic schedules: each method of Queue.schedules as a coroutine."""
         return AsyncSchedules(self)
