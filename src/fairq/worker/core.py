@@ -41,7 +41,8 @@ class Driving(Generic[R]):
 
     def __init__(self, steps: Steps[R]) -> None:
         self._steps = steps
-        self._next: Callable[[], Call] = functools.partial(steps.send, None)
+        self._result: Any = None
+        self._error: BaseException | None = None
         self.value: R
 
     def __iter__(self) -> Driving[R]:
@@ -49,16 +50,19 @@ class Driving(Generic[R]):
 
     def __next__(self) -> Call:
         try:
-            return self._next()
+            if self._error is None:
+                return self._steps.send(self._result)
+            error, self._error = self._error, None
+            return self._steps.throw(error)
         except StopIteration as end:
             self.value = end.value
             raise StopIteration from None
 
     def reply(self, result: Any) -> None:
-        self._next = functools.partial(self._steps.send, result)
+        self._result = result
 
     def fail(self, error: BaseException) -> None:
-        self._next = functools.partial(self._steps.throw, error)
+        self._error = error
 
 
 def drive(steps: Steps[R]) -> R:
