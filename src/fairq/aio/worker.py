@@ -28,7 +28,7 @@ from ..errors import InvalidInput
 from ..types import Outcome
 from ..worker import Handled, Job
 from ..worker.ahead import AsyncClaimAhead
-from ..worker.core import Core, Driving, Steps
+from ..worker.core import Call, Core, Steps
 from ..worker.job import RELEASE, Decision
 from ..worker.outage import Outage
 from ..worker.settings import check_settings
@@ -50,13 +50,17 @@ R = TypeVar("R")
 
 async def drive(steps: Steps[R]) -> R:
     """Run a piece of the worker core by awaiting each call it yields (fairq.worker.core.drive's twin)."""
-    driving = Driving(steps)
-    for fn, args in driving:
+    resume: Callable[[Any], Call] = steps.send
+    answer: Any = None
+    while True:
         try:
-            driving.reply(await fn(*args))
+            fn, args = resume(answer)
+        except StopIteration as end:
+            return end.value  # type: ignore[no-any-return]
+        try:
+            answer, resume = await fn(*args), steps.send
         except BaseException as exc:
-            driving.fail(exc)
-    return driving.value
+            answer, resume = exc, steps.throw
 
 
 class AsyncWorker:

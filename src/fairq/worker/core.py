@@ -18,7 +18,7 @@ import functools
 import time
 from collections.abc import Callable, Generator, Sequence
 from contextlib import AbstractContextManager
-from typing import Any, Generic, TypeVar
+from typing import Any, TypeVar
 
 from ..errors import FairqError, LeaseLost, Unavailable
 from ..types import Lease, Settled, State
@@ -34,46 +34,20 @@ Call = tuple[Callable[..., Any], tuple[Any, ...]]
 Steps = Generator[Call, Any, R]
 
 
-class Driving(Generic[R]):
-    """A piece of the core being driven: iterate for the calls to make, answer each with
-    reply(result) or fail(error) (thrown into the core: it decides what passes through);
-    `value` is what the piece returned."""
-
-    def __init__(self, steps: Steps[R]) -> None:
-        self._steps = steps
-        self._result: Any = None
-        self._error: BaseException | None = None
-        self.value: R
-
-    def __iter__(self) -> Driving[R]:
-        return self
-
-    def __next__(self) -> Call:
-        try:
-            if self._error is None:
-                return self._steps.send(self._result)
-            error, self._error = self._error, None
-            return self._steps.throw(error)
-        except StopIteration as end:
-            self.value = end.value
-            raise StopIteration from None
-
-    def reply(self, result: Any) -> None:
-        self._result = result
-
-    def fail(self, error: BaseException) -> None:
-        self._error = error
-
-
 def drive(steps: Steps[R]) -> R:
-    """Run a piece of the core by calling each call it yields (a blocking driver's way)."""
-    driving = Driving(steps)
-    for fn, args in driving:
+    """Run a piece of the core by calling each call it yields (a blocking driver's way):
+    its result is sent back, its error thrown in (the core decides what passes through)."""
+    resume: Callable[[Any], Call] = steps.send
+    answer: Any = None
+    while True:
         try:
-            driving.reply(fn(*args))
+            fn, args = resume(answer)
+        except StopIteration as end:
+            return end.value  # type: ignore[no-any-return]
+        try:
+            answer, resume = fn(*args), steps.send
         except BaseException as exc:
-            driving.fail(exc)
-    return driving.value
+            answer, resume = exc, steps.throw
 
 
 class Core:
