@@ -29,6 +29,10 @@ MAX_COUNT = 2**62
 MAX_BODY_CEILING = 1 << 30
 #: The most events one Queue.events call lists (its `limit`, the CLI's --limit).
 MAX_EVENTS_LISTED = 1_000_000
+#: The most audit rows one Queue.audit call answers.
+MAX_AUDIT_LISTED = 10_000_000
+#: The most flows one Queue.flows call answers, and the most a stats() top list names.
+MAX_FLOWS_LISTED = 10_000
 #: Queue.ingest's and `fairq ingest`'s default caps: the file's bytes, its non-blank lines.
 INGEST_MAX_BYTES = 16 * 1024 * 1024
 INGEST_MAX_LINES = 10_000

@@ -188,3 +188,21 @@ def test_the_console_listings_page_by_key_through_indexes_without_sorting(busy_q
                         or ALLOWED_SCAN.fullmatch(line) or HEAD_SCAN.fullmatch(line)), (sql, line)
     paged = [sql for sql in checked if ":after" in sql]
     assert paged and all(any(line.startswith("SEARCH") for line in plan(conn, sql, checked[sql])) for sql in paged)
+
+
+def test_an_inbox_counts_one_flows_receipts_through_its_index(tmp_path) -> None:
+    with fairq.Inbox(tmp_path / "receiver.db") as inbox:
+        for seq in range(1, 4):
+            inbox.receive(f"a{seq}", "A", seq, {})
+        conn = inbox._store.db.conn
+        sent: list[str] = []
+        conn.set_trace_callback(sent.append)
+        try:
+            assert inbox.received("A") == 3
+        finally:
+            conn.set_trace_callback(None)
+        counts = [sql for sql in sent if "count(*)" in sql]
+        assert len(counts) == 1, sent
+        lines = plan(conn, counts[0], {})  # the trace shows the statement with its values bound
+    assert any(line.startswith("SEARCH") and "INDEX" in line for line in lines), lines
+    assert not any(line.startswith("SCAN") for line in lines), lines

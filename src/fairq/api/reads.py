@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from .. import _validate as v
 from ..errors import InvalidInput
-from ..limits import MAX_COUNT, MAX_EVENTS_LISTED
+from ..limits import MAX_AUDIT_LISTED, MAX_COUNT, MAX_EVENTS_LISTED, MAX_FLOWS_LISTED
 from .base import QueueBase
 from .requests import blocked
 from ..types import AuditEntry, Blocked, EventInfo, FlowInfo, State, Stats
@@ -45,7 +45,7 @@ class QueueReads(QueueBase):
         event_id = v.optional_identifier(event_id, "event_id")
         start = 0 if after is None else v.count(after, "after", low=0, high=MAX_COUNT)
         if limit is not None:
-            limit = v.count(limit, "limit", low=1, high=10_000_000)
+            limit = v.count(limit, "limit", low=1, high=MAX_AUDIT_LISTED)
         return self._store.read(lambda tx: tx.audit(event_id, after=start, limit=limit))
 
     def stats(self, *, now: float | None = None, top: int = 10) -> Stats:
@@ -56,7 +56,7 @@ class QueueReads(QueueBase):
         stored clock.
         """
         now_ms = self._requested(now)[0]
-        top = v.count(top, "top", low=0, high=10_000)
+        top = v.count(top, "top", low=0, high=MAX_FLOWS_LISTED)
         return self._store.read(lambda tx: tx.stats(now_ms, top=top))
 
     def flows(self, *, after: str | None = None, limit: int = 100, now: float | None = None) -> list[FlowInfo]:
@@ -65,7 +65,7 @@ class QueueReads(QueueBase):
         name of the last flow of the previous page; the listing goes on from
         there. A read: never moves the clock."""
         after = v.optional_identifier(after, "after")
-        limit = v.count(limit, "limit", low=1, high=10_000)
+        limit = v.count(limit, "limit", low=1, high=MAX_FLOWS_LISTED)
         now_ms = self._requested(now)[0]
         rows = self._store.read(lambda tx: tx.flows(after=after, limit=limit))
         return [FlowInfo(name=row.name, weight=row.weight,

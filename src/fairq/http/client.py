@@ -30,7 +30,7 @@ from .. import _validate as v
 from ..errors import InvalidInput, LeaseLost, RedriveRefused, RemoteError
 from ..leases import lease_attempts, lease_key, redrive_command, settle_parts
 from ..api.queue import Queue
-from ..limits import MAX_BATCH, MAX_EVENTS_LISTED
+from ..limits import MAX_AUDIT_LISTED, MAX_BATCH, MAX_EVENTS_LISTED, MAX_FLOWS_LISTED
 from ..types import (
     AuditEntry,
     Blocked,
@@ -226,7 +226,7 @@ class Client:
               limit: int | None = None) -> list[AuditEntry]:
         """Queue.audit on the server, a page of at most MAX_PAGE rows a request."""
         if limit is not None:
-            limit = v.count(limit, "limit", low=1, high=10_000_000)  # as Queue.audit
+            limit = v.count(limit, "limit", low=1, high=MAX_AUDIT_LISTED)
         return self._http.pages("audit", "audit", AuditEntry, limit, {"event_id": event_id}, {"after": after})
 
     def why_blocked(self, flow: str, *, now: None = None) -> Blocked:
@@ -238,7 +238,7 @@ class Client:
         """Queue.flows on the server, a page of at most MAX_PAGE flows a request; each
         quarantined head's redrive command runs from here."""
         _server_side(now=now)
-        limit = v.count(limit, "limit", low=1, high=10_000)  # as Queue.flows
+        limit = v.count(limit, "limit", low=1, high=MAX_FLOWS_LISTED)
         found = self._http.pages("flows", "flows", FlowInfo, limit, {"after": after})
         return [dataclasses.replace(f, blocked=self._here(f.blocked)) for f in found]
 

@@ -50,10 +50,12 @@ class PgInbox:
         return Receipt.ACCEPTED
 
     def count(self, flow: str | None) -> int:
-        # Every receipt, or one flow's through the (flow, seq) key.
+        if flow is None:
+            # Every receipt.
+            return self.db.read(lambda conn: int(conn.execute("SELECT count(*) FROM fairq_receipt").fetchone()[0]))
+        # One flow's receipts, through the (flow, seq) key.
         return self.db.read(lambda conn: int(conn.execute(
-            "SELECT count(*) FROM fairq_receipt WHERE %(flow)s::text IS NULL OR flow = %(flow)s::text",
-            {"flow": flow}).fetchone()[0]))
+            "SELECT count(*) FROM fairq_receipt WHERE flow = %(flow)s", {"flow": flow}).fetchone()[0]))
 
     def last_seq(self, flow: str) -> int:
         return self.db.read(lambda conn: _last_seq(conn, flow))
