@@ -287,3 +287,37 @@ def test_a_heartbeat_error_is_raised_by_the_step_that_holds_the_job(make_queue, 
     assert len(errors) == 1 and isinstance(errors[0], sqlite3.OperationalError)
     assert handled.event_id == "theirs" and handled.settled.state is fairq.State.ACKED
     assert q.get("mine").state is fairq.State.ACKED
+
+
+def test_an_extend_that_fails_while_the_batch_is_being_settled_is_still_raised(make_queue, beats,
+                                                                                 monkeypatch) -> None:
+    """An extend already running when the handler finishes may fail after the worker
+    collected its batch: the worker still raises that error once its settle is written."""
+    q = make_queue(lease_seconds=30)
+    q.enqueue("e1", {})
+    extending, settling, failed = threading.Event(), threading.Event(), threading.Event()
+    real_settle_many = q.settle_many
+
+    def extend(lease, seconds=None):  # the beat's extend: fails while the worker settles
+        extending.set()
+        assert settling.wait(HANG)
+        failed.set()
+        raise fairq.StoreError("q.db", "injected: the extend failed")
+
+    def settle_many(items, **kw):
+        settling.set()
+        assert failed.wait(HANG)
+        time.sleep(0.05)  # the heartbeat records the error it just met
+        return real_settle_many(items, **kw)
+
+    monkeypatch.setattr(q, "extend", extend)
+    monkeypatch.setattr(q, "settle_many", settle_many)
+
+    def handler(job: fairq.Job) -> None:
+        threading.Thread(target=beats.beat, daemon=True).start()  # one round of extends, in the background
+        assert extending.wait(HANG)  # the extend is under way when the handler returns
+
+    worker = driven(fairq.Worker(q, handler), beats)
+    with pytest.raises(fairq.StoreError, match="injected"):
+        worker.step()
+    assert q.get("e1").state is fairq.State.ACKED  # the finished handler's ack was written first

@@ -2,7 +2,7 @@
 and ends handlers that run past the worker's timeout.
 
 Where a held job stands (waiting, running, done, released, taken by a
-timeout, gone) is recorded here, in a Held record the heartbeat alone reads
+timeout, gone) is recorded here, in a HeldJob record the heartbeat alone reads
 and writes, under its lock; the Job itself only carries its lease and loss."""
 
 from __future__ import annotations
@@ -48,12 +48,13 @@ def log_timeout(job: Job, timeout: float | None) -> None:
     log.warning("handler.timeout event_id=%s attempts=%d timeout=%s", job.event_id, job.attempts, timeout)
 
 
-class Held:
-    """The heartbeat's record of one held job (only the Heartbeat reads or writes it, under its lock)."""
+class HeldJob:
+    """The heartbeat's record of one held job: only the Heartbeat reads or writes it, under its lock
+    (the beat thread, which alone writes `failure`, also reads that without)."""
 
     __slots__ = ("job", "batch", "phase", "deadline", "decision", "handled", "failure")
 
-    def __init__(self, job: Job, batch: list[Held]) -> None:
+    def __init__(self, job: Job, batch: list[HeldJob]) -> None:
         self.job = job
         self.batch = batch  # the records of the jobs claimed with this one, this one included
         self.phase = WAITING
@@ -94,13 +95,13 @@ class Heartbeat:
         self.on_timeout = on_timeout
         self._lock = threading.Lock()
         self._settled = threading.Condition(self._lock)  # notified when a timeout's settle is over
-        self._held: dict[int, Held] = {}
+        self._held: dict[int, HeldJob] = {}
         self._thread: threading.Thread | None = None
 
-    def hold(self, jobs: Sequence[Job]) -> list[Held]:
+    def hold(self, jobs: Sequence[Job]) -> list[HeldJob]:
         """Hold a claimed batch (its leases are extended from now on); its records, in order."""
-        batch: list[Held] = []
-        batch.extend(Held(job, batch) for job in jobs)
+        batch: list[HeldJob] = []
+        batch.extend(HeldJob(job, batch) for job in jobs)
         with self._lock:
             self._held.update((id(held.job), held) for held in batch)
             if self._thread is None:
@@ -108,7 +109,7 @@ class Heartbeat:
                 self._thread.start()
         return batch
 
-    def begin(self, held: Held, *, first: bool) -> bool:
+    def begin(self, held: HeldJob, *, first: bool) -> bool:
         """True when the job's handler is to run now; False if the worker is stopping and it is
         not the first of its batch (released), or it was taken back (gone)."""
         with self._lock:
@@ -123,31 +124,34 @@ class Heartbeat:
                 self._wake.set()  # the beat thread may be asleep past this deadline
             return True
 
-    def done(self, held: Held, decision: Decision) -> None:
+    def done(self, held: HeldJob, decision: Decision) -> None:
         """The job's handler decided; a job a timeout took back keeps the timeout's settle."""
         with self._lock:
             if held.phase == RUNNING and self._held.get(id(held.job)) is held:
                 held.phase = DONE
                 held.decision = decision
 
-    def drop(self, batch: Sequence[Held]) -> None:
+    def drop(self, batch: Sequence[HeldJob]) -> None:
         """Stop holding the batch (its leases are no longer extended)."""
         with self._lock:
             for held in batch:
                 if self._held.get(id(held.job)) is held:
                     del self._held[id(held.job)]
 
-    def finish(self, batch: Sequence[Held]) -> tuple[list[Job], list[Decision], dict[int, Handled],
-                                                       BaseException | None]:
+    def finish(self, batch: Sequence[HeldJob]) -> tuple[list[Job], list[Decision], dict[int, Handled]]:
         """Once no timeout is settling the batch (the settle is one queue call): the jobs the
-        worker settles and their decisions; what a timeout settled, by id(job); and the
-        first heartbeat error met on the batch (the worker raises it after its settle)."""
+        worker settles and their decisions, and what a timeout settled, by id(job)."""
         with self._settled:
             self._settled.wait_for(lambda: all(held.phase != TAKEN for held in batch))
             mine = [held for held in batch if held.phase != GONE and held.decision is not None]
             return ([held.job for held in mine], [held.decision for held in mine if held.decision is not None],
-                    {id(held.job): held.handled for held in batch if held.handled is not None},
-                    next((held.failure for held in batch if held.failure is not None), None))
+                    {id(held.job): held.handled for held in batch if held.handled is not None})
+
+    def failure(self, batch: Sequence[HeldJob]) -> BaseException | None:
+        """The first heartbeat error met on the batch, asked after the worker's own settle
+        (an extend running meanwhile may end in one): the worker raises it then."""
+        with self._lock:
+            return next((held.failure for held in batch if held.failure is not None), None)
 
     def take_unstarted(self) -> list[Job]:
         """Stop holding the waiting jobs and return them, for run() to release."""
@@ -158,11 +162,11 @@ class Heartbeat:
             return [held.job for held in waiting]
 
     def running(self) -> int:
-        """Held jobs whose handler runs now."""
+        """HeldJob jobs whose handler runs now."""
         with self._lock:
             return sum(held.phase == RUNNING for held in self._held.values())
 
-    def _holding(self, held: Held) -> bool:
+    def _holding(self, held: HeldJob) -> bool:
         with self._lock:
             return self._held.get(id(held.job)) is held
 
@@ -187,7 +191,7 @@ class Heartbeat:
                 self._extend(held)
                 next_extend = time.monotonic() + self._seconds / 3
 
-    def _extend(self, records: list[Held]) -> None:
+    def _extend(self, records: list[HeldJob]) -> None:
         for held in records:
             job = held.job
             if job.lost or held.failure is not None or not self._holding(held):
@@ -198,7 +202,8 @@ class Heartbeat:
                 if isinstance(exc, LeaseLost) and not self._holding(held):
                     continue  # it was settled meanwhile: nothing was lost
                 if extend_failed(job, exc, job.lose):
-                    held.failure = exc  # raised by the job's step() once its batch is settled
+                    with self._lock:
+                        held.failure = exc  # raised by the job's step() once its batch is settled
 
     def _end_late(self, now: float) -> None:
         """Take back and settle the batch of every handler past its deadline."""
@@ -206,11 +211,11 @@ class Heartbeat:
             return
         with self._lock:
             late = [h for h in self._held.values() if h.phase == RUNNING and h.deadline and h.deadline <= now]
-            batches: list[tuple[list[Held], list[Decision], list[Job]]] = []
+            batches: list[tuple[list[HeldJob], list[Decision], list[Job]]] = []
             for held in late:
                 if self._held.get(id(held.job)) is not held:
                     continue  # taken with an earlier late job of its batch
-                taken: list[Held] = []
+                taken: list[HeldJob] = []
                 decisions: list[Decision] = []
                 for other in held.batch:
                     if self._held.pop(id(other.job), None) is None:
@@ -233,8 +238,9 @@ class Heartbeat:
             except BaseException as exc:  # a queue error: raised by the batch's step()
                 log.error("heartbeat.error error=%r", f"{type(exc).__name__}: {exc}")
                 handled = []
-                for other in taken:
-                    other.failure = exc
+                with self._lock:
+                    for other in taken:
+                        other.failure = exc
             for job in running:  # its handler runs on; what it returns is not settled
                 job.lose(StaleLease(job.event_id, job.lease.generation,
                                     f"{job.event_id}: the handler ran past its {self.timeout} s timeout"))

@@ -28,7 +28,7 @@ from .ahead import ClaimAhead
 from .core import Core, drive
 from .counts import COUNTS, Tally
 from .handler import check_handler, decide
-from .heartbeat import Heartbeat, Held
+from .heartbeat import Heartbeat, HeldJob
 from .outage import Outage
 from .job import RELEASE, Decision, Handled, Job
 from .processes import check_sendable, run_processes, shared_counts
@@ -99,7 +99,7 @@ class Worker:
         self._error: BaseException | None = None
         #: The rounds, claims, settles, stop modes and backoff; its calls are made here.
         self.core = Core(settings, self.queue, tick=tick, ahead=ClaimAhead, together=SettleTogether,
-                         reconnects=lambda: self._outage.reconnects, lock=threading.Lock())
+                         reconnects=lambda: self._outage.reconnects)
         if processes:
             check_sendable(handler, process_init, self.queue)
             self.core.tally = Tally(shared_counts(len(COUNTS)))
@@ -126,14 +126,15 @@ class Worker:
                 self._run_job(held, first=i == 0)
         finally:
             self._heartbeat.drop(batch)
-        mine, decisions, by_timeout, failure = self._heartbeat.finish(batch)
+        mine, decisions, by_timeout = self._heartbeat.finish(batch)
         settled = dict(zip(map(id, mine), self._settle(mine, decisions)))
         handled = [h for job in jobs if (h := by_timeout.get(id(job)) or settled.get(id(job))) is not None]
+        failure = self._heartbeat.failure(batch)
         if failure is not None:  # raised only now: a heartbeat error costs no finished work
             raise failure
         return handled
 
-    def _run_job(self, held: Held, *, first: bool) -> None:
+    def _run_job(self, held: HeldJob, *, first: bool) -> None:
         """Run the handler on the job, unless the worker stops before a later
         job of a batch starts (release) or it was taken back (nothing)."""
         if not self._heartbeat.begin(held, first=first):
