@@ -6,6 +6,8 @@ verb of any of them must be in the table."""
 
 from __future__ import annotations
 
+import importlib
+
 import inspect
 import typing
 from pathlib import Path
@@ -13,7 +15,7 @@ from pathlib import Path
 import fairq
 import fairq.aio
 import fairq.http.handler  # noqa: F401  (registers every route)
-from fairq.api.verbs import NOT_VERBS, VERBS, Kind, Place
+from fairq.api.verbs import NOT_VERBS, VERBS, Place
 from fairq.http.routes import ROUTES
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -95,7 +97,6 @@ def test_each_verb_of_the_table_with_a_route_is_served_there_once_and_no_route_s
 
 def test_every_absence_says_why_and_every_served_verb_has_a_python_end() -> None:
     for verb in VERBS.values():
-        assert isinstance(verb.kind, Kind)
         assert all(reason.strip() for reason in verb.absent.values()), verb.name
         if verb.route is not None:
             assert Place.CLIENT not in verb.absent, f"{verb.name} is served but fairq.Client lacks it"
@@ -113,3 +114,17 @@ def test_docs_http_lists_each_route_of_the_table_with_its_verb() -> None:
         if verb.route is not None:
             assert any(row.split("?")[0].split("`")[1] == verb.route and f"| `{verb.name}`" in row
                        for row in rows), verb.name
+
+
+def test_each_verb_is_defined_by_the_facade_group_the_table_names() -> None:
+    """The table says where a verb lives: a module of fairq.api (the Queue facade by
+    concept), or fairq.schedules for the schedules' verbs."""
+    for verb in VERBS.values():
+        if verb.group == "schedules":
+            owners = [fairq.schedules.Schedules]
+            name = verb.name.removeprefix("schedules.")
+        else:
+            module = importlib.import_module(f"fairq.api.{verb.group}")
+            owners = [c for c in vars(module).values() if isinstance(c, type) and c.__module__ == module.__name__]
+            name = verb.name
+        assert any(name in vars(owner) for owner in owners), f"{verb.name} is not defined in {verb.group}"

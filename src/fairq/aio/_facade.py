@@ -56,8 +56,9 @@ class Facade(Generic[T]):
 
     @property
     def lease_seconds(self) -> float:
-        """The lease a claim asks for when the call names none: the Queue's stored
-        lease (a read on the calling thread: fast, no write), or the Client's."""
+        """The lease a claim asks for when the call names none: the Client's, or the
+        Queue's stored lease, read on the calling thread (on PostgreSQL a round trip to
+        the server: inside a coroutine, read it once or through run())."""
         return self.sync.lease_seconds
 
     def settings(self) -> dict[str, Any]:

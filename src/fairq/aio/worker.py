@@ -109,7 +109,7 @@ class AsyncWorker:
         self.watch: LoopWatch | None = None
         #: The rounds, claims, settles, stop modes and backoff; its calls are awaited here.
         self.core = Core(settings, queue, tick=tick, ahead=AsyncClaimAhead, together=AsyncSettleTogether,
-                         reconnects=lambda: self._outage.reconnects, lock=threading.Lock())
+                         reconnects=lambda: self._outage.reconnects)
 
     # -- one round -------------------------------------------------------------
 

@@ -1,7 +1,7 @@
 """The verb table: every verb of a queue declared once.
 
 Each Verb names a public method of fairq.Queue (or of ``queue.schedules``,
-as "schedules.add"), its kind, the HTTP route that serves it, whether a
+as "schedules.add"), the facade module that defines it, the HTTP route that serves it, whether a
 cancelled async call gives back the leases it took, and each place it is
 deliberately absent from, with the reason. fairq.http.routes takes each
 endpoint's method and path from here (``@serves("enqueue")``), and
@@ -17,16 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 
-__all__ = ["Kind", "Place", "Verb", "VERBS", "NOT_VERBS", "route_of", "claims"]
-
-
-class Kind(str, Enum):
-    """What a verb does to the queue."""
-
-    READ = "read"  # changes nothing
-    WRITE = "write"  # the producers' and workers' changes: enqueue, claim, settle, tick
-    MAINTENANCE = "maintenance"  # an operator's repair or clean-up: redrive, purge, the clock
-    CONFIG = "config"  # the stored settings: policy, weights, schedules
+__all__ = ["Place", "Verb", "VERBS", "NOT_VERBS", "route_of", "claims"]
 
 
 class Place(str, Enum):
@@ -39,12 +30,13 @@ class Place(str, Enum):
 
 @dataclass(frozen=True)
 class Verb:
-    """One verb: its name, kind, route ("POST /v1/enqueue"; None when absent
+    """One verb: its name, the group that defines it (a module of fairq.api, or
+    "schedules": fairq.schedules.Schedules), its route ("POST /v1/enqueue"; None when absent
     from HTTP), whether a cancelled async call gives back its leases, and why
     it is absent where it is (`absent`, by place)."""
 
     name: str
-    kind: Kind
+    group: str
     route: str | None = None
     claims: bool = False
     absent: Mapping[Place, str] = field(default_factory=dict)
@@ -59,53 +51,53 @@ _ON_THE_HOST = "an operator's act on the server's file: run the fairq command on
 _NO_REMOTE = {Place.CLIENT: _ON_THE_HOST, Place.HTTP: _ON_THE_HOST}
 
 _TABLE = (
-    Verb("enqueue", Kind.WRITE, "POST /v1/enqueue"),
-    Verb("enqueue_many", Kind.WRITE, "POST /v1/enqueue_many"),
-    Verb("ingest", Kind.WRITE, absent={
+    Verb("enqueue", "queue", "POST /v1/enqueue"),
+    Verb("enqueue_many", "queue", "POST /v1/enqueue_many"),
+    Verb("ingest", "queue", absent={
         Place.CLIENT: "it checks a whole JSONL stream; over HTTP send enqueue_many",
         Place.HTTP: "it checks a whole JSONL stream; over HTTP send enqueue_many",
         Place.ASYNC: "it reads its source on the queue's thread for as long as the source takes; "
                      "await q.run(lambda queue: queue.ingest(source)) where that is wanted"}),
-    Verb("claim", Kind.WRITE, "POST /v1/claim", claims=True),
-    Verb("claim_many", Kind.WRITE, "POST /v1/claim_many", claims=True),
-    Verb("settle", Kind.WRITE, "POST /v1/settle"),
-    Verb("ack", Kind.WRITE, absent={Place.HTTP: _SHORTHAND}),
-    Verb("retry", Kind.WRITE, absent={Place.HTTP: _SHORTHAND}),
-    Verb("fail", Kind.WRITE, absent={Place.HTTP: _SHORTHAND}),
-    Verb("release", Kind.WRITE, absent={Place.HTTP: _SHORTHAND}),
-    Verb("settle_many", Kind.WRITE, "POST /v1/settle_many"),
-    Verb("extend", Kind.WRITE, "POST /v1/extend"),
-    Verb("tick", Kind.WRITE, "POST /v1/tick"),
-    Verb("redrive", Kind.MAINTENANCE, "POST /v1/redrive"),
-    Verb("redrive_many", Kind.MAINTENANCE, "POST /v1/redrive_many"),
-    Verb("purge", Kind.MAINTENANCE, absent=_NO_REMOTE),
-    Verb("reset_clock", Kind.MAINTENANCE, absent=_NO_REMOTE),
-    Verb("reconnect", Kind.MAINTENANCE, absent={
+    Verb("claim", "queue", "POST /v1/claim", claims=True),
+    Verb("claim_many", "queue", "POST /v1/claim_many", claims=True),
+    Verb("settle", "queue", "POST /v1/settle"),
+    Verb("ack", "queue", absent={Place.HTTP: _SHORTHAND}),
+    Verb("retry", "queue", absent={Place.HTTP: _SHORTHAND}),
+    Verb("fail", "queue", absent={Place.HTTP: _SHORTHAND}),
+    Verb("release", "queue", absent={Place.HTTP: _SHORTHAND}),
+    Verb("settle_many", "queue", "POST /v1/settle_many"),
+    Verb("extend", "queue", "POST /v1/extend"),
+    Verb("tick", "scheduling", "POST /v1/tick"),
+    Verb("redrive", "operators", "POST /v1/redrive"),
+    Verb("redrive_many", "operators", "POST /v1/redrive_many"),
+    Verb("purge", "maintenance", absent=_NO_REMOTE),
+    Verb("reset_clock", "maintenance", absent=_NO_REMOTE),
+    Verb("reconnect", "waits", absent={
         Place.CLIENT: "a Client replaces a closed connection by itself",
         Place.HTTP: "a Client replaces a closed connection by itself",
         Place.ASYNC: "AsyncWorker reconnects the Queue it runs after an outage, on the queue's thread"}),
-    Verb("get", Kind.READ, "GET /v1/events/{event_id}"),
-    Verb("events", Kind.READ, "GET /v1/events"),
-    Verb("flows", Kind.READ, "GET /v1/flows"),
-    Verb("why_blocked", Kind.READ, "GET /v1/flows/{flow}/why_blocked"),
-    Verb("audit", Kind.READ, "GET /v1/audit"),
-    Verb("stats", Kind.READ, "GET /v1/stats"),
-    Verb("wait_for_work", Kind.READ, absent={
+    Verb("get", "reads", "GET /v1/events/{event_id}"),
+    Verb("events", "reads", "GET /v1/events"),
+    Verb("flows", "reads", "GET /v1/flows"),
+    Verb("why_blocked", "reads", "GET /v1/flows/{flow}/why_blocked"),
+    Verb("audit", "reads", "GET /v1/audit"),
+    Verb("stats", "reads", "GET /v1/stats"),
+    Verb("wait_for_work", "waits", absent={
         Place.CLIENT: "a database's notices of new work do not cross HTTP; a worker on a Client polls",
         Place.HTTP: "a database's notices of new work do not cross HTTP; a worker on a Client polls",
         Place.ASYNC: "AsyncWorker shares one wait of its own (fairq.aio.waits), off the queue's threads"}),
-    Verb("policy", Kind.CONFIG, absent={
+    Verb("policy", "configuration", absent={
         Place.CLIENT: "the policy is stored in the server's file: fairq policy show on its host",
         Place.HTTP: "GET /v1/info shows it to the console; fairq policy show on the server's host"}),
-    Verb("set_policy", Kind.CONFIG, absent=_NO_REMOTE),
-    Verb("set_weight", Kind.CONFIG, "POST /v1/set_weight"),
-    Verb("schedules.add", Kind.CONFIG, "POST /v1/schedules"),
-    Verb("schedules.get", Kind.READ, "GET /v1/schedules/{name}"),
-    Verb("schedules.list", Kind.READ, "GET /v1/schedules"),
-    Verb("schedules.misfires", Kind.READ, "GET /v1/schedules/{name}/misfires"),
-    Verb("schedules.remove", Kind.CONFIG, "DELETE /v1/schedules/{name}"),
-    Verb("schedules.pause", Kind.CONFIG, "POST /v1/schedules/{name}/pause"),
-    Verb("schedules.resume", Kind.CONFIG, "POST /v1/schedules/{name}/resume"),
+    Verb("set_policy", "configuration", absent=_NO_REMOTE),
+    Verb("set_weight", "operators", "POST /v1/set_weight"),
+    Verb("schedules.add", "schedules", "POST /v1/schedules"),
+    Verb("schedules.get", "schedules", "GET /v1/schedules/{name}"),
+    Verb("schedules.list", "schedules", "GET /v1/schedules"),
+    Verb("schedules.misfires", "schedules", "GET /v1/schedules/{name}/misfires"),
+    Verb("schedules.remove", "schedules", "DELETE /v1/schedules/{name}"),
+    Verb("schedules.pause", "schedules", "POST /v1/schedules/{name}/pause"),
+    Verb("schedules.resume", "schedules", "POST /v1/schedules/{name}/resume"),
 )
 
 #: Every verb by name.

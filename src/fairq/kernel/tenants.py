@@ -1,5 +1,9 @@
 """Tenants as pure rules: the two-level rotation a claim takes, and the limits
-(`max_inflight`, `rate`/`burst`) that can hold a tenant back.
+(`max_inflight`, `rate`/`burst`) that can hold a tenant back. A tenant is a
+group of flows (a customer's) that shares one turn in the rotation, whatever
+its number of flows. No store uses these rules yet: today every flow rotates
+on its own (fairq.kernel.rules), which is the case below where each flow is
+its own tenant.
 
 Nothing here reads a clock, runs SQL or keeps state: a store reads the values,
 asks these functions, and writes the answers back (as with fairq.kernel.rules).
@@ -12,14 +16,14 @@ The rotation, in two levels, each one the one-level rotation of
   vtime and tail. A claim goes to the tenant with the lowest (pass, turn)
   that no limit holds back (`blocked_by`).
 * Flow level: within the chosen tenant, its flows with a claimable head, by
-  flow weight. Each flow's head keeps a pass and a turn as today; each
+  flow weight. Each flow's head keeps a pass and a turn, as in the one-level rotation; each
   tenant keeps its own vtime and tail for its flows. The claim goes to the
   tenant's head with the lowest (pass, turn).
-* Within a flow: strict order, as today.
+* Within a flow: strict order.
 
 `tenant_step` is the step one claim takes at both levels: the turn is taken at
 claim time at both. Ties at either level go to the lower turn (the queue's one
-arrival counter, set at join and at claim as today). A tenant that has a head
+arrival counter, set at join and at claim). A tenant that has a head
 (claimable, leased or waiting) keeps its pass, as a flow whose head waits keeps
 its own; a tenant left with no head at all leaves the rotation, and `join`
 says where it and its flow come back. A tenant's share therefore does not
@@ -27,7 +31,8 @@ depend on how many flows it has: the tenant level never looks at them.
 
 A flow without a tenant is its own tenant, with the flow's weight as the
 tenant's weight. Its flow level has one member and decides nothing, so a queue
-whose flows all have no tenant claims in exactly today's one-level order.
+whose flows all have no tenant claims in exactly the one-level order of
+fairq.kernel.rules.
 
 Limits: a tenant at its cap or out of tokens is skipped without losing its
 place -- its pass does not move -- so once free it goes before every tenant

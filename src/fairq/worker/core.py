@@ -15,9 +15,9 @@ step. No SQL, no policy here.
 from __future__ import annotations
 
 import functools
+import threading
 import time
 from collections.abc import Callable, Generator, Sequence
-from contextlib import AbstractContextManager
 from typing import Any, TypeVar
 
 from ..errors import FairqError, LeaseLost, Unavailable
@@ -59,18 +59,16 @@ class Core:
     concurrency > 1 the rounds about to claim share one claim, and with
     concurrency > 1 settles finishing together share one settle_many.
     reconnects() counts the reconnections so far (fairq.worker.outage);
-    lock guards the round counters (shared by the driver's threads or
-    tasks); clock is monotonic seconds. `peers`: claimers sharing the
+    clock is monotonic seconds. `peers`: claimers sharing the
     queue's heads (this worker's rounds, or in a worker process all of its
     parent's processes); `idle_needs_no_inflight`: a worker process's
     until_idle also waits for its siblings' leases; `tally`: the counts.
     """
 
     def __init__(self, settings: Settings, queue: Any, *, tick: bool, ahead: Callable[..., Any],
-                 together: Callable[..., Any], reconnects: Callable[[], int], lock: AbstractContextManager[Any],
+                 together: Callable[..., Any], reconnects: Callable[[], int],
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.settings = settings
-        self.tick = tick
         self.tally = Tally()
         self.peers = settings.concurrency
         self.idle_needs_no_inflight = False
@@ -81,9 +79,9 @@ class Core:
         self._settle: Callable[..., Any] = (together(queue.settle_many).settle if settings.concurrency > 1
                                             else queue.settle_many)
         self._stats = functools.partial(queue.stats, top=0)
-        self._tick: Callable[..., Any] = getattr(queue, "tick", None) or (lambda: [])
+        self._tick: Callable[..., Any] | None = queue.tick if tick else None  # checked present when ticking
         self._reconnects = reconnects
-        self._lock = lock
+        self._lock = threading.Lock()  # the round counters, shared by the driver's threads or tasks
         self._clock = clock
         self._active = 0  # rounds in progress: until_idle waits for all of them
         self._busy_rounds = 0  # rounds that handled something: until_idle sees settles it did not wait for
@@ -206,7 +204,7 @@ class Core:
     def _tick_if_due(self) -> Steps[None]:
         """With tick=True, turn due schedule slots into events, at most once per idle_max
         (whichever round comes first); a failed tick is logged, never raised."""
-        if not self.tick:
+        if self._tick is None:
             return
         with self._lock:
             now = self._clock()

@@ -202,7 +202,7 @@ class TxnCore(AuditTrail):
         """The stored retry policy, as this transaction sees it (built when first asked)."""
         found = self._policy
         if found is None:
-            found = self._policy = _policy(self._policy_row or self._read_rest())
+            found = self._policy = policy_from_row(self._policy_row or self._read_rest())  # cached by row
         return found
 
     def now(self, requested_ms: int, explicit: bool) -> int:
@@ -313,20 +313,6 @@ class TxnCore(AuditTrail):
             "VALUES (:event_id, :action, :reason, :actor, :generation, :at_ms, :detail)",
             rows,
         )
-
-
-# The policy row this process last read, and the Policy built from it: a
-# verb after verb on an unchanged policy builds it no more (Policy is frozen).
-_last_policy: list[tuple[tuple[Any, ...], Policy | None]] = [((), None)]
-
-
-def _policy(row: tuple[Any, ...]) -> Policy:
-    """The Policy of a stored policy row (the one built last, if the row is unchanged)."""
-    last_row, built = _last_policy[0]
-    if built is None or row != last_row:
-        built = policy_from_row(row)
-        _last_policy[0] = (row, built)
-    return built
 
 
 # The claim-lag histogram this process last read or wrote, as stored text and
