@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 
 from ._json import canonical_tree
 from .errors import InvalidInput
-from .limits import DEFAULT_MAX_BODY_BYTES as DEFAULT_MAX_BODY_BYTES, MAX_DEPTH, MAX_ID_CHARS, MAX_REASON_CHARS
+from .limits import DEFAULT_MAX_BODY_BYTES, MAX_DEPTH, MAX_ID_CHARS, MAX_REASON_CHARS
 from .types import Outcome
 
 T = TypeVar("T")

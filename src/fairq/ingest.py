@@ -38,9 +38,6 @@ from .types import Enqueued
 
 Source = Union[str, "os.PathLike[str]", bytes, BinaryIO]
 
-#: The default caps of a file (fairq.limits, shared with Queue.ingest and `fairq ingest`).
-DEFAULT_MAX_BYTES = INGEST_MAX_BYTES
-DEFAULT_MAX_LINES = INGEST_MAX_LINES
 #: Room on a line for event_id, flow, delay, the keys and spacing, beyond the body.
 ENVELOPE_BYTES = 4096
 
@@ -80,7 +77,7 @@ class Limits:
 
     @classmethod
     def make(
-        cls, *, max_bytes: int = DEFAULT_MAX_BYTES, max_lines: int = DEFAULT_MAX_LINES,
+        cls, *, max_bytes: int = INGEST_MAX_BYTES, max_lines: int = INGEST_MAX_LINES,
         max_line_bytes: int | None = None, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
         id_pattern: str | re.Pattern[str] | None = None, body_ceiling: int = MAX_BODY_CEILING,
     ) -> Limits:

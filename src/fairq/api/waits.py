@@ -53,12 +53,12 @@ class QueueWaits(QueueBase):
                 stop.wait(timeout)
             return False
         due_ms = listener.earliest_ready_ms()
-        # Seconds until it becomes due: the due time is on the queue's clock, read here from
-        # this host's (on the server's clock, hosts whose clocks are skewed wake that much
-        # early or late, never later than the timeout).
-        until = None if due_ms is None else due_ms / 1000.0 - self._clock()
-        if until is not None:
-            timeout = min(timeout, until + MARGIN if until > 0 else RECHECK)
+        if due_ms is not None:
+            # The due time is on the queue's clock, read here from this host's (on the server's
+            # clock, hosts whose clocks are skewed wake that much early or late, never later
+            # than the timeout).
+            until = self._seconds_until(due_ms)
+            timeout = min(timeout, until if until > MARGIN else RECHECK)
         listened: bool = listener.wait(timeout, stop, self._seconds_until)
         return listened
 

@@ -66,11 +66,6 @@ def database_path(args: argparse.Namespace | str | None = None) -> str:
     return given or os.environ.get("FAIRQ_DB") or "fairq.db"
 
 
-def is_database_url(path: str) -> bool:
-    """True for a database server's URL, which names no file (no existence checks apply)."""
-    return names_server(path)
-
-
 def queue_clock(path: str) -> dict[str, Any]:
     """The Queue setting for the clock the queue at `path` runs at: a PostgreSQL
     queue's stored clock, so a command measures leases as its workers do ({} for
@@ -83,7 +78,7 @@ def open_existing(args: argparse.Namespace, **settings: Any) -> Queue:
     to create one where there is none (in a PostgreSQL database: where the
     queue's tables were never created)."""
     path = database_path(args)
-    if is_database_url(path):
+    if names_server(path):  # a server's URL names no file: no existence checks apply
         clock = queue_clock(path)
         Queue(path, readonly=True, **clock).close()  # SchemaError when no queue is there: nothing is created
         return Queue(path, **clock, **settings)

@@ -31,7 +31,8 @@ from ..errors import FairqError, InvalidInput
 from .. import aio
 from ..worker import COUNTS, Worker, check_handler
 from ..worker.handler import is_async
-from ._common import EXIT_OK, EXIT_REFUSED, EXIT_USAGE, is_database_url, open_target, shown
+from ..stores import names_server
+from ._common import EXIT_OK, EXIT_REFUSED, EXIT_USAGE, open_target, shown
 from ._logs import JsonFormatter, KeyValueFormatter, StderrHandler
 
 log = logging.getLogger("fairq.cli")
@@ -140,7 +141,7 @@ def source(queue: Any) -> str:
     if url:
         return f"url={url}"
     path = os.fspath(queue.path)
-    return f"db={shown(path) if is_database_url(path) else os.path.abspath(path)}"
+    return f"db={shown(path) if names_server(path) else os.path.abspath(path)}"
 
 
 def load_handler(spec: str) -> Callable[..., Any]:
