@@ -49,6 +49,7 @@ from .types import (
     Settled,
     State,
     Stats,
+    TenantInfo,
 )
 from .worker import Fail, Handled, Job, Retry, Worker
 
@@ -91,6 +92,7 @@ __all__ = [
     "Unavailable",
     "Blocked",
     "FlowInfo",
+    "TenantInfo",
     "Purged",
     "Worker",
     "Job",

@@ -50,6 +50,8 @@ class AsyncClient(Facade[Client]):
     redrive_many = verb(Client.redrive_many)
     flows = verb(Client.flows)
     set_weight = verb(Client.set_weight)
+    set_tenant = verb(Client.set_tenant)
+    tenants = verb(Client.tenants)
     tick = verb(Client.tick)
     get = verb(Client.get)
     events = verb(Client.events)

@@ -68,5 +68,7 @@ class AsyncQueue(Facade[Queue]):
     policy = verb(Queue.policy)
     set_policy = verb(Queue.set_policy)
     set_weight = verb(Queue.set_weight)
+    set_tenant = verb(Queue.set_tenant)
+    tenants = verb(Queue.tenants)
     reset_clock = verb(Queue.reset_clock)
     purge = verb(Queue.purge)

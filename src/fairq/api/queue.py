@@ -39,6 +39,7 @@ from .operators import QueueOperators
 from .reads import QueueReads
 from .requests import batch_item, call_lease_ms, new_event, settle_item, store_path, wall_clock
 from .scheduling import QueueScheduling
+from .tenants import QueueTenants
 from .waits import QueueWaits
 
 __all__ = ["Queue"]
@@ -48,7 +49,8 @@ log = logging.getLogger("fairq")
 Effect = Callable[[AppConnection], Any]
 
 
-class Queue(QueueReads, QueueOperators, QueueMaintenance, QueueConfig, QueueScheduling, QueueWaits):
+class Queue(QueueReads, QueueOperators, QueueTenants, QueueMaintenance, QueueConfig, QueueScheduling,
+            QueueWaits):
     """A durable, fair, fenced work queue in one SQLite file (or a PostgreSQL database).
 
     The retry policy is stored in the file, so every process decides an
@@ -148,10 +150,15 @@ class Queue(QueueReads, QueueOperators, QueueMaintenance, QueueConfig, QueueSche
     # -- enqueue -----------------------------------------------------------------
 
     def enqueue(
-        self, event_id: str | None, body: Any, *, flow: str | None = None, delay: float = 0.0,
-        now: float | None = None, conn: AppConnection | None = None,
+        self, event_id: str | None, body: Any, *, flow: str | None = None, tenant: str | None = None,
+        delay: float = 0.0, now: float | None = None, conn: AppConnection | None = None,
     ) -> Enqueued:
         """Add an event at the end of its flow (flow=None: a flow of its own).
+
+        tenant: the tenant the flow belongs to (fairq.Queue.set_tenant): claims
+        rotate over tenants first, then over each tenant's flows. A flow's
+        tenant is fixed by its first event; another tenant (or none, for a
+        flow that has one) raises Conflict. None: the flow is its own tenant.
 
         Enqueuing an id again with the same flow and body returns
         created=False; with a different flow or body it raises Conflict.
@@ -163,7 +170,7 @@ class Queue(QueueReads, QueueOperators, QueueMaintenance, QueueConfig, QueueSche
         and commits (or rolls back) with it -- fairq never commits it.
         """
         item = new_event(new_event_id() if event_id is None else event_id, body, flow, delay,
-                         max_body_bytes=self.max_body_bytes)
+                         max_body_bytes=self.max_body_bytes, tenant=tenant)
         requested = self._requested(now)
         with self._store.transaction("enqueue", conn) as tx:
             return tx.enqueue_many([item], tx.now(*requested))[0]
@@ -173,8 +180,9 @@ class Queue(QueueReads, QueueOperators, QueueMaintenance, QueueConfig, QueueSche
     ) -> list[Enqueued]:
         """Add many events in one transaction: all of them or none.
 
-        items: (event_id, body) or (event_id, body, flow) tuples, or dicts with
-        keys event_id, body and optionally flow and delay. An id repeated with
+        items: (event_id, body), (event_id, body, flow) or (event_id, body,
+        flow, tenant) tuples, or dicts with keys event_id, body and
+        optionally flow, tenant and delay. An id repeated with
         identical content collapses to one event; any conflict refuses all.
         conn: as for enqueue, the application's open transaction to join.
         """
@@ -208,7 +216,7 @@ class Queue(QueueReads, QueueOperators, QueueMaintenance, QueueConfig, QueueSche
         """Enqueue every event of a JSONL file in one transaction: all of them or none.
 
         source: a path, bytes, or a file opened in binary mode. Each non-blank
-        line is an object with event_id and body, optionally flow and delay
+        line is an object with event_id and body, optionally flow, tenant and delay
         (fairq.ingest has the exact rules). The whole file is checked first,
         a line at a time, before the write lock is taken;
         a refusal is an InvalidInput or Conflict whose `line` is the line at

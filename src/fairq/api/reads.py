@@ -10,9 +10,10 @@ from __future__ import annotations
 from .. import _validate as v
 from ..errors import InvalidInput
 from ..limits import MAX_AUDIT_LISTED, MAX_COUNT, MAX_EVENTS_LISTED, MAX_FLOWS_LISTED
+from ..stores.backend import FlowHead, Snapshot
+from ..types import AuditEntry, Blocked, EventInfo, FlowInfo, State, Stats, TenantInfo
 from .base import QueueBase
 from .requests import blocked
-from ..types import AuditEntry, Blocked, EventInfo, FlowInfo, State, Stats
 
 
 class QueueReads(QueueBase):
@@ -67,18 +68,38 @@ class QueueReads(QueueBase):
         after = v.optional_identifier(after, "after")
         limit = v.count(limit, "limit", low=1, high=MAX_FLOWS_LISTED)
         now_ms = self._requested(now)[0]
-        rows = self._store.read(lambda tx: tx.flows(after=after, limit=limit))
+        rows, tenants = self._store.read(lambda tx: _with_tenants(tx, tx.flows(after=after, limit=limit), now_ms))
         return [FlowInfo(name=row.name, weight=row.weight,
                          backlog=0 if row.head is None else row.next_seq - row.head.seq, head=row.head,
-                         blocked=blocked(row.name, (row.next_seq, row.head), now_ms, self.path))
+                         blocked=blocked(row.name, (row.next_seq, row.head), now_ms, self.path,
+                                         tenants.get(row.tenant)),
+                         tenant=row.tenant)
                 for row in rows]
 
     def why_blocked(self, flow: str, *, now: float | None = None) -> Blocked:
         """Why a flow is not moving, in one answer: its head is quarantined
         (with the redrive command), backing off, delayed, leased or expired;
-        or the flow is ready, empty or unknown. A read: never moves the clock.
+        its tenant is at its cap or out of tokens; or the flow is ready,
+        empty or unknown. A read: never moves the clock.
         """
         flow = v.identifier(flow, "flow")
         now_ms = self._requested(now)[0]
-        found = self._store.read(lambda tx: tx.flow_head(flow))
-        return blocked(flow, found, now_ms, self.path)
+        found, tenant = self._store.read(lambda tx: (tx.flow_head(flow), _tenant_of(tx, flow, now_ms)))
+        return blocked(flow, found, now_ms, self.path, tenant)
+
+
+def _tenant_of(tx: Snapshot, flow: str, now_ms: int) -> TenantInfo | None:
+    """The tenant a named flow belongs to, as it stands at now_ms (None: its own)."""
+    name = tx.flow_tenant(flow)
+    return None if name is None else tx.tenant(name, now_ms)
+
+
+def _with_tenants(tx: Snapshot, rows: list[FlowHead],
+                  now_ms: int) -> tuple[list[FlowHead], dict[str | None, TenantInfo]]:
+    """Flow rows, and the tenant of each (by name) from the same snapshot."""
+    tenants: dict[str | None, TenantInfo] = {}
+    for name in {row.tenant for row in rows if row.tenant is not None}:
+        info = tx.tenant(name, now_ms)
+        if info is not None:
+            tenants[name] = info
+    return rows, tenants

@@ -19,9 +19,9 @@ from ..stores.backend import NewEvent, SettleItem
 from ..errors import InvalidInput
 from ..leases import lease_attempts, lease_key, redrive_command
 from ..kernel.policy import to_ms
-from ..types import Blocked, EventInfo, Outcome, State
+from ..types import Blocked, EventInfo, Outcome, State, TenantInfo
 
-ITEM_KEYS = frozenset({"event_id", "body", "flow", "delay"})
+ITEM_KEYS = frozenset({"event_id", "body", "flow", "tenant", "delay"})
 
 
 #: The clock= strings a Queue takes: the database server's clock, or a stored model clock.
@@ -64,31 +64,35 @@ def call_lease_ms(value: float | None, field: str = "lease_seconds") -> int | No
     return None if value is None else to_ms(v.seconds(value, field, positive=True))
 
 
-def new_event(event_id: Any, body: Any, flow: Any, delay: Any, *, max_body_bytes: int) -> NewEvent:
+def new_event(event_id: Any, body: Any, flow: Any, delay: Any, *, max_body_bytes: int,
+              tenant: Any = None) -> NewEvent:
     """One enqueue's arguments, checked: the body in canonical JSON, the delay in ms."""
     return NewEvent(
         v.identifier(event_id, "event_id"),
         None if flow is None else v.identifier(flow, "flow"),
         v.body(body, "body", max_bytes=max_body_bytes),
         to_ms(v.seconds(delay, "delay")),
+        tenant=None if tenant is None else v.identifier(tenant, "tenant"),
     )
 
 
 def batch_item(item: Any, *, max_body_bytes: int) -> NewEvent:
-    """One enqueue_many item: (event_id, body), (event_id, body, flow), or a dict
-    with event_id, body and optionally flow and delay."""
-    if isinstance(item, tuple) and 2 <= len(item) <= 3:
-        return new_event(item[0], item[1], item[2] if len(item) == 3 else None, 0.0,
-                         max_body_bytes=max_body_bytes)
+    """One enqueue_many item: (event_id, body), (event_id, body, flow),
+    (event_id, body, flow, tenant), or a dict with event_id, body and
+    optionally flow, tenant and delay."""
+    if isinstance(item, tuple) and 2 <= len(item) <= 4:
+        return new_event(item[0], item[1], item[2] if len(item) >= 3 else None, 0.0,
+                         max_body_bytes=max_body_bytes, tenant=item[3] if len(item) == 4 else None)
     if isinstance(item, Mapping):
         unknown = set(item) - ITEM_KEYS
         if unknown:
-            raise InvalidInput(sorted(unknown)[0], "is not a known key (event_id, body, flow, delay)")
+            raise InvalidInput(sorted(unknown)[0], "is not a known key (event_id, body, flow, tenant, delay)")
         if "event_id" not in item or "body" not in item:
             raise InvalidInput("event_id" if "event_id" not in item else "body", "is required")
         return new_event(item["event_id"], item["body"], item.get("flow"), item.get("delay", 0.0),
-                         max_body_bytes=max_body_bytes)
-    raise InvalidInput("", "must be (event_id, body), (event_id, body, flow) or a dict")
+                         max_body_bytes=max_body_bytes, tenant=item.get("tenant"))
+    raise InvalidInput("", "must be (event_id, body), (event_id, body, flow), (event_id, body, flow, tenant) "
+                           "or a dict")
 
 
 def settle_item(lease: Any, outcome: Any, reason: Any, delay: Any) -> SettleItem:
@@ -117,28 +121,38 @@ def required_reason(value: Any, field: str = "reason") -> str:
     return text
 
 
-def blocked(flow: str, found: tuple[int, EventInfo | None] | None, now_ms: int, path: Any) -> Blocked:
-    """Why a flow is not moving, from its head as Snapshot.flow_head read it."""
+def blocked(flow: str, found: tuple[int, EventInfo | None] | None, now_ms: int, path: Any,
+            tenant: TenantInfo | None = None) -> Blocked:
+    """Why a flow is not moving, from its head as Snapshot.flow_head read it,
+    and its tenant as it stands at now_ms (None: the flow is its own tenant)."""
     at = now_ms / 1000
     if found is None:
         return Blocked(flow, "unknown", at)
     next_seq, head = found
+    name = None if tenant is None else tenant.name
     if head is None:
-        return Blocked(flow, "empty", at)
+        return Blocked(flow, "empty", at, tenant=name)
     answer = functools.partial(
         Blocked, flow, now=at, event_id=head.event_id, seq=head.seq, owner=head.owner,
         reason=head.reason, generation=head.generation, attempts=head.attempts,
-        backlog=next_seq - head.seq)
+        backlog=next_seq - head.seq, tenant=name)
     if head.state is State.QUARANTINED:
         return answer("quarantined",
                       redrive=redrive_command("--db", os.fsdecode(path), head.event_id, head.generation))
     if head.state is State.INFLIGHT:
         assert head.lease_until is not None
-        return answer("leased" if head.lease_until > at else "expired", until=head.lease_until)
-    assert head.next_at is not None
-    if head.next_at <= at:
-        return answer("ready")
-    return answer("backing_off" if head.attempts else "delayed", until=head.next_at)
+        if head.lease_until > at:
+            return answer("leased", until=head.lease_until)
+    else:
+        assert head.next_at is not None
+        if head.next_at > at:
+            return answer("backing_off" if head.attempts else "delayed", until=head.next_at)
+    # Due: claimable now (an expired lease is taken over), unless its tenant is held back.
+    if tenant is not None and tenant.limited_by is not None:
+        return answer("tenant_cap" if tenant.limited_by == "max_inflight" else "tenant_rate", until=tenant.until)
+    if head.state is State.INFLIGHT:
+        return answer("expired", until=head.lease_until)
+    return answer("ready")
 
 
 def store_path(path: Any) -> Any:

@@ -91,6 +91,8 @@ _TABLE = (
         Place.HTTP: "GET /v1/info shows it to the console; fairq policy show on the server's host"}),
     Verb("set_policy", "configuration", absent=_NO_REMOTE),
     Verb("set_weight", "operators", "POST /v1/set_weight"),
+    Verb("set_tenant", "tenants", "POST /v1/set_tenant"),
+    Verb("tenants", "tenants", "GET /v1/tenants"),
     Verb("schedules.add", "schedules", "POST /v1/schedules"),
     Verb("schedules.get", "schedules", "GET /v1/schedules/{name}"),
     Verb("schedules.list", "schedules", "GET /v1/schedules"),

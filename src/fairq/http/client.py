@@ -42,6 +42,7 @@ from ..types import (
     Settled,
     State,
     Stats,
+    TenantInfo,
 )
 from .paths import query
 from .remote_schedules import RemoteSchedules
@@ -111,11 +112,11 @@ class Client:
 
     # -- enqueue -------------------------------------------------------------------
 
-    def enqueue(self, event_id: str, body: Any, *, flow: str | None = None, delay: float = 0.0,
-                now: None = None, conn: None = None) -> Enqueued:
+    def enqueue(self, event_id: str, body: Any, *, flow: str | None = None, tenant: str | None = None,
+                delay: float = 0.0, now: None = None, conn: None = None) -> Enqueued:
         """Queue.enqueue on the server: created=False for an identical repeat, Conflict otherwise."""
         _server_side(now=now, conn=conn)
-        data = self._http.post("enqueue", event_id=event_id, body=body, flow=flow, delay=delay)
+        data = self._http.post("enqueue", event_id=event_id, body=body, flow=flow, tenant=tenant, delay=delay)
         return from_json(Enqueued, data)
 
     def enqueue_many(self, items: Iterable[Any], *, now: None = None, conn: None = None) -> list[Enqueued]:
@@ -207,6 +208,21 @@ class Client:
     def set_weight(self, flow: str, weight: int) -> None:
         """Queue.set_weight on the server."""
         self._http.post("set_weight", flow=flow, weight=weight)
+
+    def set_tenant(self, tenant: str, *, weight: int | None = None, max_inflight: int | None = None,
+                   rate: int | None = None, burst: int | None = None, reason: str | None = None,
+                   actor: str | None = None, now: None = None) -> TenantInfo:
+        """Queue.set_tenant on the server: the tenant as stored."""
+        _server_side(now=now)
+        data = self._http.post("set_tenant", tenant=tenant, weight=weight, max_inflight=max_inflight, rate=rate,
+                               burst=burst, reason=reason, actor=actor)
+        return from_json(TenantInfo, data)
+
+    def tenants(self, *, after: str | None = None, limit: int = 100, now: None = None) -> list[TenantInfo]:
+        """Queue.tenants on the server, a page of at most MAX_PAGE tenants a request."""
+        _server_side(now=now)
+        limit = v.count(limit, "limit", low=1, high=MAX_FLOWS_LISTED)
+        return self._http.pages("tenants", "tenants", TenantInfo, limit, {"after": after})
 
     # -- reads -------------------------------------------------------------------------
 
@@ -300,8 +316,9 @@ def _wire_lease(lease: Any) -> dict[str, Any]:
 def _wire_item(item: Any) -> Any:
     """An enqueue_many item as the server takes it; the server's Queue judges its shape."""
     if type(item) is tuple:
-        if 2 <= len(item) <= 3:
-            return {"event_id": item[0], "body": item[1], "flow": item[2] if len(item) == 3 else None}
+        if 2 <= len(item) <= 4:
+            return {"event_id": item[0], "body": item[1], "flow": item[2] if len(item) >= 3 else None,
+                    "tenant": item[3] if len(item) == 4 else None}
         return list(item)
     return item
 

@@ -67,6 +67,13 @@ def flows(q: Queue, req: Request) -> Reply:
     return _keyed("flows", q.flows(**args, limit=size + 1), size, lambda f: f.name)
 
 
+@serves("tenants", console=True)
+def tenants(q: Queue, req: Request) -> Reply:
+    args = req.params(text=("after",), ints=("limit",))
+    size = _page_size(args, DEFAULT_PAGE)
+    return _keyed("tenants", q.tenants(**args, limit=size + 1), size, lambda t: t.name)
+
+
 @serves("schedules.list", console=True)
 def schedules(q: Queue, req: Request) -> Reply:
     args = req.params(text=("after",), ints=("limit",))

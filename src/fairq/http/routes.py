@@ -198,14 +198,14 @@ def healthz(q: Queue, req: Request) -> Reply:
 
 @serves("enqueue")
 def enqueue(q: Queue, req: Request) -> Reply:
-    done = q.enqueue(**req.fields("event_id", "body", optional=("flow", "delay")))
+    done = q.enqueue(**req.fields("event_id", "body", optional=("flow", "tenant", "delay")))
     return (201 if done.created else 200), to_json(done)
 
 
 @serves("enqueue_many")
 def enqueue_many(q: Queue, req: Request) -> Reply:
     items = _array(req.fields("items")["items"], "items")
-    # An array item is the (event_id, body[, flow]) tuple form.
+    # An array item is the (event_id, body[, flow[, tenant]]) tuple form.
     done = q.enqueue_many([tuple(item) if isinstance(item, list) else item for item in items])
     return (201 if any(e.created for e in done) else 200), {"enqueued": to_json(done)}
 
@@ -263,6 +263,12 @@ def set_weight(q: Queue, req: Request) -> Reply:
     args = req.fields("flow", "weight")
     q.set_weight(**args)
     return 200, args
+
+
+@serves("set_tenant", console=True)
+def set_tenant(q: Queue, req: Request) -> Reply:
+    args = req.fields("tenant", optional=("weight", "max_inflight", "rate", "burst", "reason", "actor"))
+    return 200, to_json(q.set_tenant(**args))
 
 
 @serves("get", console=True)

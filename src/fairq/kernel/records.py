@@ -21,6 +21,8 @@ class NewEvent(NamedTuple):
     body: str
     delay_ms: int
     at_ms: int | None = None
+    #: The tenant the event's flow belongs to (None: the flow is its own tenant).
+    tenant: str | None = None
 
 
 class SettleItem(NamedTuple):
@@ -45,6 +47,7 @@ class FlowHead(NamedTuple):
     weight: int
     next_seq: int
     head: EventInfo | None
+    tenant: str | None = None  # the tenant the flow belongs to (None: its own)
 
 
 @dataclass(frozen=True)

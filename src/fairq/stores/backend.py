@@ -23,7 +23,7 @@ from ..errors import LeaseLost, RedriveRefused
 from ..kernel.policy import Policy
 from ..kernel.records import Advance, FlowHead, NewEvent, NewSchedule, SettleItem
 from ..types import (AuditEntry, ClockReset, Enqueued, EventInfo, Lease, Receipt, Schedule, Settled,
-                    Stats)
+                    Stats, TenantInfo)
 
 __all__ = ["NewEvent", "SettleItem", "NewSchedule", "Advance", "FlowHead", "AppConnection", "ScheduleStatements", "Snapshot", "WriteTxn", "Wakeups",
            "Store", "InboxStore"]
@@ -68,6 +68,15 @@ class Snapshot(Protocol):
     def flow_head(self, name: str) -> tuple[int, EventInfo | None] | None:
         """(the seq the flow's next event gets, its head or None when all is
         acked); None for a flow never seen."""
+
+    def flow_tenant(self, flow: str) -> str | None:
+        """The tenant a named flow belongs to (None: none, or no such flow)."""
+
+    def tenant(self, name: str, now_ms: int) -> TenantInfo | None:
+        """One tenant as it stands at now_ms (None: no such tenant)."""
+
+    def tenants(self, *, after: str | None, limit: int, now_ms: int) -> list[TenantInfo]:
+        """Tenants by name after `after`, each as it stands at now_ms."""
 
     def flows(self, *, after: str | None, limit: int) -> list[FlowHead]:
         """Up to `limit` named flows by name, those after `after` when given (keyset paging)."""
@@ -127,6 +136,12 @@ class WriteTxn(Protocol):
         store's one lock order, whatever the order of the items."""
 
     def set_weight(self, name: str, weight: int) -> None: ...
+
+    def set_tenant(self, name: str, *, weight: int | None, max_inflight: int | None, rate: int | None,
+                   burst: int | None, reason: str | None, actor: str | None, now_ms: int) -> TenantInfo:
+        """Store a tenant's settings (None: as stored; a new tenant starts at
+        weight 1 and no limits; a rate without a burst gets burst = rate),
+        with one 'set_tenant' audit row; the tenant as stored."""
 
     def reset_clock(self, to_ms: int, *, reason: str, actor: str | None) -> ClockReset:
         """Move the stored clock back to to_ms, with every lease end and ready time beyond it."""

@@ -16,7 +16,7 @@ from ...errors import InvalidInput
 from ...kernel.policy import Policy
 from ...kernel.rows import audit_entry, event_info
 from ...kernel.stats import assemble
-from ...types import TOTALS, AuditEntry, EventInfo, Stats
+from ...types import TOTALS, AuditEntry, EventInfo, Stats, TenantInfo
 from .policy_store import read_policy
 from .schedules import PgSchedules
 from .txn import SERVER_NOW
@@ -98,6 +98,15 @@ class PgReads:
                                    "AND (%(state)s::text IS NULL OR e.state = %(state)s::text) "
                                    "ORDER BY e.id LIMIT %(limit)s")
         return [event_info(r) for r in self.connection.execute(sql, params)]
+
+    def flow_tenant(self, flow: str) -> str | None:
+        return None  # no tenants in this store yet
+
+    def tenant(self, name: str, now_ms: int) -> TenantInfo | None:
+        return None
+
+    def tenants(self, *, after: str | None, limit: int, now_ms: int) -> list[TenantInfo]:
+        return []
 
     def flows(self, *, after: str | None, limit: int) -> list[FlowHead]:
         # Named flows in byte order of their names (as SQLite orders them),

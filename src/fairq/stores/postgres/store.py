@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 from ..backend import NewEvent, SettleItem
 from ...errors import InvalidInput, LeaseLost, RedriveRefused, UsageError
 from ...kernel.policy import Policy, to_ms
-from ...types import ClockReset, Enqueued, Lease, Settled
+from ...types import ClockReset, Enqueued, Lease, Settled, TenantInfo
 from . import claim, enqueue, enqueue_one, maintenance, settle, verbs
 from .connection import PgDatabase
 from .listen import Listener, connector
@@ -187,6 +187,8 @@ class PgTxn(TxnCore):
         return to_ms(self.policy().lease_seconds) if lease_ms is None else lease_ms
 
     def enqueue_many(self, items: Sequence[NewEvent], now_ms: int) -> list[Enqueued]:
+        if any(item.tenant is not None for item in items):
+            raise UsageError("tenants are not supported by this store yet")
         requested = self._one_statement()
         if requested is not None:
             return enqueue_one.call_enqueue(self, items, requested=requested)
@@ -237,6 +239,10 @@ class PgTxn(TxnCore):
         # Only the weight changes; a new flow's seqs start at 1.
         self.execute("INSERT INTO flow (name, weight) VALUES (%(name)s, %(weight)s) "
                      "ON CONFLICT (name) DO UPDATE SET weight = excluded.weight", {"name": name, "weight": weight})
+
+    def set_tenant(self, name: str, *, weight: int | None, max_inflight: int | None, rate: int | None,
+                   burst: int | None, reason: str | None, actor: str | None, now_ms: int) -> TenantInfo:
+        raise UsageError("tenants are not supported by this store yet")
 
     def reset_clock(self, to_ms: int, *, reason: str, actor: str | None) -> ClockReset:
         return maintenance.reset_clock(self, to_ms, reason=reason, actor=actor)

@@ -17,7 +17,7 @@ from ...errors import InvalidInput
 from ...kernel.policy import Policy
 from ...kernel.rows import audit_entry, event_info
 from ...kernel.stats import assemble
-from ...types import TOTALS, AuditEntry, EventInfo, State, Stats
+from ...types import TOTALS, AuditEntry, EventInfo, State, Stats, TenantInfo
 from .policy_store import read_policy
 from .schedules import ScheduleTxn
 
@@ -103,6 +103,15 @@ class SqliteReads:
             sql = _SELECT_EVENT + ("WHERE e.id > :after_id AND (:state IS NULL OR e.state = :state) "
                                    "ORDER BY e.id LIMIT :limit")
         return [event_info(r) for r in self.connection.execute(sql, params)]
+
+    def flow_tenant(self, flow: str) -> str | None:
+        return None  # no tenants in this store yet
+
+    def tenant(self, name: str, now_ms: int) -> TenantInfo | None:
+        return None
+
+    def tenants(self, *, after: str | None, limit: int, now_ms: int) -> list[TenantInfo]:
+        return []
 
     def flows(self, *, after: str | None, limit: int) -> list[FlowHead]:
         # Named flows in name order, resuming after `after` through flow.name's

@@ -32,9 +32,9 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from ..backend import NewEvent, SettleItem
-from ...errors import LeaseLost, RedriveRefused, SchemaError
+from ...errors import LeaseLost, RedriveRefused, SchemaError, UsageError
 from ...kernel.policy import Policy, to_ms
-from ...types import ClockReset, Enqueued, Lease, Settled
+from ...types import ClockReset, Enqueued, Lease, Settled, TenantInfo
 from . import claim, enqueue, maintenance, settle
 from .policy_store import change_policy, store_policy
 from .schema import LATEST, ensure_schema, refuse_foreign, refuse_outdated
@@ -99,6 +99,8 @@ class SqliteTxn(TxnCore):
     def enqueue_many(self, items: Sequence[NewEvent], now_ms: int) -> list[Enqueued]:
         """Store each new event at the end of its flow; identical repeats collapse.
         Any conflict raises before anything is written."""
+        if any(item.tenant is not None for item in items):
+            raise UsageError("tenants are not supported by this store yet")
         return enqueue.enqueue_many(self, items, now_ms)
 
     def set_policy(self, new: Policy, *, reason: str | None, actor: str | None, now_ms: int) -> Policy:
@@ -144,6 +146,10 @@ class SqliteTxn(TxnCore):
             "ON CONFLICT (name) DO UPDATE SET weight = excluded.weight",
             {"name": name, "weight": weight},
         )
+
+    def set_tenant(self, name: str, *, weight: int | None, max_inflight: int | None, rate: int | None,
+                   burst: int | None, reason: str | None, actor: str | None, now_ms: int) -> TenantInfo:
+        raise UsageError("tenants are not supported by this store yet")
 
     def reset_clock(self, to_ms: int, *, reason: str, actor: str | None) -> ClockReset:
         """Move the stored clock back to to_ms, with every lease end and ready time beyond it."""
