@@ -43,7 +43,8 @@ CREATE INDEX tenant_held ON tenant (held_until_ms) WHERE held_until_ms > 0;
 ALTER TABLE flow ADD COLUMN tenant_id INTEGER REFERENCES tenant (tenant_id);
 -- Each tenant's flows (a listing of tenants counts them).
 CREATE INDEX flow_tenant ON flow (tenant_id) WHERE tenant_id IS NOT NULL;
-ALTER TABLE event ADD COLUMN tenant_id INTEGER REFERENCES tenant (tenant_id);
+-- Not a foreign key: tenants are never removed (as in queue.sql).
+ALTER TABLE event ADD COLUMN tenant_id INTEGER;
 
 -- Every runnable head has no tenant yet: the rotation index keeps its
 -- entries, in the same order, under its new condition.
