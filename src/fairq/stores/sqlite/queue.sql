@@ -137,7 +137,7 @@ CREATE INDEX event_waiting ON event (dispatch_ms) WHERE runnable = 0 AND dispatc
 -- Heads without a tenant claimable now, in rotation order.
 CREATE INDEX event_rotation ON event (pass, turn) WHERE runnable = 1 AND tenant_id IS NULL;
 -- Each tenant's heads claimable now, in its own rotation order.
-CREATE INDEX event_tenant_rotation ON event (tenant_id, pass, turn) WHERE runnable = 1 AND tenant_id IS NOT NULL;
+CREATE INDEX event_tenant_rotation ON event (tenant_id, pass, turn) WHERE tenant_id IS NOT NULL AND runnable = 1;
 -- Each tenant's heads, by lease end (NULL unless leased; every leased event
 -- is a head): whether a tenant has any head, and its live leases counted.
 CREATE INDEX event_tenant_heads ON event (tenant_id, lease_until_ms) WHERE tenant_id IS NOT NULL AND pass IS NOT NULL;

@@ -39,9 +39,12 @@ def _held(tx: TxnCore, event_ids: list[str], tenants: dict[int, int] | None = No
     # without a JSON list.
     if len(event_ids) == 1:
         row = tx.cursor.execute(_FENCE_ONE, {"id": event_ids[0]}).fetchone()
-        rows = [] if row is None else [row]
-    else:
-        rows = tx.connection.execute(_FENCE_MANY, {"ids": json.dumps(event_ids)}).fetchall()
+        if row is None:
+            return {}
+        if row[13] is not None and tenants is not None:
+            tenants[row[1]] = row[13]
+        return {row[0]: Held._make(row[:13])}
+    rows = tx.connection.execute(_FENCE_MANY, {"ids": json.dumps(event_ids)}).fetchall()
     if tenants is not None:
         tenants.update((row[1], row[13]) for row in rows if row[13] is not None)
     return {row[0]: Held._make(row[:13]) for row in rows}
