@@ -111,8 +111,9 @@ def settle_many(
 
 def _count_tenants(tx: TxnCore, judged: Judged, tenants: dict[int, int], now_ms: int) -> None:
     """What a settle batch did to its tenants: each event that left inflight
-    ends its tenant's hold; each head it made runnable is counted (a
-    successor of an acked head of a tenant's flow becomes its head here)."""
+    ends its tenant's hold; each head it made runnable and each event it
+    made ready is counted (a successor of an acked head of a tenant's flow
+    becomes its head here)."""
     counts = Counts()
     for row in judged.acked:
         tenant = tenants.get(row.id)
@@ -127,10 +128,10 @@ def _count_tenants(tx: TxnCore, judged: Judged, tenants: dict[int, int], now_ms:
             counts.add(tenant, 0 if found is None else found[0])
     for row, next_at, _ in judged.retried:
         counts.lease_ended(tenants.get(row.id))
-        counts.add(tenants.get(row.id), int(next_at <= now_ms))
+        counts.add(tenants.get(row.id), int(next_at <= now_ms), ready=1)
     for row in judged.released:
         counts.lease_ended(tenants.get(row.id))
-        counts.add(tenants.get(row.id), 1)
+        counts.add(tenants.get(row.id), 1, ready=1)
     for row, _ in judged.quarantined:
         counts.lease_ended(tenants.get(row.id))
     counts.write(tx)
@@ -180,7 +181,7 @@ def redrive_many(tx: TxnCore, items: Sequence[tuple[str, int]], *, reason: str, 
             "WHERE id = :id AND state = 'quarantined'",
             {"id": row.id, "generation": generation, "now_ms": now_ms},
         )
-        counts.add(tenants.get(row.id), 1)  # its tenant has one more runnable head
+        counts.add(tenants.get(row.id), 1, ready=1)  # its tenant: one more runnable head, one more ready event
 
     results = redrive_each(tx, items, rows, write, reason=reason, actor=actor, now_ms=now_ms)
     counts.write(tx)
