@@ -4,9 +4,11 @@ and call_extend call the server-side functions of migrations/verbs.sql
 transaction and one round trip, BEGIN and COMMIT included.
 
 Used by PgTxn (store) when a verb runs on fairq's own connection with
-nothing else in its transaction; a verb joined to an application's
-transaction (the outbox), or a settle with an effect, runs its SQL from
-Python (claim, settle) as before. The functions evaluate the same rules
+nothing else in its transaction. A claim or settle inside a transaction
+(joined to an application's: the outbox; or a settle with an effect) calls
+the same function inside it (in_txn: `run`), so each rule is written once;
+in an application's transaction its bookkeeping goes to rows of its own
+(the setting fairq.outbox, which the functions read). The functions evaluate the same rules
 (fairq.kernel.rules, fairq.kernel.policy; tests/postgres/test_pg_rules_sql.py checks them
 side by side) and leave the same bookkeeping (fairq_bookkeep: the same
 writes as TxnCore's flush, which keeps its own statement for a schema from
@@ -44,14 +46,31 @@ _CLAIM = ("SELECT * FROM fairq_claim(%(n)s, %(owner)s, %(model)s, %(requested)s,
           "%(lease_ms)s, %(max_attempts)s, %(fold)s)")
 
 
+def run(tx: TxnCore, name: str, sql: str, params: dict[str, Any], in_txn: bool) -> list[Any]:
+    """The function's rows: one statement in autocommit (its own transaction),
+    or inside tx's open transaction (in_txn)."""
+    if not in_txn:
+        return tx.db.statement(name, sql, params)
+    if tx.joined:
+        # In an application's transaction: bookkeeping goes to rows of its own.
+        tx.execute("SELECT set_config('fairq.outbox', 'on', true)")
+    return list(tx.execute(sql, {**params, "fold": 0}).fetchall())
+
+
+def committed(name: str, in_txn: bool) -> None:
+    """The crash point after a one-statement call's commit (none inside a transaction)."""
+    if not in_txn:
+        _crash.point(name, "after_commit")
+
+
 def call_claim(tx: TxnCore, n: int, *, owner: str | None, requested: tuple[int, bool],
-               lease_ms: int | None) -> list[Lease]:
+               lease_ms: int | None, in_txn: bool = False) -> list[Lease]:
     """claim_many in one statement, judged by the stored policy; lease_ms None: its lease."""
-    rows = tx.db.statement("claim", _CLAIM, {
+    rows = run(tx, "claim", _CLAIM, {
         "n": n, "owner": owner, "model": not tx.server_clock, "requested": requested[0],
-        "explicit": requested[1], "lease_ms": lease_ms, "max_attempts": None, "fold": fold()})
+        "explicit": requested[1], "lease_ms": lease_ms, "max_attempts": None, "fold": fold()}, in_txn)
     refused_time(rows, requested, 9)
-    _crash.point("claim", "after_commit")
+    committed("claim", in_txn)
     leases: list[Lease] = []
     undecodable: list[tuple[Lease, UndecodableBody]] = []
     for event_id, flow, seq, body, generation, attempts, lifetime, until, _now, _stored in rows:
@@ -61,7 +80,14 @@ def call_claim(tx: TxnCore, n: int, *, owner: str | None, requested: tuple[int, 
             undecodable.append((lease, lease.body))
             continue
         leases.append(lease)
-    if undecodable:
+    if undecodable and in_txn:
+        # Leased in this transaction: quarantined in it.
+        ids = [lease.event_id for lease, _ in undecodable]
+        pks = dict(tx.execute("SELECT event_id, id FROM event WHERE event_id = ANY(%(ids)s::text[])",
+                              {"ids": ids}).fetchall())
+        quarantine_leased(tx, [(pks[lease.event_id], lease, value) for lease, value in undecodable],
+                          int(rows[0][8]))
+    elif undecodable:
         _quarantine_undecodable(tx, undecodable, requested)
     return leases
 
@@ -101,8 +127,8 @@ _SETTLE = ("SELECT * FROM fairq_settle(%(ids)s, %(gens)s, %(outcomes)s, %(reason
            "%(cap)s, %(jitter)s, %(fold)s)")
 
 
-def call_settle(tx: TxnCore, items: Sequence[SettleItem], *,
-                requested: tuple[int, bool]) -> list[Settled | LeaseLost]:
+def call_settle(tx: TxnCore, items: Sequence[SettleItem], *, requested: tuple[int, bool],
+                in_txn: bool = False) -> list[Settled | LeaseLost]:
     """settle_many in one statement (two when a retry's jitter draw was not
     known), judged by the stored policy (NULL for each of its overrides)."""
     seen = [item.attempts for item in items]
@@ -118,7 +144,7 @@ def call_settle(tx: TxnCore, items: Sequence[SettleItem], *,
                            if a is not None and item.outcome is Outcome.RETRY and item.delay is None else None
                            for item, a in zip(items, seen)]
         params["draw_attempts"] = seen
-        rows = tx.db.statement("settle", _SETTLE, {**params, "fold": fold()})
+        rows = run(tx, "settle", _SETTLE, {**params, "fold": fold()}, in_txn)
         refused_time(rows, requested, 10)
         asked = {int(r[8]): int(r[4]) for r in rows if r[0] == "draw"}
         if not asked:
@@ -127,7 +153,7 @@ def call_settle(tx: TxnCore, items: Sequence[SettleItem], *,
         seen = [asked.get(i, a) for i, a in enumerate(seen)]
     else:
         raise StoreError("settle", "the stored attempts changed between two calls of one settle")
-    _crash.point("settle", "after_commit")
+    committed("settle", in_txn)
     out: list[Settled | LeaseLost] = []
     for item, (kind, _event_id, state, next_at, attempts, stored_gen, until, in_batch, _i, now, _s) in zip(
             items, rows):
