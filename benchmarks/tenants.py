@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import multiprocessing
 import os
 import statistics
@@ -239,9 +240,9 @@ def run(fresh: Fresh, sizes: dict[str, Any], repeat: int, progress: Callable[[st
         only: tuple[str, ...] = ("ab", "cost"), prepare: Callable[[str], None] = lambda target: None,
         **open_args: Any) -> dict[str, Any]:
     results: dict[str, Any] = {}
-    if "ab" in only:
+    if "ab" in only and sizes["ab_jobs"]:  # --ab-jobs 0 skips it
         results["ab"] = ab_case(fresh, sizes, repeat, progress)
-    if "cost" in only:
+    if "cost" in only and sizes["events"]:  # --events 0 skips it
         results["cost"] = claim_cost(fresh, sizes, repeat, progress, prepare, **open_args)
     return results
 
@@ -271,6 +272,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, help="runs per figure; the median is reported (default 3; quick 1)")
     parser.add_argument("--db", help="a PostgreSQL server URL (a fresh database per queue); default SQLite files")
     parser.add_argument("--only", default="ab,cost", help="ab, cost or both (default)")
+    parser.add_argument("--output", help="also write the results here as JSON")
     add_size_flags(parser)
     args = parser.parse_args(argv)
     sizes = sizes_from(args, args.quick)
@@ -293,6 +295,8 @@ def main(argv: list[str] | None = None) -> int:
             fresh = lambda: contextlib.nullcontext(os.path.join(folder, f"{next(counter):03d}.db"))  # noqa: E731
             results = run(fresh, sizes, repeat, progress, only, synchronous="normal")
     print("\n".join(table(results)))
+    if args.output:
+        Path(args.output).write_text(json.dumps(results, indent=2, sort_keys=True) + "\n")
     return 0
 
 
