@@ -14,7 +14,7 @@ import pytest
 
 import fairq
 from fairq.kernel import policy, rules
-from fairq.stores.postgres import enqueue_one, store, verbs
+from fairq.stores.postgres import claim, enqueue_one, store, verbs
 from fairq.stores.postgres.txn import TxnCore
 from pgcluster import require_psycopg
 
@@ -73,7 +73,7 @@ def test_the_one_statement_verbs_read_no_event_sequentially_beside_a_large_backl
             conn.execute(setting)
         # The statements verbs.py sends, as Queue.claim_many(3), settle_many and extend send them.
         call = {"model": False, "requested": 0, "explicit": False}
-        claimed = conn.execute(verbs._CLAIM, {**call, "n": 3, "owner": None, "lease_ms": None,
+        claimed = conn.execute(claim._CLAIM, {**call, "n": 3, "owner": None, "lease_ms": None,
                                               "max_attempts": None, "fold": 256}).fetchall()
         assert len(claimed) == 3
         ids, gens, attempts = [r[0] for r in claimed], [r[4] for r in claimed], [r[5] for r in claimed]
@@ -83,7 +83,7 @@ def test_the_one_statement_verbs_read_no_event_sequentially_beside_a_large_backl
             "draw_attempts": attempts, "max_attempts": None, "base": None, "factor": None, "cap": None,
             "jitter": None, "fold": 0}).fetchall()
         assert [r[0] for r in settled] == ["settled"] * 3
-        (lease,) = conn.execute(verbs._CLAIM, {**call, "n": 1, "owner": None, "lease_ms": None,
+        (lease,) = conn.execute(claim._CLAIM, {**call, "n": 1, "owner": None, "lease_ms": None,
                                                "max_attempts": None, "fold": 0}).fetchall()
         (extended,) = conn.execute(verbs._EXTEND, {**call, "id": lease[0], "gen": lease[4],
                                                    "lease_ms": 60000}).fetchall()

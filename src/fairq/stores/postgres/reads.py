@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...kernel import policy
-from ..backend import FlowHead
+from ..backend import FlowHead, Pause
 from ...errors import InvalidInput
 from ...kernel.policy import Policy
 from ...kernel.rows import audit_entry, event_info
@@ -31,8 +31,8 @@ _EVENT_COLUMNS = (
 )
 _SELECT_EVENT = "SELECT " + _EVENT_COLUMNS + "FROM event AS e LEFT JOIN flow AS f ON f.flow_id = e.flow_id "
 # A flow, and its head (the flow's one head row names its lowest unacked event; none when all is acked).
-_SELECT_FLOW = ("SELECT f.name, f.weight, f.next_seq, (SELECT t.name FROM tenant AS t WHERE t.tenant_id = f.tenant_id), "
-                + _EVENT_COLUMNS + "FROM flow AS f "
+_SELECT_FLOW = ("SELECT f.name, f.weight, f.next_seq, "
+                "(SELECT t.name FROM tenant AS t WHERE t.tenant_id = f.tenant_id), " + _EVENT_COLUMNS + "FROM flow AS f "
                 "LEFT JOIN head AS h ON h.flow_id = f.flow_id LEFT JOIN event AS e ON e.id = h.event_pk ")
 
 
@@ -113,6 +113,9 @@ class PgReads:
     def _now(self, now_ms: int) -> int | None:
         """The read's time (None: the server's, read by the statement)."""
         return None if self.server_clock else now_ms
+
+    def flow_pause(self, flow: str) -> Pause | None:
+        return None  # no pauses in this store yet
 
     def flows(self, *, after: str | None, limit: int) -> list[FlowHead]:
         # Named flows in byte order of their names (as SQLite orders them),

@@ -23,7 +23,7 @@ from ..backend import NewEvent, SettleItem
 from ...errors import InvalidInput, LeaseLost, RedriveRefused, UsageError
 from ...kernel.policy import Policy, to_ms
 from ...types import ClockReset, Enqueued, Lease, Settled, TenantInfo
-from . import enqueue_one, maintenance, settle, tenants, verbs
+from . import claim, enqueue_one, maintenance, settle, tenants, verbs
 from .connection import PgDatabase
 from .listen import Listener, connector
 from .policy_store import change_policy, store_policy
@@ -204,8 +204,8 @@ class PgTxn(TxnCore):
     def claim_many(self, n: int, *, owner: str | None, now_ms: int, lease_ms: int | None) -> list[Lease]:
         requested = self._one_statement()
         if requested is not None:  # the statement reads the stored policy in its own transaction
-            return verbs.call_claim(self, n, owner=owner, requested=requested, lease_ms=lease_ms)
-        return verbs.call_claim(self, n, owner=owner, requested=(self._at(now_ms), False), lease_ms=lease_ms,
+            return claim.call_claim(self, n, owner=owner, requested=requested, lease_ms=lease_ms)
+        return claim.call_claim(self, n, owner=owner, requested=(self._at(now_ms), False), lease_ms=lease_ms,
                                 in_txn=True)
 
     def check_fence(self, event_id: str, generation: int, now_ms: int) -> None:
@@ -228,6 +228,13 @@ class PgTxn(TxnCore):
                      now_ms: int) -> list[int | RedriveRefused]:
         """Give each quarantined head a new round; its new generation or refusal in its slot."""
         return settle.redrive_many(self, items, reason=reason, actor=actor, now_ms=now_ms)
+
+    def discard_many(self, items: Sequence[tuple[str, int]], *, reason: str, actor: str | None,
+                     now_ms: int) -> list[int | RedriveRefused]:
+        raise UsageError("discard is not supported by this store yet")
+
+    def set_paused(self, flow: str, paused: bool, *, reason: str | None, actor: str | None, now_ms: int) -> bool:
+        raise UsageError("pause is not supported by this store yet")
 
     def set_weight(self, name: str, weight: int) -> None:
         """Set a flow's weight, creating the flow if it has never been seen."""

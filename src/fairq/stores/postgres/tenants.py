@@ -141,7 +141,7 @@ def set_tenant(tx: Any, name: str, *, weight: int | None, max_inflight: int | No
     # A new tenant's row is made with the defaults; the row is locked either way.
     created = tx.execute("INSERT INTO tenant (name) VALUES (%(name)s) ON CONFLICT (name) DO NOTHING "
                          "RETURNING tenant_id", {"name": name}).fetchone() is not None
-    row = tx.execute("SELECT weight, max_inflight, rate, burst FROM tenant WHERE name = %(name)s FOR UPDATE",
+    row = tx.execute("SELECT weight, max_inflight, rate, burst FROM tenant WHERE name = %(name)s FOR NO KEY UPDATE",
                      {"name": name}).fetchone()
     before = dict(zip(_SETTINGS, (int(v) for v in row)))
     asked = dict(zip(_SETTINGS, (weight, max_inflight, rate, burst)))

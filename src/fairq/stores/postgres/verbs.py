@@ -1,5 +1,5 @@
-"""The common verbs on PostgreSQL as one statement each: call_claim, call_settle
-and call_extend call the server-side functions of migrations/verbs.sql
+"""The common verbs on PostgreSQL as one statement each: call_settle and
+call_extend (and claim.call_claim) call the server-side functions of migrations/verbs.sql
 (since schema step 4) in autocommit, so the call is its own
 transaction and one round trip, BEGIN and COMMIT included.
 
@@ -12,9 +12,7 @@ in an application's transaction its bookkeeping goes to rows of its own
 (fairq.kernel.rules, fairq.kernel.policy; tests/postgres/test_pg_rules_sql.py checks them
 side by side) and leave the same bookkeeping (fairq_bookkeep: the same
 writes as TxnCore's flush, which keeps its own statement for a schema from
-before step 4). What stays in Python: decoding bodies (a claimed
-head whose body this process cannot decode is quarantined by a second,
-fenced transaction), the jitter draw of a backoff (policy.jitter_draw: sent
+before step 4). What stays in Python: the jitter draw of a backoff (policy.jitter_draw: sent
 with the call for the attempts the caller's lease carries, SettleItem.attempts;
 a call that finds other attempts stored, or none given, asks for the draw
 and is made again), and the errors a lost lease raises (rules.fence on the
@@ -31,20 +29,14 @@ from typing import Any
 
 from ... import _crash
 from ...kernel import policy, rules
-from ...kernel.claims import quarantine_leased
-from ..._json import body_value
 from ..backend import SettleItem
 from ...errors import LeaseExpired, LeaseLost, StaleLease, StoreError
 from ...kernel.policy import from_ms, to_ms
-from ...types import Lease, Outcome, Settled, State, UndecodableBody
+from ..._json import body_value
+from ...types import Lease, Outcome, Settled, State
 from .txn import TxnCore, fold
 
-# -- claim ------------------------------------------------------------------------
-
-# Lease up to n heads (fairq_claim): one row per lease, or one refusal row.
-_CLAIM = ("SELECT * FROM fairq_claim(%(n)s, %(owner)s, %(model)s, %(requested)s, %(explicit)s, "
-          "%(lease_ms)s, %(max_attempts)s, %(fold)s)")
-
+# -- running a function ----------------------------------------------------------
 
 def run(tx: TxnCore, name: str, sql: str, params: dict[str, Any], in_txn: bool) -> list[Any]:
     """The function's rows: one statement in autocommit (its own transaction),
@@ -63,60 +55,11 @@ def committed(name: str, in_txn: bool) -> None:
         _crash.point(name, "after_commit")
 
 
-def call_claim(tx: TxnCore, n: int, *, owner: str | None, requested: tuple[int, bool],
-               lease_ms: int | None, in_txn: bool = False) -> list[Lease]:
-    """claim_many in one statement, judged by the stored policy; lease_ms None: its lease."""
-    rows = run(tx, "claim", _CLAIM, {
-        "n": n, "owner": owner, "model": not tx.server_clock, "requested": requested[0],
-        "explicit": requested[1], "lease_ms": lease_ms, "max_attempts": None, "fold": fold()}, in_txn)
-    refused_time(rows, requested, 9)
-    committed("claim", in_txn)
-    leases: list[Lease] = []
-    undecodable: list[tuple[Lease, UndecodableBody]] = []
-    for event_id, flow, seq, body, generation, attempts, lifetime, until, _now, _stored in rows:
-        lease = Lease(event_id, flow, int(seq), body_value(body), int(generation), int(attempts), int(lifetime),
-                      owner, int(until) / 1000)
-        if isinstance(lease.body, UndecodableBody):
-            undecodable.append((lease, lease.body))
-            continue
-        leases.append(lease)
-    if undecodable and in_txn:
-        # Leased in this transaction: quarantined in it.
-        ids = [lease.event_id for lease, _ in undecodable]
-        pks = dict(tx.execute("SELECT event_id, id FROM event WHERE event_id = ANY(%(ids)s::text[])",
-                              {"ids": ids}).fetchall())
-        quarantine_leased(tx, [(pks[lease.event_id], lease, value) for lease, value in undecodable],
-                          int(rows[0][8]))
-    elif undecodable:
-        _quarantine_undecodable(tx, undecodable, requested)
-    return leases
-
-
 def refused_time(rows: Sequence[Any], requested: tuple[int, bool], stored_at: int) -> None:
     """An explicit time before the stored clock: the ClockError effective_now raises."""
     if len(rows) == 1 and rows[0][0] is None:
         policy.effective_now(requested[0], int(rows[0][stored_at]), explicit=True)
         raise StoreError("clock", "the stored clock refused a time effective_now accepts")
-
-
-def _quarantine_undecodable(tx: TxnCore, found: list[tuple[Lease, UndecodableBody]],
-                            requested: tuple[int, bool]) -> None:
-    """Quarantine heads this claim leased whose body this process cannot
-    decode, in a second transaction, each only while its lease is the one
-    this claim took (fenced on generation, state and lease end)."""
-    with TxnCore(tx.db, "claim", None, server_clock=tx.server_clock) as second:
-        now_ms = second.now(*requested)
-        ids = [lease.event_id for lease, _ in found]
-        # The heads judged, locked in event order (as a settle locks them).
-        second.execute("SELECT event_pk FROM head WHERE event_pk IN (SELECT id FROM event "
-                       "WHERE event_id = ANY(%(ids)s::text[])) ORDER BY event_pk FOR UPDATE", {"ids": ids})
-        # Only an event still under the lease this claim took.
-        live = dict(second.execute(
-            "SELECT e.event_id, e.id FROM event AS e JOIN unnest(%(ids)s::text[], %(gen)s::bigint[]) "
-            "AS c(event_id, gen) ON e.event_id = c.event_id AND e.generation = c.gen AND e.state = 'inflight'",
-            {"ids": ids, "gen": [lease.generation for lease, _ in found]}).fetchall())
-        quarantine_leased(second, [(live[lease.event_id], lease, value) for lease, value in found
-                                   if lease.event_id in live], now_ms)
 
 
 # -- settle ------------------------------------------------------------------------

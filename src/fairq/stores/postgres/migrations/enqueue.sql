@@ -219,7 +219,7 @@ BEGIN
         END IF;
         IF v_t_ids IS NOT NULL THEN
             -- The tenants, last, in tenant_id order: their places and counts change below.
-            PERFORM FROM tenant WHERE tenant_id = ANY(v_t_ids) ORDER BY tenant_id FOR UPDATE;
+            PERFORM FROM tenant WHERE tenant_id = ANY(v_t_ids) ORDER BY tenant_id FOR NO KEY UPDATE;
         END IF;
         -- New events are ready; only heads get a rotation place (untenanted:
         -- the queue's tail, read without a lock; tenanted: its tenant's

@@ -73,7 +73,7 @@ BEGIN
                WHERE c.t IS NOT NULL GROUP BY c.t HAVING sum(c.n) <> 0),
          locked AS (SELECT t.tenant_id FROM tenant AS t
                     WHERE t.tenant_id = ANY(ARRAY(SELECT c.t FROM c)) OR (t.tenant_id = ANY(p_freed) AND t.held_until_ms > 0)
-                    ORDER BY t.tenant_id FOR UPDATE)
+                    ORDER BY t.tenant_id FOR NO KEY UPDATE)
     UPDATE tenant AS t SET runnable = t.runnable + coalesce((SELECT c.n FROM c WHERE c.t = t.tenant_id), 0),
         held_until_ms = CASE WHEN t.tenant_id = ANY(p_freed) THEN 0 ELSE t.held_until_ms END
     FROM locked WHERE t.tenant_id = locked.tenant_id;

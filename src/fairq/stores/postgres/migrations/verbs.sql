@@ -340,7 +340,7 @@ BEGIN
              locked AS (SELECT te.tenant_id FROM tenant AS te
                         WHERE te.tenant_id = ANY(coalesce(v_pt, '{}'))
                               OR (te.held_until_ms > 0 AND te.held_until_ms <= v_now)
-                        ORDER BY te.tenant_id FOR UPDATE),
+                        ORDER BY te.tenant_id FOR NO KEY UPDATE),
              u AS (UPDATE tenant AS te SET runnable = te.runnable + coalesce((SELECT c.n FROM c WHERE c.t = te.tenant_id), 0),
                        held_until_ms = CASE WHEN te.held_until_ms <= v_now THEN 0 ELSE te.held_until_ms END
                    FROM locked WHERE te.tenant_id = locked.tenant_id RETURNING te.tenant_id)
@@ -372,10 +372,10 @@ BEGIN
             -- The tenant's row, locked: waited for above every tenant this
             -- claim holds (so never in a cycle), else only if free.
             IF v_tid > v_t_held THEN
-                SELECT te.* INTO t FROM tenant AS te WHERE te.tenant_id = v_tid FOR UPDATE;
+                SELECT te.* INTO t FROM tenant AS te WHERE te.tenant_id = v_tid FOR NO KEY UPDATE;
                 v_t_held := v_tid;
             ELSE
-                SELECT te.* INTO t FROM tenant AS te WHERE te.tenant_id = v_tid FOR UPDATE SKIP LOCKED;
+                SELECT te.* INTO t FROM tenant AS te WHERE te.tenant_id = v_tid FOR NO KEY UPDATE SKIP LOCKED;
                 IF NOT FOUND THEN
                     v_t_skip := v_t_skip || v_tid;
                     CONTINUE;
