@@ -32,8 +32,10 @@ HOSTILE = '<img src=x onerror="window.__pwned = 1">'
 
 
 def wait(driver: Any, condition: Any) -> Any:
+    """`condition`'s first truthy answer; an element redrawn meanwhile is looked up again."""
+    from selenium.common.exceptions import StaleElementReferenceException
     from selenium.webdriver.support.ui import WebDriverWait
-    return WebDriverWait(driver, TIMEOUT).until(condition)
+    return WebDriverWait(driver, TIMEOUT, ignored_exceptions=[StaleElementReferenceException]).until(condition)
 
 
 def css(driver: Any, selector: str) -> list[Any]:
@@ -42,23 +44,30 @@ def css(driver: Any, selector: str) -> list[Any]:
 
 
 def open_page(driver: Any, server: Any, fragment: str, marker: str) -> None:
-    """Show `fragment` of the console (signing in if the tab has no token yet), with refresh paused."""
+    """Show `fragment` of the console (signing in if the tab has no token yet), with refresh
+    paused before the page can redraw itself under the test."""
+    url = server.url + "/ui/" + fragment
     if driver.current_url.startswith(server.url):  # the page shown now is not the one awaited
         driver.execute_script("for (const s of document.querySelectorAll('main > section')) s.dataset.old = '1';"
                               "sessionStorage.setItem('fairq.paused', '1');")
     fresh = f"#{marker}:not([data-old])"
-    url = server.url + "/ui/" + fragment
     if driver.current_url == url:
         driver.refresh()  # the same address again: no hashchange, so load it anew
     else:
         driver.get(url)
     wait(driver, lambda d: css(d, fresh) or css(d, "#token-form"))
+    driver.execute_script("sessionStorage.setItem('fairq.paused', '1'); showPaused();")
     if css(driver, "#token-form"):
         css(driver, "#token-form input[name=token]")[0].send_keys(shots.TOKEN)
         css(driver, "#token-form button")[0].click()
         wait(driver, lambda d: css(d, fresh))
-    if css(driver, "#refresh-toggle")[0].text == "Pause refresh":
-        css(driver, "#refresh-toggle")[0].click()  # hold still while the test reads
+    assert css(driver, "#refresh-toggle")[0].text == "Resume refresh"
+
+
+def click(driver: Any, selector: str) -> None:
+    """Click the last element `selector` finds, in the page itself (no stale element)."""
+    assert driver.execute_script("const all = document.querySelectorAll(arguments[0]);"
+                                 "if (!all.length) return false; all[all.length - 1].click(); return true;", selector)
 
 
 def serve(path: Path, **kw: Any) -> Server:
@@ -69,9 +78,11 @@ def serve(path: Path, **kw: Any) -> Server:
 
 
 def rows(driver: Any) -> dict[str, list[str]]:
-    """{tenant: its cells' text} of the Tenants table shown."""
-    return {r.get_attribute("data-tenant"): [c.text for c in r.find_elements("css selector", "td")]
-            for r in css(driver, "#tenants-table tbody tr[data-tenant]")}
+    """{tenant: its cells' text} of the Tenants table shown, read in one step of the page."""
+    found = driver.execute_script(
+        "return Array.from(document.querySelectorAll('#tenants-table tbody tr[data-tenant]'))"
+        ".map((r) => [r.dataset.tenant, Array.from(r.cells).map((c) => c.innerText.trim())]);")
+    return {name: cells for name, cells in found}
 
 
 @pytest.fixture(scope="module")
@@ -118,21 +129,22 @@ def test_the_tenants_page_lists_each_tenant_with_its_limits_and_what_holds_it(br
 
 def test_the_flows_page_shows_each_flows_tenant_and_why_it_waits_for_it(browser, served) -> None:
     open_page(browser, served, "#/flows?sort=name", "page-flows")
-    by_flow = {r.get_attribute("data-flow"): r for r in css(browser, "#flows-table tbody tr")}
-    tenant = {name: r.find_element("css selector", "td.flow-tenant").text for name, r in by_flow.items()}
+    by_flow = dict(browser.execute_script(
+        "return Array.from(document.querySelectorAll('#flows-table tbody tr'))"
+        ".map((r) => [r.dataset.flow, [r.querySelector('td.flow-tenant').innerText, r.innerText]]);"))
+    tenant = {name: cells[0] for name, cells in by_flow.items()}
     assert tenant == {"acme-mail": "acme", "acme-orders": "acme", "globex-1": "globex", "globex-2": "globex",
                       "hostile-flow": HOSTILE, "initech-1": "initech", "plain": "—"}
     assert "waiting for its tenant acme: head a2 (seq 1) is due, but the tenant has max_inflight events leased" \
-        in by_flow["acme-mail"].text
+        in by_flow["acme-mail"][1]
     assert "waiting for its tenant globex: head g2 (seq 1) is due, but the tenant's rate limit allows its next " \
-        "claim in " in by_flow["globex-2"].text
+        "claim in " in by_flow["globex-2"][1]
 
 
 def open_edit(browser: Any, served: Any, tenant: str) -> Any:
     """The Tenants page with `tenant`'s edit form open."""
     open_page(browser, served, "#/tenants", "page-tenants")
-    row = next(r for r in css(browser, "#tenants-table tbody tr") if r.get_attribute("data-tenant") == tenant)
-    row.find_element("css selector", "button.tenant-edit").click()
+    click(browser, f'#tenants-table tr[data-tenant="{tenant}"] button.tenant-edit')
     return wait(browser, lambda d: css(d, "#tenant-form"))[0]
 
 
@@ -195,7 +207,8 @@ def test_tenants_are_paged_like_flows(browser, served, tmp_path_factory: pytest.
     try:
         open_page(browser, server, "#/tenants", "page-tenants")
         assert list(rows(browser)) == [f"tenant-{i:03d}" for i in range(200)]
-        css(browser, "#page-tenants .toolbar a")[-1].click()  # "next page"
+        assert [a.text for a in css(browser, "#page-tenants .toolbar a")] == ["next page"]
+        click(browser, "#page-tenants .toolbar a")
         wait(browser, lambda d: "tenant-204" in rows(d))
         assert list(rows(browser)) == [f"tenant-{i:03d}" for i in range(200, 205)]
         assert [a.text for a in css(browser, "#page-tenants .toolbar a")] == ["first page"]
