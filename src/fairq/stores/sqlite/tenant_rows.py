@@ -121,10 +121,12 @@ class Counts:
         if not ids:
             return
         # runnable stays the count of the tenant's runnable heads; a hold ends
-        # when a lease ends, and the next claim judges the tenant again.
+        # when a lease ends, and the next claim judges the tenant again. A
+        # tenant neither changes nor is written (no page to sync).
         tx.connection.executemany(
             "UPDATE tenant SET runnable = runnable + :runnable, "
-            "held_until_ms = CASE WHEN :released THEN 0 ELSE held_until_ms END WHERE tenant_id = :tenant_id",
+            "held_until_ms = CASE WHEN :released THEN 0 ELSE held_until_ms END WHERE tenant_id = :tenant_id "
+            "AND (:runnable != 0 OR (:released AND held_until_ms > 0))",
             [{"tenant_id": t, "runnable": self._runnable.get(t, 0), "released": int(t in self._released)}
              for t in sorted(ids)])
 
