@@ -26,7 +26,7 @@ def test_a_head_requeued_between_the_candidate_read_and_the_lock_is_not_taken_at
     try:
         a.enqueue("f1", {}, flow="F")  # the head of F, first in rotation
         a.enqueue("g1", {}, flow="G")  # the head of G, second
-        pause_at(pg_url, "fairq_claim", "        EXIT WHEN v_cand_pk IS NULL;")
+        pause_at(pg_url, "fairq_claim", "              ORDER BY h.pass, h.turn LIMIT least(2 * v_want + 2, 1000)) AS c;")
         leases: list[fairq.Lease] = []
         with held(pg_url):
             claimer = threading.Thread(target=lambda: leases.extend(a.claim_many(2)))

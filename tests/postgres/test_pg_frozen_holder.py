@@ -182,7 +182,7 @@ def test_a_claim_beside_another_claims_promotion_skips_its_heads_and_is_woken_wh
         a.enqueue_many([{"event_id": f"h{i}", "body": {}, "flow": f"H{i}", "delay": 0.2} for i in range(3)])
         until(lambda: due_heads_waiting(pg_url) == 3, "the delayed heads to be due")
         # A's claim stops in the server once it has promoted the three heads (it holds them).
-        pause_at(pg_url, "fairq_claim", "    GET DIAGNOSTICS v_promoted = ROW_COUNT;")
+        pause_at(pg_url, "fairq_claim", "    INTO v_promoted, v_pt, v_pn FROM g;")
         with psycopg.connect(pg_url, autocommit=True) as listener:
             listener.execute(f"LISTEN {READY_CHANNEL}")
             listener.execute("SELECT pg_advisory_lock_shared(26228, 0)")  # a worker asleep

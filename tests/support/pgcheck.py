@@ -52,3 +52,20 @@ def _check(conn: Any) -> None:
     assert both == 0, "an event id is both stored and tombstoned"
     vtime, tail = rows("SELECT max(vtime), max(tail) FROM rotation")[0]
     assert tail >= vtime
+    if rows("SELECT to_regclass('tenant') IS NOT NULL")[0][0]:
+        _check_tenants(rows)
+
+
+def _check_tenants(rows: Any) -> None:
+    """Each tenant's runnable count is the number of its runnable heads; a
+    head's tenant is its event's, and a named flow's events have its tenant."""
+    wrong = rows("SELECT t.name, t.runnable, count(h.event_pk) FROM tenant AS t "
+                 "LEFT JOIN head AS h ON h.tenant_id = t.tenant_id AND h.runnable "
+                 "GROUP BY t.tenant_id HAVING t.runnable <> count(h.event_pk)")
+    assert not wrong, f"tenant runnable counts (name, kept, recounted): {wrong}"
+    heads = rows("SELECT h.event_pk FROM head AS h JOIN event AS e ON e.id = h.event_pk "
+                 "WHERE h.tenant_id IS DISTINCT FROM e.tenant_id")
+    assert not heads, f"head rows with another tenant than their event's: {heads}"
+    events = rows("SELECT e.event_id FROM event AS e JOIN flow AS f ON f.flow_id = e.flow_id "
+                  "WHERE e.tenant_id IS DISTINCT FROM f.tenant_id")
+    assert not events, f"events with another tenant than their flow's: {events}"

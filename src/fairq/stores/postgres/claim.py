@@ -1,115 +1,80 @@
-"""The SQL of claim on PostgreSQL: lease the next heads in rotation order, fairly,
-with many claimers at once.
+"""The claim verb on PostgreSQL: lease the next heads in rotation order,
+fairly, with many claimers at once, through migrations/verbs.sql's
+fairq_claim -- one statement in autocommit (its own transaction, one round
+trip), or inside a transaction that is already open (an application's: the
+outbox), where it runs the same function (verbs.run).
 
-Runs inside a queue write transaction (TxnCore); never commits. A claim
-never waits for a row another transaction holds. One statement promotes the
-heads whose time has come, skipping any head another transaction has
-locked: that head is being settled, extended or redriven (which decides its
-next place itself), or promoted by another claim (it is claimable once that
-claim commits, which then wakes sleeping workers). Then, per page:
-candidates are read in rotation order without locking; only the candidates
-whose position (pass, turn) is still the one read are locked, FOR UPDATE
-SKIP LOCKED. A head another claimer re-queued meanwhile is not taken at its
-new position, which would let virtual time run ahead and flatten the
-weights. Rotation order is exact among the heads no other transaction
-holds; a held head keeps its place and is taken by a later claim. What
-becomes of each head locked (claimed, its expired lease audited, or
-quarantined), the rotation step and the Lease are fairq.kernel.claims' to
-say. Lock order everywhere: flow, then head, then event.
+The function holds every rule of the claim (promotion, the two-level pick
+of the untenanted head or the tenant with the lowest place, the tenant
+limits, the judging of each head, the rotation step; see its comment).
+What stays here: decoding each leased body (a head whose body this process
+cannot decode is quarantined, fenced on the lease just taken: by a second
+transaction after a one-statement claim, in the same one otherwise) and
+turning the rows into Leases.
+
+Crash points: `claim.before_commit` is passed before the statement is
+sent, `claim.after_commit` once its answer has arrived (it committed).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from ..._json import body_value
+from ...kernel.claims import quarantine_leased
+from ...types import Lease, UndecodableBody
+from .txn import TxnCore, fold
+from .verbs import committed, refused_time, run
 
-from ...kernel.claims import Head, claim_head
-from ...types import Lease
-from .txn import TxnCore
-
-#: The most candidates one page reads (a claim of more heads reads more pages).
-_MAX_PAGE = 1000
+# Lease up to n heads (fairq_claim): one row per lease, or one refusal row.
+_CLAIM = ("SELECT * FROM fairq_claim(%(n)s, %(owner)s, %(model)s, %(requested)s, %(explicit)s, "
+          "%(lease_ms)s, %(max_attempts)s, %(fold)s)")
 
 
-def claim_many(tx: TxnCore, n: int, *, owner: str | None, now_ms: int, lease_ms: int,
-               max_attempts: int) -> list[Lease]:
-    """Claim up to n heads, one per flow, lowest rotation position first."""
-    # Heads whose time has come (delay or backoff over, lease expired) enter
-    # the rotation index; heads still waiting cost nothing here. Locked in
-    # event order through head_waiting, skipping heads another transaction
-    # holds (never waiting for one); then updated by primary key.
-    promoted = tx.execute(
-        "UPDATE head SET runnable = true WHERE event_pk = ANY(ARRAY(SELECT event_pk FROM head "
-        "WHERE NOT runnable AND dispatch_ms <= %(now_ms)s ORDER BY event_pk FOR UPDATE SKIP LOCKED))",
-        {"now_ms": now_ms},
-    ).rowcount
+def call_claim(tx: TxnCore, n: int, *, owner: str | None, requested: tuple[int, bool],
+               lease_ms: int | None, in_txn: bool = False) -> list[Lease]:
+    """claim_many in one statement, judged by the stored policy; lease_ms None: its lease."""
+    rows = run(tx, "claim", _CLAIM, {
+        "n": n, "owner": owner, "model": not tx.server_clock, "requested": requested[0],
+        "explicit": requested[1], "lease_ms": lease_ms, "max_attempts": None, "fold": fold()}, in_txn)
+    refused_time(rows, requested, 9)
+    committed("claim", in_txn)
     leases: list[Lease] = []
-    lease_until = now_ms + lease_ms
-    seen: list[int] = []  # candidates already judged by this claim
-    from_ready = 0
-    while len(leases) < n:
-        want = n - len(leases)
-        # Candidates from the snapshot, in rotation order, through head_rotation.
-        candidates = tx.execute(
-            "SELECT event_pk, pass, turn FROM head WHERE runnable AND NOT (event_pk = ANY(%(seen)s::bigint[])) "
-            "ORDER BY pass, turn LIMIT %(limit)s",
-            {"seen": seen, "limit": min(2 * want + 2, _MAX_PAGE)},
-        ).fetchall()
-        if not candidates:
-            break
-        # Only candidates still at the position read are locked; one another
-        # claimer holds is skipped, one it moved is left at its new place.
-        rows = tx.execute(
-            "SELECT e.id, e.event_id, f.name, f.weight, e.seq, e.body, h.pass, e.state, e.generation, "
-            "e.attempts, e.lifetime_attempts, e.lease_until_ms, e.owner, e.due_ms, e.first_claim_ms "
-            "FROM head AS h JOIN unnest(%(pk)s::bigint[], %(pass)s::bigint[], %(turn)s::bigint[]) "
-            "AS c(pk, pass, turn) ON h.event_pk = c.pk AND h.pass = c.pass AND h.turn = c.turn "
-            "JOIN event AS e ON e.id = h.event_pk LEFT JOIN flow AS f ON f.flow_id = e.flow_id "
-            "WHERE h.runnable ORDER BY h.pass, h.turn LIMIT %(limit)s FOR UPDATE OF h SKIP LOCKED",
-            {"pk": [c[0] for c in candidates], "pass": [c[1] for c in candidates],
-             "turn": [c[2] for c in candidates], "limit": want},
-        ).fetchall()
-        # Judged here, or skipped (another claimer holds or moved it): not read again.
-        seen.extend(int(r[0]) for r in rows) if len(rows) == want else seen.extend(int(c[0]) for c in candidates)
-        claimed: list[tuple[int, int]] = []
-        for read in rows:
-            head = Head._make(read)
-            vtime, tail = tx.rotation()
-            verdict = claim_head(tx, head, vtime=vtime, tail=tail, owner=owner, now_ms=now_ms,
-                                 lease_until_ms=lease_until, max_attempts=max_attempts)
-            if verdict is not None:
-                tx.moved_rotation(verdict.step.vtime, verdict.step.tail)
-                leases.append(verdict.lease)
-                claimed.append((head.id, verdict.step.pass_))
-                from_ready += verdict.was_ready
-        _write_claims(tx, claimed, owner=owner, now_ms=now_ms, lease_until=lease_until)
-    tx.moved("ready", "inflight", from_ready)
-    tx.happened("claimed", len(leases))
-    if promoted > len(leases):
-        # Heads this claim promoted and left were invisible to claims running
-        # beside it: they look again once it commits.
-        tx.wake(promoted - len(leases))
-    if not promoted:
-        tx.leave_time_unstored()
+    undecodable: list[tuple[Lease, UndecodableBody]] = []
+    for event_id, flow, seq, body, generation, attempts, lifetime, until, _now, _stored in rows:
+        lease = Lease(event_id, flow, int(seq), body_value(body), int(generation), int(attempts), int(lifetime),
+                      owner, int(until) / 1000)
+        if isinstance(lease.body, UndecodableBody):
+            undecodable.append((lease, lease.body))
+            continue
+        leases.append(lease)
+    if undecodable and in_txn:
+        # Leased in this transaction: quarantined in it.
+        ids = [lease.event_id for lease, _ in undecodable]
+        pks = dict(tx.execute("SELECT event_id, id FROM event WHERE event_id = ANY(%(ids)s::text[])",
+                              {"ids": ids}).fetchall())
+        quarantine_leased(tx, [(pks[lease.event_id], lease, value) for lease, value in undecodable],
+                          int(rows[0][8]))
+    elif undecodable:
+        _quarantine_undecodable(tx, undecodable, requested)
     return leases
 
 
-def _write_claims(tx: TxnCore, claimed: list[tuple[int, int]], *, owner: str | None, now_ms: int,
-                  lease_until: int) -> None:
-    if not claimed:
-        return
-    # One statement. The head moves to its new rotation place (turns taken in
-    # claim order) and waits in head_waiting until its lease ends or it is
-    # settled; the claimed event becomes inflight with a new generation, its
-    # attempt counted durably before any work starts.
-    tx.execute(
-        "WITH c AS (SELECT c.pk, c.pass, nextval('turn_seq') AS turn FROM unnest(%(pk)s::bigint[], "
-        "%(pass)s::bigint[]) WITH ORDINALITY AS c(pk, pass, i) ORDER BY c.i), "
-        "h AS (UPDATE head SET pass = c.pass, turn = c.turn, dispatch_ms = %(lease_until)s, runnable = false "
-        "FROM c WHERE head.event_pk = c.pk RETURNING head.event_pk) "
-        "UPDATE event SET state = 'inflight', generation = generation + 1, attempts = attempts + 1, "
-        "lifetime_attempts = lifetime_attempts + 1, next_at_ms = NULL, lease_until_ms = %(lease_until)s, "
-        "owner = %(owner)s, first_claim_ms = coalesce(first_claim_ms, %(now_ms)s) "
-        "WHERE id IN (SELECT event_pk FROM h)",
-        {"pk": [pk for pk, _ in claimed], "pass": [new_pass for _, new_pass in claimed],
-         "lease_until": lease_until, "owner": owner, "now_ms": now_ms},
-    )
+def _quarantine_undecodable(tx: TxnCore, found: list[tuple[Lease, UndecodableBody]],
+                            requested: tuple[int, bool]) -> None:
+    """Quarantine heads this claim leased whose body this process cannot
+    decode, in a second transaction, each only while its lease is the one
+    this claim took (fenced on generation, state and lease end)."""
+    with TxnCore(tx.db, "claim", None, server_clock=tx.server_clock) as second:
+        now_ms = second.now(*requested)
+        ids = [lease.event_id for lease, _ in found]
+        # The heads judged, locked in event order (as a settle locks them).
+        second.execute("SELECT event_pk FROM head WHERE event_pk IN (SELECT id FROM event "
+                       "WHERE event_id = ANY(%(ids)s::text[])) ORDER BY event_pk FOR UPDATE", {"ids": ids})
+        # Only an event still under the lease this claim took.
+        live = dict(second.execute(
+            "SELECT e.event_id, e.id FROM event AS e JOIN unnest(%(ids)s::text[], %(gen)s::bigint[]) "
+            "AS c(event_id, gen) ON e.event_id = c.event_id AND e.generation = c.gen AND e.state = 'inflight'",
+            {"ids": ids, "gen": [lease.generation for lease, _ in found]}).fetchall())
+        quarantine_leased(second, [(live[lease.event_id], lease, value) for lease, value in found
+                                   if lease.event_id in live], now_ms)
+
+

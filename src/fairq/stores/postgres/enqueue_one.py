@@ -4,14 +4,15 @@ autocommit, so the call is its own transaction and one round trip, BEGIN
 and COMMIT included.
 
 Used by PgTxn (store) when an enqueue runs on fairq's own connection; one
-joined to an application's transaction (the outbox) runs its SQL from
-Python (fairq.stores.postgres.enqueue) as before. The function takes the same locks
-in the same order and leaves the same rows and bookkeeping. What stays in
+joined to an application's transaction (the outbox) calls the same
+function inside that transaction (verbs.run), so every rule is written once.
+What stays in
 Python: each body's hash (rules.body_hash, which a tombstone keeps and
 PostgreSQL cannot make), and the Conflict a repeat that does not match
 raises: the function writes nothing and returns what is stored for the
-batch's ids, and rules.check_repeat (through rows.fresh_events) says which
-item conflicts and why, as it does on the Python path.
+batch's ids (with their tenants) and the batch's flows whose tenant is
+fixed, and tenants.judge_batch (rules.check_repeat, and the tenants) says
+which item conflicts and why, as it does on the Python path.
 
 Crash points: `enqueue.before_commit` is passed before the statement is
 sent, `enqueue.after_commit` once its answer has arrived (it committed).
@@ -21,35 +22,39 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ... import _crash
 from ...kernel import rules
 from ..backend import NewEvent
 from ...errors import StoreError
-from ...kernel.rows import StoredId, enqueued, fresh_events
+from ...kernel.rows import StoredId, enqueued
+from .tenants import StoredTenant, judge_batch
 from ...types import Enqueued
 from .txn import TxnCore, fold
-from .verbs import refused_time
+from .verbs import committed, refused_time, run
 
 # Store each new event at the end of its flow, repeats judged (fairq_enqueue):
 # the ids already stored, then each new event, or a conflict that wrote nothing.
 _ENQUEUE = ("SELECT * FROM fairq_enqueue(%(ids)s::text[], %(flows)s::text[], %(bodies)s::text[], "
             "%(hashes)s::bytea[], %(delays)s::bigint[], %(ats)s::bigint[], %(model)s, %(requested)s, "
-            "%(explicit)s, %(fold)s)")
+            "%(explicit)s, %(fold)s, %(tenants)s::text[])")
 
 
-def call_enqueue(tx: TxnCore, items: Sequence[NewEvent], *, requested: tuple[int, bool]) -> list[Enqueued]:
+def call_enqueue(tx: TxnCore, items: Sequence[NewEvent], *, requested: tuple[int, bool],
+                 in_txn: bool = False) -> list[Enqueued]:
     """Store each new event at the end of its flow in one statement;
     identical repeats collapse. Any conflict raises, and nothing was written."""
-    rows = tx.db.statement("enqueue", _ENQUEUE, {
+    rows = run(tx, "enqueue", _ENQUEUE, {
         "ids": [item.event_id for item in items], "flows": [item.flow for item in items],
         "bodies": [item.body for item in items], "hashes": [rules.body_hash(item.body) for item in items],
         "delays": [item.delay_ms for item in items], "ats": [item.at_ms for item in items],
-        "model": not tx.server_clock, "requested": requested[0], "explicit": requested[1], "fold": fold()})
+        "model": not tx.server_clock, "requested": requested[0], "explicit": requested[1], "fold": fold(),
+        "tenants": [item.tenant for item in items]}, in_txn)
     refused_time(rows, requested, 6)
     stored = {event_id: StoredId(event_id, flow, int(seq), body if body is not None else bytes(hashed))
-              for kind, event_id, flow, seq, body, hashed, _ in rows if kind == "stored"}
+              for kind, event_id, flow, seq, body, hashed, _, _, _ in rows if kind == "stored"}
     if any(row[0] == "conflict" for row in rows):
-        fresh_events(items, stored)  # the Conflict rules.check_repeat raises
+        # The Conflict rules.check_repeat, or a tenant, raises.
+        judge_batch(items, stored, {row[1]: StoredTenant(row[7], bool(row[8])) for row in rows if row[0] == "stored"},
+                    {row[2]: row[7] for row in rows if row[0] == "flow"})
         raise StoreError("enqueue", "a repeat was refused on values rules.check_repeat accepts; nothing was written")
-    _crash.point("enqueue", "after_commit")
+    committed("enqueue", in_txn)
     return enqueued(items, stored, {row[1]: int(row[3]) for row in rows if row[0] == "new"})

@@ -18,6 +18,7 @@ from ...kernel.rows import audit_entry, event_info
 from ...kernel.stats import assemble
 from ...types import TOTALS, AuditEntry, EventInfo, Stats, TenantInfo
 from .policy_store import read_policy
+from . import tenants
 from .schedules import PgSchedules
 from .txn import SERVER_NOW
 
@@ -30,7 +31,8 @@ _EVENT_COLUMNS = (
 )
 _SELECT_EVENT = "SELECT " + _EVENT_COLUMNS + "FROM event AS e LEFT JOIN flow AS f ON f.flow_id = e.flow_id "
 # A flow, and its head (the flow's one head row names its lowest unacked event; none when all is acked).
-_SELECT_FLOW = ("SELECT f.name, f.weight, f.next_seq, " + _EVENT_COLUMNS + "FROM flow AS f "
+_SELECT_FLOW = ("SELECT f.name, f.weight, f.next_seq, "
+                "(SELECT t.name FROM tenant AS t WHERE t.tenant_id = f.tenant_id), " + _EVENT_COLUMNS + "FROM flow AS f "
                 "LEFT JOIN head AS h ON h.flow_id = f.flow_id LEFT JOIN event AS e ON e.id = h.event_pk ")
 
 
@@ -100,13 +102,17 @@ class PgReads:
         return [event_info(r) for r in self.connection.execute(sql, params)]
 
     def flow_tenant(self, flow: str) -> str | None:
-        return None  # no tenants in this store yet
+        return tenants.read_flow_tenant(self.connection, flow)
 
     def tenant(self, name: str, now_ms: int) -> TenantInfo | None:
-        return None
+        return tenants.read_tenant(self.connection, name, self._now(now_ms))
 
     def tenants(self, *, after: str | None, limit: int, now_ms: int) -> list[TenantInfo]:
-        return []
+        return tenants.read_tenants(self.connection, after=after, limit=limit, now_ms=self._now(now_ms))
+
+    def _now(self, now_ms: int) -> int | None:
+        """The read's time (None: the server's, read by the statement)."""
+        return None if self.server_clock else now_ms
 
     def flows(self, *, after: str | None, limit: int) -> list[FlowHead]:
         # Named flows in byte order of their names (as SQLite orders them),
@@ -119,7 +125,7 @@ class PgReads:
             rows = self.connection.execute(_SELECT_FLOW + 'WHERE f.name COLLATE "C" > %(after)s '
                                            'ORDER BY f.name COLLATE "C" LIMIT %(limit)s',
                                            {"after": after, "limit": limit})
-        return [FlowHead(r[0], int(r[1]), int(r[2]), None if r[3] is None else event_info(r[3:])) for r in rows]
+        return [FlowHead(r[0], int(r[1]), int(r[2]), None if r[4] is None else event_info(r[4:]), r[3]) for r in rows]
 
     def audit(self, event_id: str | None, *, after: int, limit: int | None) -> list[AuditEntry]:
         params = {"event_id": event_id, "after": after, "limit": limit}

@@ -1,4 +1,6 @@
-"""The SQL of the fenced verbs on PostgreSQL: settle, extend and redrive.
+"""The SQL of the fenced verbs on PostgreSQL run from Python: the fence check
+of a settle with an effect, extend and redrive (a settle itself is
+migrations/verbs.sql's fairq_settle, called inside the transaction: verbs.py).
 
 Runs inside a queue write transaction (TxnCore); never commits. Each verb
 locks what it judges in the one order used everywhere (flow, then head, then
@@ -48,103 +50,6 @@ def check_fence(tx: TxnCore, event_id: str, generation: int, now_ms: int) -> Non
     held_live(_held(tx, [event_id], lock_flows=True).get(event_id), event_id, generation, now_ms)
 
 
-def settle_many(tx: TxnCore, items: Sequence[SettleItem], *, now_ms: int, max_attempts: int,
-                backoff: Backoff) -> list[Settled | LeaseLost]:
-    """Settle each lease on its own; a lost lease is reported in its slot."""
-    judged = judge_settles(items, _held(tx, [item.event_id for item in items], lock_flows=True),
-                           now_ms=now_ms, max_attempts=max_attempts, backoff=backoff)
-    judged.count(tx)
-    acked, retried, released, quarantined = judged.acked, judged.retried, judged.released, judged.quarantined
-    if acked:
-        _ack(tx, acked, now_ms)
-    if retried or released:
-        _ready_again(tx, retried, released, now_ms)
-    if quarantined:
-        _cas(tx, [r for r, _ in quarantined])
-        tx.quarantine([r.id for r, _ in quarantined], [reason for _, reason in quarantined])
-    tx.append_audit(judged.audits)
-    return judged.out
-
-
-def _judged(rows: Sequence[Held]) -> dict[str, list[Any]]:
-    """The compare-and-set parameters of judged rows: id, generation, lease end."""
-    return {"pk": [r.id for r in rows], "gen": [r.generation for r in rows],
-            "until": [r.lease_until_ms for r in rows]}
-
-
-def _expect(wanted: int, changed: int) -> None:
-    """The rows are locked, so a compare-and-set fails only if the lock order
-    was broken: then nothing of the call is written."""
-    if changed != wanted:
-        raise StoreError("event", "a settled event changed under its lock; nothing was written")
-
-
-def _cas(tx: TxnCore, rows: Sequence[Held]) -> None:
-    """Check, before quarantining, that each judged event is still inflight
-    at the generation and lease end read."""
-    _expect(len(rows), int(tx.execute(
-        "SELECT count(*) FROM event AS e JOIN unnest(%(pk)s::bigint[], %(gen)s::bigint[], %(until)s::bigint[]) "
-        "AS c(pk, gen, until) ON e.id = c.pk AND e.generation = c.gen AND e.lease_until_ms = c.until "
-        "AND e.state = 'inflight'", _judged(rows)).fetchone()[0]))
-
-
-def _ack(tx: TxnCore, rows: list[Held], now_ms: int) -> None:
-    pks = [r.id for r in rows]
-    # Acked is final (compare-and-set on generation, state and lease end):
-    # the event leaves its head row for good.
-    _expect(len(rows), tx.execute(
-        "UPDATE event AS e SET state = 'acked', lease_until_ms = NULL, settled_ms = %(now_ms)s "
-        "FROM unnest(%(pk)s::bigint[], %(gen)s::bigint[], %(until)s::bigint[]) AS c(pk, gen, until) "
-        "WHERE e.id = c.pk AND e.generation = c.gen AND e.state = 'inflight' AND e.lease_until_ms = c.until",
-        {**_judged(rows), "now_ms": now_ms}).rowcount)
-    tx.execute("DELETE FROM head WHERE event_pk = ANY(%(pk)s::bigint[])", {"pk": pks})
-    named = [r for r in rows if r.flow_id is not None]
-    if not named:
-        return
-    # The next seq (there are no gaps) becomes the head and inherits the
-    # flow's rotation place; no such event: the flow is idle now. The flow
-    # is locked, so an enqueue in flight either committed before (its event
-    # is found here) or sees no head after.
-    runnable = tx.execute(
-        "INSERT INTO head (event_pk, flow_id, pass, turn, dispatch_ms, runnable) "
-        "SELECT e.id, e.flow_id, c.pass, c.turn, e.next_at_ms, e.next_at_ms <= %(now_ms)s "
-        "FROM unnest(%(flow)s::bigint[], %(seq)s::bigint[], %(pass)s::bigint[], %(turn)s::bigint[]) "
-        "AS c(flow, seq, pass, turn) JOIN event AS e ON e.flow_id = c.flow AND e.seq = c.seq "
-        "RETURNING runnable, dispatch_ms",
-        {"flow": [r.flow_id for r in named], "seq": [r.seq + 1 for r in named],
-         "pass": [r.pass_ for r in named], "turn": [r.turn for r in named], "now_ms": now_ms},
-    ).fetchall()
-    tx.wake(sum(1 for r in runnable if r[0]))
-    tx.due_later([int(r[1]) for r in runnable], now_ms)
-
-
-def _ready_again(tx: TxnCore, retried: list[tuple[Held, int, str | None]], released: list[Held],
-                 now_ms: int) -> None:
-    rows = [r for r, _, _ in retried] + released
-    pks = [r.id for r in rows]
-    next_at = [at for _, at, _ in retried] + [now_ms] * len(released)
-    reasons = [reason for _, _, reason in retried] + [None] * len(released)
-    keep = [True] * len(retried) + [False] * len(released)
-    # Back to ready (compare-and-set on generation, state and lease end):
-    # still the head, claimable again from next_at. A release gives its
-    # claim back to the round's budget (lifetime_attempts keeps it).
-    _expect(len(rows), tx.execute(
-        "UPDATE event AS e SET state = 'ready', lease_until_ms = NULL, next_at_ms = c.at, "
-        "reason = CASE WHEN c.keep THEN c.reason ELSE e.reason END, "
-        "attempts = CASE WHEN c.keep THEN e.attempts ELSE e.attempts - 1 END "
-        "FROM unnest(%(pk)s::bigint[], %(gen)s::bigint[], %(until)s::bigint[], %(at)s::bigint[], "
-        "%(reason)s::text[], %(keep)s::boolean[]) AS c(pk, gen, until, at, reason, keep) "
-        "WHERE e.id = c.pk AND e.generation = c.gen AND e.state = 'inflight' AND e.lease_until_ms = c.until",
-        {**_judged(rows), "at": next_at, "reason": reasons, "keep": keep}).rowcount)
-    tx.execute(
-        "UPDATE head AS h SET dispatch_ms = c.at, runnable = c.at <= %(now_ms)s "
-        "FROM unnest(%(pk)s::bigint[], %(at)s::bigint[]) AS c(pk, at) WHERE h.event_pk = c.pk",
-        {"pk": pks, "at": next_at, "now_ms": now_ms},
-    )
-    tx.wake(sum(1 for at in next_at if at <= now_ms))
-    tx.due_later(next_at, now_ms)
-
-
 def extend(tx: TxnCore, event_id: str, generation: int, *, lease_ms: int, now_ms: int) -> Lease:
     """Move a live lease's end to now + lease_ms (fenced like settle)."""
     row = held_live(_held(tx, [event_id], lock_flows=False).get(event_id), event_id, generation, now_ms)
@@ -184,7 +89,9 @@ def redrive_many(tx: TxnCore, items: Sequence[tuple[str, int]], *, reason: str, 
         ).rowcount
         if changed != 1:
             raise RedriveRefused(row.event_id, f"event {row.event_id!r} changed while it was redriven; look again")
-        tx.execute("UPDATE head SET dispatch_ms = %(now_ms)s, runnable = true WHERE event_pk = %(id)s",
+        # (A tenanted head waits for the next claim to make it runnable and
+        # count it on its tenant: see fairq_claim.)
+        tx.execute("UPDATE head SET dispatch_ms = %(now_ms)s, runnable = tenant_id IS NULL WHERE event_pk = %(id)s",
                    {"id": row.id, "now_ms": now_ms})
         tx.wake()
 

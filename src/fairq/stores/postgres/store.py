@@ -23,7 +23,7 @@ from ..backend import NewEvent, SettleItem
 from ...errors import InvalidInput, LeaseLost, RedriveRefused, UsageError
 from ...kernel.policy import Policy, to_ms
 from ...types import ClockReset, Enqueued, Lease, Settled, TenantInfo
-from . import claim, enqueue, enqueue_one, maintenance, settle, verbs
+from . import claim, enqueue_one, maintenance, settle, tenants, verbs
 from .connection import PgDatabase
 from .listen import Listener, connector
 from .policy_store import change_policy, store_policy
@@ -187,12 +187,11 @@ class PgTxn(TxnCore):
         return to_ms(self.policy().lease_seconds) if lease_ms is None else lease_ms
 
     def enqueue_many(self, items: Sequence[NewEvent], now_ms: int) -> list[Enqueued]:
-        if any(item.tenant is not None for item in items):
-            raise UsageError("tenants are not supported by this store yet")
         requested = self._one_statement()
         if requested is not None:
             return enqueue_one.call_enqueue(self, items, requested=requested)
-        return enqueue.enqueue_many(self, items, self._at(now_ms))
+        # Inside a transaction (the outbox): the same function, run in it.
+        return enqueue_one.call_enqueue(self, items, requested=(self._at(now_ms), False), in_txn=True)
 
     def set_policy(self, new: Policy, *, reason: str | None, actor: str | None, now_ms: int) -> Policy:
         """Store `new` as the next policy version with one audit row
@@ -205,10 +204,9 @@ class PgTxn(TxnCore):
     def claim_many(self, n: int, *, owner: str | None, now_ms: int, lease_ms: int | None) -> list[Lease]:
         requested = self._one_statement()
         if requested is not None:  # the statement reads the stored policy in its own transaction
-            return verbs.call_claim(self, n, owner=owner, requested=requested, lease_ms=lease_ms)
-        now_ms = self._at(now_ms)
-        return claim.claim_many(self, n, owner=owner, now_ms=now_ms, lease_ms=self._lease_ms(lease_ms),
-                                max_attempts=self.policy().max_attempts)
+            return claim.call_claim(self, n, owner=owner, requested=requested, lease_ms=lease_ms)
+        return claim.call_claim(self, n, owner=owner, requested=(self._at(now_ms), False), lease_ms=lease_ms,
+                                in_txn=True)
 
     def check_fence(self, event_id: str, generation: int, now_ms: int) -> None:
         settle.check_fence(self, event_id, generation, self._at(now_ms))
@@ -217,10 +215,7 @@ class PgTxn(TxnCore):
         requested = self._one_statement()
         if requested is not None:
             return verbs.call_settle(self, items, requested=requested)
-        now_ms = self._at(now_ms)
-        policy = self.policy()
-        return settle.settle_many(self, items, now_ms=now_ms, max_attempts=policy.max_attempts,
-                                  backoff=policy.backoff)
+        return verbs.call_settle(self, items, requested=(self._at(now_ms), False), in_txn=True)
 
     def extend(self, event_id: str, generation: int, *, lease_ms: int | None, now_ms: int) -> Lease:
         requested = self._one_statement()
@@ -240,10 +235,6 @@ class PgTxn(TxnCore):
         self.execute("INSERT INTO flow (name, weight) VALUES (%(name)s, %(weight)s) "
                      "ON CONFLICT (name) DO UPDATE SET weight = excluded.weight", {"name": name, "weight": weight})
 
-    def set_tenant(self, name: str, *, weight: int | None, max_inflight: int | None, rate: int | None,
-                   burst: int | None, reason: str | None, actor: str | None, now_ms: int) -> TenantInfo:
-        raise UsageError("tenants are not supported by this store yet")
-
     def reset_clock(self, to_ms: int, *, reason: str, actor: str | None) -> ClockReset:
         return maintenance.reset_clock(self, to_ms, reason=reason, actor=actor)
 
@@ -255,3 +246,9 @@ class PgTxn(TxnCore):
 
     def schedules(self) -> PgSchedules:
         return PgSchedules(self.connection)
+
+    def set_tenant(self, name: str, *, weight: int | None, max_inflight: int | None, rate: int | None,
+                   burst: int | None, reason: str | None, actor: str | None, now_ms: int) -> TenantInfo:
+        """Create or change a tenant's settings, audited (tenants.set_tenant)."""
+        return tenants.set_tenant(self, name, weight=weight, max_inflight=max_inflight, rate=rate, burst=burst,
+                                  reason=reason, actor=actor, now_ms=self._at(now_ms))

@@ -129,6 +129,11 @@ class TxnCore(AuditTrail):
         return self._cm.__exit__(*exc)
 
     @property
+    def joined(self) -> bool:
+        """Whether this transaction is an application's (the outbox)."""
+        return self._joined
+
+    @property
     def db(self) -> PgDatabase:
         """The queue's database, which this transaction runs on."""
         return self._db
@@ -289,8 +294,16 @@ class TxnCore(AuditTrail):
             "UPDATE event AS e SET state = 'quarantined', lease_until_ms = NULL, next_at_ms = NULL, "
             "reason = c.reason FROM unnest(%(pks)s::bigint[], %(reasons)s::text[]) AS c(pk, reason) "
             "WHERE e.id = c.pk", {"pks": list(ids), "reasons": list(reasons)})
-        self.execute("UPDATE head SET dispatch_ms = NULL, runnable = false WHERE event_pk = ANY(%(pks)s::bigint[])",
-                     {"pks": list(ids)})
+        # A tenanted head that was runnable is one fewer on its tenant; one
+        # that was leased frees a slot (migrations/tenants.sql's fairq_tenants_touched).
+        self.execute(
+            "WITH old AS (SELECT event_pk, runnable, tenant_id FROM head WHERE event_pk = ANY(%(pks)s::bigint[]) "
+            "ORDER BY event_pk FOR UPDATE), "
+            "q AS (UPDATE head SET dispatch_ms = NULL, runnable = false FROM old WHERE head.event_pk = old.event_pk "
+            "RETURNING old.runnable, old.tenant_id) "
+            "SELECT fairq_tenants_touched(array_agg(q.tenant_id) FILTER (WHERE q.runnable), "
+            "array_agg(-1) FILTER (WHERE q.runnable), array_agg(q.tenant_id) FILTER (WHERE NOT q.runnable)) "
+            "FROM q WHERE q.tenant_id IS NOT NULL HAVING count(*) > 0", {"pks": list(ids)})
 
     def append_audit(self, rows: list[dict[str, Any]]) -> None:
         if not rows:

@@ -1,18 +1,18 @@
-"""The common verbs on PostgreSQL as one statement each: call_claim, call_settle
-and call_extend call the server-side functions of migrations/verbs.sql
+"""The common verbs on PostgreSQL as one statement each: call_settle and
+call_extend (and claim.call_claim) call the server-side functions of migrations/verbs.sql
 (since schema step 4) in autocommit, so the call is its own
 transaction and one round trip, BEGIN and COMMIT included.
 
 Used by PgTxn (store) when a verb runs on fairq's own connection with
-nothing else in its transaction; a verb joined to an application's
-transaction (the outbox), or a settle with an effect, runs its SQL from
-Python (claim, settle) as before. The functions evaluate the same rules
+nothing else in its transaction. A claim or settle inside a transaction
+(joined to an application's: the outbox; or a settle with an effect) calls
+the same function inside it (in_txn: `run`), so each rule is written once;
+in an application's transaction its bookkeeping goes to rows of its own
+(the setting fairq.outbox, which the functions read). The functions evaluate the same rules
 (fairq.kernel.rules, fairq.kernel.policy; tests/postgres/test_pg_rules_sql.py checks them
 side by side) and leave the same bookkeeping (fairq_bookkeep: the same
 writes as TxnCore's flush, which keeps its own statement for a schema from
-before step 4). What stays in Python: decoding bodies (a claimed
-head whose body this process cannot decode is quarantined by a second,
-fenced transaction), the jitter draw of a backoff (policy.jitter_draw: sent
+before step 4). What stays in Python: the jitter draw of a backoff (policy.jitter_draw: sent
 with the call for the attempts the caller's lease carries, SettleItem.attempts;
 a call that finds other attempts stored, or none given, asks for the draw
 and is made again), and the errors a lost lease raises (rules.fence on the
@@ -29,41 +29,30 @@ from typing import Any
 
 from ... import _crash
 from ...kernel import policy, rules
-from ...kernel.claims import quarantine_leased
-from ..._json import body_value
 from ..backend import SettleItem
 from ...errors import LeaseExpired, LeaseLost, StaleLease, StoreError
 from ...kernel.policy import from_ms, to_ms
-from ...types import Lease, Outcome, Settled, State, UndecodableBody
+from ..._json import body_value
+from ...types import Lease, Outcome, Settled, State
 from .txn import TxnCore, fold
 
-# -- claim ------------------------------------------------------------------------
+# -- running a function ----------------------------------------------------------
 
-# Lease up to n heads (fairq_claim): one row per lease, or one refusal row.
-_CLAIM = ("SELECT * FROM fairq_claim(%(n)s, %(owner)s, %(model)s, %(requested)s, %(explicit)s, "
-          "%(lease_ms)s, %(max_attempts)s, %(fold)s)")
+def run(tx: TxnCore, name: str, sql: str, params: dict[str, Any], in_txn: bool) -> list[Any]:
+    """The function's rows: one statement in autocommit (its own transaction),
+    or inside tx's open transaction (in_txn)."""
+    if not in_txn:
+        return tx.db.statement(name, sql, params)
+    if tx.joined:
+        # In an application's transaction: bookkeeping goes to rows of its own.
+        tx.execute("SELECT set_config('fairq.outbox', 'on', true)")
+    return list(tx.execute(sql, {**params, "fold": 0}).fetchall())
 
 
-def call_claim(tx: TxnCore, n: int, *, owner: str | None, requested: tuple[int, bool],
-               lease_ms: int | None) -> list[Lease]:
-    """claim_many in one statement, judged by the stored policy; lease_ms None: its lease."""
-    rows = tx.db.statement("claim", _CLAIM, {
-        "n": n, "owner": owner, "model": not tx.server_clock, "requested": requested[0],
-        "explicit": requested[1], "lease_ms": lease_ms, "max_attempts": None, "fold": fold()})
-    refused_time(rows, requested, 9)
-    _crash.point("claim", "after_commit")
-    leases: list[Lease] = []
-    undecodable: list[tuple[Lease, UndecodableBody]] = []
-    for event_id, flow, seq, body, generation, attempts, lifetime, until, _now, _stored in rows:
-        lease = Lease(event_id, flow, int(seq), body_value(body), int(generation), int(attempts), int(lifetime),
-                      owner, int(until) / 1000)
-        if isinstance(lease.body, UndecodableBody):
-            undecodable.append((lease, lease.body))
-            continue
-        leases.append(lease)
-    if undecodable:
-        _quarantine_undecodable(tx, undecodable, requested)
-    return leases
+def committed(name: str, in_txn: bool) -> None:
+    """The crash point after a one-statement call's commit (none inside a transaction)."""
+    if not in_txn:
+        _crash.point(name, "after_commit")
 
 
 def refused_time(rows: Sequence[Any], requested: tuple[int, bool], stored_at: int) -> None:
@@ -71,26 +60,6 @@ def refused_time(rows: Sequence[Any], requested: tuple[int, bool], stored_at: in
     if len(rows) == 1 and rows[0][0] is None:
         policy.effective_now(requested[0], int(rows[0][stored_at]), explicit=True)
         raise StoreError("clock", "the stored clock refused a time effective_now accepts")
-
-
-def _quarantine_undecodable(tx: TxnCore, found: list[tuple[Lease, UndecodableBody]],
-                            requested: tuple[int, bool]) -> None:
-    """Quarantine heads this claim leased whose body this process cannot
-    decode, in a second transaction, each only while its lease is the one
-    this claim took (fenced on generation, state and lease end)."""
-    with TxnCore(tx.db, "claim", None, server_clock=tx.server_clock) as second:
-        now_ms = second.now(*requested)
-        ids = [lease.event_id for lease, _ in found]
-        # The heads judged, locked in event order (as a settle locks them).
-        second.execute("SELECT event_pk FROM head WHERE event_pk IN (SELECT id FROM event "
-                       "WHERE event_id = ANY(%(ids)s::text[])) ORDER BY event_pk FOR UPDATE", {"ids": ids})
-        # Only an event still under the lease this claim took.
-        live = dict(second.execute(
-            "SELECT e.event_id, e.id FROM event AS e JOIN unnest(%(ids)s::text[], %(gen)s::bigint[]) "
-            "AS c(event_id, gen) ON e.event_id = c.event_id AND e.generation = c.gen AND e.state = 'inflight'",
-            {"ids": ids, "gen": [lease.generation for lease, _ in found]}).fetchall())
-        quarantine_leased(second, [(live[lease.event_id], lease, value) for lease, value in found
-                                   if lease.event_id in live], now_ms)
 
 
 # -- settle ------------------------------------------------------------------------
@@ -101,8 +70,8 @@ _SETTLE = ("SELECT * FROM fairq_settle(%(ids)s, %(gens)s, %(outcomes)s, %(reason
            "%(cap)s, %(jitter)s, %(fold)s)")
 
 
-def call_settle(tx: TxnCore, items: Sequence[SettleItem], *,
-                requested: tuple[int, bool]) -> list[Settled | LeaseLost]:
+def call_settle(tx: TxnCore, items: Sequence[SettleItem], *, requested: tuple[int, bool],
+                in_txn: bool = False) -> list[Settled | LeaseLost]:
     """settle_many in one statement (two when a retry's jitter draw was not
     known), judged by the stored policy (NULL for each of its overrides)."""
     seen = [item.attempts for item in items]
@@ -118,7 +87,7 @@ def call_settle(tx: TxnCore, items: Sequence[SettleItem], *,
                            if a is not None and item.outcome is Outcome.RETRY and item.delay is None else None
                            for item, a in zip(items, seen)]
         params["draw_attempts"] = seen
-        rows = tx.db.statement("settle", _SETTLE, {**params, "fold": fold()})
+        rows = run(tx, "settle", _SETTLE, {**params, "fold": fold()}, in_txn)
         refused_time(rows, requested, 10)
         asked = {int(r[8]): int(r[4]) for r in rows if r[0] == "draw"}
         if not asked:
@@ -127,7 +96,7 @@ def call_settle(tx: TxnCore, items: Sequence[SettleItem], *,
         seen = [asked.get(i, a) for i, a in enumerate(seen)]
     else:
         raise StoreError("settle", "the stored attempts changed between two calls of one settle")
-    _crash.point("settle", "after_commit")
+    committed("settle", in_txn)
     out: list[Settled | LeaseLost] = []
     for item, (kind, _event_id, state, next_at, attempts, stored_gen, until, in_batch, _i, now, _s) in zip(
             items, rows):

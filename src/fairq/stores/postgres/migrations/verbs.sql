@@ -243,12 +243,21 @@ BEGIN
 END
 $$;
 
--- claim_many in one statement (fairq.stores.postgres.claim has the same steps in
--- Python, for the outbox-free fallback): heads whose time has come are
--- promoted (skipping heads another transaction holds); candidates are read
--- in rotation order and only those still at the position read are locked,
--- FOR UPDATE SKIP LOCKED; each is judged (an expired lease: audited, or
--- quarantined when its round's budget is spent) and takes its rotation step.
+-- claim_many in one statement (a claim inside a transaction, such as an
+-- application's, runs this same function in it: fairq.stores.postgres.verbs.run): heads whose time has come
+-- are promoted (skipping heads another transaction holds), tenants whose
+-- hold is over released; then, claim by claim, the lower of the untenanted
+-- head and the claimable tenant with the lowest (pass, turn) is taken
+-- (fairq.kernel.tenants: two levels). Untenanted candidates are read in
+-- rotation order below the tenant's place, and only those still at the
+-- position read are locked, FOR UPDATE SKIP LOCKED; each is judged (an
+-- expired lease: audited, or quarantined when its round's budget is spent)
+-- and takes its rotation step. A tenant's row is locked (waited for:
+-- claims of one tenant take turns on it), read again, judged by its limits
+-- (held back, without losing its place, when at its cap or out of tokens),
+-- and then its lowest head is locked SKIP LOCKED, judged and claimed with
+-- the two-level step. Lock order: heads (never waited for), then tenant
+-- rows, waited for only in tenant_id order above any tenant already held.
 -- Rows: one per lease, in claim order; one row with only o_stored when an
 -- explicit time before the stored clock is refused. p_lease_ms and
 -- p_max_attempts NULL: the stored policy's.
@@ -267,6 +276,8 @@ DECLARE
     v_vtime bigint;
     v_tail bigint;
     v_promoted integer;
+    v_pt bigint[];
+    v_pn integer[];
     v_claims integer := 0;
     v_from_ready integer := 0;
     v_want integer;
@@ -278,16 +289,30 @@ DECLARE
     v_cand_turn bigint[];
     v_pks bigint[] := '{}';
     v_passes bigint[] := '{}';
+    v_turns bigint[] := '{}';
     v_expired integer := 0;
     v_quarantined integer := 0;
     v_lags text[] := '{}';
     v_names text[];
     v_ns bigint[];
+    v_tid bigint;
+    v_tpass bigint;
+    v_tturn bigint;
+    v_t_past bigint := -1;
+    v_t_past_turn bigint := -1;
+    v_t_held bigint := 0;
+    v_t_claimed bigint[] := '{}';
+    v_live bigint;
+    v_end bigint;
+    v_hold bigint;
+    v_outbox boolean := coalesce(current_setting('fairq.outbox', true), '') = 'on';
+    t record;
     r record;
     v_fate record;
     v_step record;
+    v_two record;
 BEGIN
-    SELECT t.call_ms, t.stored_ms INTO v_now, v_stored FROM fairq_call_time(p_model, p_requested, p_explicit) AS t;
+    SELECT c.call_ms, c.stored_ms INTO v_now, v_stored FROM fairq_call_time(p_model, p_requested, p_explicit) AS c;
     IF v_now IS NULL THEN
         o_stored := v_stored;
         RETURN NEXT;
@@ -299,20 +324,121 @@ BEGIN
            (SELECT max(ro.vtime) FROM rotation AS ro), (SELECT max(ro.tail) FROM rotation AS ro)
     INTO v_lease, v_max, v_vtime, v_tail FROM policy AS p WHERE p.id = 1;
     v_until := v_now + v_lease;
-    -- Heads whose time has come enter the rotation index, locked in event
-    -- order, skipping heads another transaction holds.
-    UPDATE head SET runnable = true WHERE event_pk = ANY(ARRAY(SELECT h.event_pk FROM head AS h
-        WHERE NOT h.runnable AND h.dispatch_ms <= v_now ORDER BY h.event_pk FOR UPDATE SKIP LOCKED));
-    GET DIAGNOSTICS v_promoted = ROW_COUNT;
+    -- Heads whose time has come enter the rotation indexes, locked in event
+    -- order, skipping heads another transaction holds; counted per tenant.
+    WITH p AS (UPDATE head SET runnable = true WHERE event_pk = ANY(ARRAY(SELECT h.event_pk FROM head AS h
+                   WHERE NOT h.runnable AND h.dispatch_ms <= v_now ORDER BY h.event_pk FOR UPDATE SKIP LOCKED))
+               RETURNING head.tenant_id),
+         g AS (SELECT p.tenant_id, count(*)::integer AS n FROM p GROUP BY p.tenant_id)
+    SELECT coalesce(sum(g.n), 0)::integer, array_agg(g.tenant_id) FILTER (WHERE g.tenant_id IS NOT NULL),
+           array_agg(g.n) FILTER (WHERE g.tenant_id IS NOT NULL)
+    INTO v_promoted, v_pt, v_pn FROM g;
+    -- Tenants with heads promoted count them, and holds that are over end
+    -- (their rows locked in tenant_id order, through tenant_held).
+    IF v_pt IS NOT NULL OR EXISTS (SELECT FROM tenant AS te WHERE te.held_until_ms > 0 AND te.held_until_ms <= v_now)
+    THEN
+        WITH c AS (SELECT c.t, c.n FROM unnest(v_pt, v_pn) AS c(t, n)),
+             locked AS (SELECT te.tenant_id, coalesce(c.n, 0) AS n FROM tenant AS te LEFT JOIN c ON c.t = te.tenant_id
+                        WHERE te.tenant_id = ANY(coalesce(v_pt, '{}'))
+                              OR (te.held_until_ms > 0 AND te.held_until_ms <= v_now)
+                        ORDER BY te.tenant_id FOR NO KEY UPDATE OF te),
+             u AS (UPDATE tenant AS te SET runnable = te.runnable + locked.n,
+                       held_until_ms = CASE WHEN te.held_until_ms <= v_now THEN 0 ELSE te.held_until_ms END
+                   FROM locked WHERE te.tenant_id = locked.tenant_id RETURNING te.tenant_id)
+        SELECT coalesce(max(u.tenant_id), 0) INTO v_t_held FROM u;
+    END IF;
     WHILE v_claims < p_n LOOP
         v_want := p_n - v_claims;
-        -- Candidates from the snapshot, in rotation order, through head_rotation.
+        -- The claimable tenant with the lowest place (through tenant_rotation)
+        -- after the last one this claim passed over: a tenant is passed over
+        -- only while it is the lowest, and claims only move tenants up, so
+        -- every tenant not passed over is placed after it.
+        v_tid := NULL;
+        SELECT te.tenant_id, te.pass, te.turn INTO v_tid, v_tpass, v_tturn FROM tenant AS te
+        WHERE te.runnable > 0 AND te.held_until_ms = 0 AND (te.pass, te.turn) > (v_t_past, v_t_past_turn)
+        ORDER BY te.pass, te.turn LIMIT 1;
+        IF v_tid IS NULL THEN
+            v_tpass := 9223372036854775807;
+            v_tturn := 9223372036854775807;
+        END IF;
+        -- Untenanted candidates placed before that tenant, from the snapshot,
+        -- in rotation order, through head_rotation.
         SELECT array_agg(c.event_pk ORDER BY c.pass, c.turn), array_agg(c.pass ORDER BY c.pass, c.turn),
                array_agg(c.turn ORDER BY c.pass, c.turn)
         INTO v_cand_pk, v_cand_pass, v_cand_turn
-        FROM (SELECT h.event_pk, h.pass, h.turn FROM head AS h WHERE h.runnable AND NOT (h.event_pk = ANY(v_seen))
+        FROM (SELECT h.event_pk, h.pass, h.turn FROM head AS h
+              WHERE h.runnable AND h.tenant_id IS NULL AND NOT (h.event_pk = ANY(v_seen))
+                    AND (h.pass, h.turn) < (v_tpass, v_tturn)
               ORDER BY h.pass, h.turn LIMIT least(2 * v_want + 2, 1000)) AS c;
-        EXIT WHEN v_cand_pk IS NULL;
+        IF v_cand_pk IS NULL THEN
+            EXIT WHEN v_tid IS NULL;
+            -- The tenant's row, locked: waited for above every tenant this
+            -- claim holds (so never in a cycle), else only if free.
+            IF v_tid > v_t_held THEN
+                SELECT te.* INTO t FROM tenant AS te WHERE te.tenant_id = v_tid FOR NO KEY UPDATE;
+                v_t_held := v_tid;
+            ELSE
+                SELECT te.* INTO t FROM tenant AS te WHERE te.tenant_id = v_tid FOR NO KEY UPDATE SKIP LOCKED;
+                IF NOT FOUND THEN
+                    v_t_past := v_tpass;
+                    v_t_past_turn := v_tturn;
+                    CONTINUE;
+                END IF;
+            END IF;
+            -- Read again under the lock: moved, emptied or held meanwhile, pick again.
+            CONTINUE WHEN t.runnable = 0 OR t.held_until_ms <> 0 OR t.pass <> v_tpass OR t.turn <> v_tturn;
+            v_hold := NULL;
+            IF t.max_inflight > 0 THEN
+                -- Its live leases (through head_tenant): every claim of it
+                -- committed before this lock, and this claim's own.
+                SELECT count(*) + cardinality(array_positions(v_t_claimed, v_tid)), min(h.dispatch_ms)
+                INTO v_live, v_end FROM head AS h JOIN event AS e ON e.id = h.event_pk
+                WHERE h.tenant_id = v_tid AND h.dispatch_ms > v_now AND NOT h.runnable AND e.state = 'inflight';
+                IF v_live >= t.max_inflight THEN
+                    -- A settle of its events in flight (holding the key
+                    -- shared) may free a slot this count cannot see: held only
+                    -- when none is, counted again once the key is ours.
+                    IF pg_try_advisory_xact_lock(26229, fairq_tenant_key(v_tid)) THEN
+                        SELECT count(*) + cardinality(array_positions(v_t_claimed, v_tid)), min(h.dispatch_ms)
+                        INTO v_live, v_end FROM head AS h JOIN event AS e ON e.id = h.event_pk
+                        WHERE h.tenant_id = v_tid AND h.dispatch_ms > v_now AND NOT h.runnable
+                              AND e.state = 'inflight';
+                        IF v_live >= t.max_inflight THEN
+                            v_hold := coalesce(v_end, v_until);
+                        END IF;
+                    ELSE
+                        v_t_past := v_tpass;
+                        v_t_past_turn := v_tturn;
+                        CONTINUE;
+                    END IF;
+                END IF;
+            END IF;
+            IF v_hold IS NULL AND t.rate > 0 THEN
+                v_hold := nullif(fairq_bucket_ready_at(t.tokens_milli, t.at_ms, v_now, t.rate, t.burst), v_now);
+            END IF;
+            IF v_hold IS NOT NULL THEN
+                -- Held back without losing its place; claims skip it until then.
+                UPDATE tenant SET held_until_ms = greatest(v_hold, 1) WHERE tenant_id = v_tid;
+                v_t_past := v_tpass;
+                v_t_past_turn := v_tturn;
+                CONTINUE;
+            END IF;
+            -- Its candidates, in its own rotation order, through head_tenant_rotation.
+            SELECT array_agg(c.event_pk ORDER BY c.pass, c.turn), array_agg(c.pass ORDER BY c.pass, c.turn),
+                   array_agg(c.turn ORDER BY c.pass, c.turn)
+            INTO v_cand_pk, v_cand_pass, v_cand_turn
+            FROM (SELECT h.event_pk, h.pass, h.turn FROM head AS h
+                  WHERE h.tenant_id = v_tid AND h.runnable AND NOT (h.event_pk = ANY(v_seen))
+                  ORDER BY h.pass, h.turn LIMIT 4) AS c;
+            IF v_cand_pk IS NULL THEN
+                v_t_past := v_tpass;
+                v_t_past_turn := v_tturn;
+                CONTINUE;
+            END IF;
+            v_want := 1;
+        ELSE
+            v_tid := NULL;
+        END IF;
         v_page := '{}';
         v_locked := 0;
         -- Only candidates still at the position read are locked; one another
@@ -332,10 +458,15 @@ BEGIN
                 v_fate := fairq_expired_lease_fate(r.attempts, v_max);
                 IF v_fate.o_reason IS NOT NULL THEN
                     -- An expired head whose round budget is spent stops, and
-                    -- blocks its flow (keeping its rotation place).
+                    -- blocks its flow (keeping its rotation place); its
+                    -- tenant keeps its place too.
                     UPDATE event SET state = 'quarantined', lease_until_ms = NULL, next_at_ms = NULL,
                         reason = v_fate.o_reason WHERE id = r.id;
                     UPDATE head SET dispatch_ms = NULL, runnable = false WHERE event_pk = r.id;
+                    IF v_tid IS NOT NULL THEN
+                        -- One runnable head fewer (the row is locked above).
+                        UPDATE tenant SET runnable = runnable - 1 WHERE tenant_id = v_tid;
+                    END IF;
                     v_quarantined := v_quarantined + 1;
                     -- Audit rows are appended, never changed.
                     INSERT INTO audit (event_id, action, reason, actor, generation, at_ms, detail)
@@ -354,11 +485,30 @@ BEGIN
                 v_lags := v_lags || ('lag_' || fairq_lag_bucket(v_now - r.due_ms));
             END IF;
             -- The turn is taken now, at claim time, not when the work succeeds.
-            v_step := fairq_rotate(r.pass, coalesce(r.weight, 1), v_vtime, v_tail);
-            v_vtime := v_step.o_vtime;
-            v_tail := v_step.o_tail;
+            IF v_tid IS NULL THEN
+                v_step := fairq_rotate(r.pass, coalesce(r.weight, 1), v_vtime, v_tail);
+                v_vtime := v_step.o_vtime;
+                v_tail := v_step.o_tail;
+                v_passes := v_passes || v_step.o_pass;
+            ELSE
+                -- Both levels step: the tenant's turn first, then its head's.
+                v_two := fairq_tenant_step(t.pass, t.weight, r.pass, coalesce(r.weight, 1), v_vtime, v_tail,
+                                           t.vtime, t.tail);
+                v_vtime := v_two.o_t_vtime;
+                v_tail := v_two.o_t_tail;
+                v_passes := v_passes || v_two.o_f_pass;
+                -- Its new place, its flows' rotation, one runnable head
+                -- fewer, and a token taken (the row is locked above).
+                UPDATE tenant SET pass = v_two.o_t_pass, turn = nextval('turn_seq'), vtime = v_two.o_f_vtime,
+                    tail = v_two.o_f_tail, runnable = runnable - 1,
+                    tokens_milli = CASE WHEN rate > 0
+                                        THEN fairq_bucket_level(tokens_milli, at_ms, v_now, rate, burst) - 1000 END,
+                    at_ms = CASE WHEN rate > 0 THEN greatest(v_now, coalesce(at_ms, v_now)) END
+                WHERE tenant_id = v_tid;
+                v_t_claimed := v_t_claimed || v_tid;
+            END IF;
+            v_turns := v_turns || nextval('turn_seq');
             v_pks := v_pks || r.id;
-            v_passes := v_passes || v_step.o_pass;
             v_claims := v_claims + 1;
             v_from_ready := v_from_ready + (r.state = 'ready')::integer;
         END LOOP;
@@ -372,8 +522,7 @@ BEGIN
         -- attempt counted durably before any work starts.
         -- (Each row is reached by its key: = ANY(v_pks) beside the join.)
         UPDATE head SET pass = c.pass, turn = c.turn, dispatch_ms = v_until, runnable = false
-        FROM (SELECT c.pk, c.pass, nextval('turn_seq') AS turn
-              FROM unnest(v_pks, v_passes) WITH ORDINALITY AS c(pk, pass, i) ORDER BY c.i) AS c
+        FROM unnest(v_pks, v_passes, v_turns) AS c(pk, pass, turn)
         WHERE head.event_pk = ANY(v_pks) AND head.event_pk = c.pk;
         RETURN QUERY
         WITH e AS (UPDATE event SET state = 'inflight', generation = event.generation + 1,
@@ -394,8 +543,9 @@ BEGIN
     v_ns := ARRAY[-v_from_ready, v_from_ready, v_claims, v_expired, -v_quarantined, v_quarantined,
                   v_quarantined]::bigint[] || array_fill(1::bigint, ARRAY[cardinality(v_lags)]);
     -- Heads this claim promoted and left were invisible to claims running
-    -- beside it: they look again once it commits. An idle claim stores no time.
-    PERFORM fairq_bookkeep(false, p_model AND v_now > v_stored AND (v_promoted > 0 OR v_claims > 0 OR v_expired > 0),
+    -- beside it: they look again once it commits. An idle claim stores no
+    -- time. Inside an application's transaction (fairq.outbox set): rows of its own.
+    PERFORM fairq_bookkeep(v_outbox AND v_claims = 0, p_model AND v_now > v_stored AND (v_promoted > 0 OR v_claims > 0 OR v_expired > 0),
                            v_now, v_claims > 0, v_vtime, v_tail, v_names, v_ns, p_fold,
                            greatest(v_promoted - v_claims, 0), NULL);
 END
@@ -471,6 +621,7 @@ DECLARE
     v_names text[] := '{}';
     v_ns bigint[] := '{}';
     v_retried integer := 0;
+    v_freed bigint[] := '{}';
 BEGIN
     SELECT t.call_ms, t.stored_ms INTO v_now, v_stored FROM fairq_call_time(p_model, p_requested, p_explicit) AS t;
     IF v_now IS NULL THEN
@@ -491,7 +642,7 @@ BEGIN
     FOR v_i IN 1 .. coalesce(cardinality(p_ids), 0) LOOP
         -- The row as it is now, under the locks.
         SELECT e.id, e.flow_id, e.seq, e.state, e.generation, e.attempts, e.lifetime_attempts, e.lease_until_ms,
-               e.owner, h.pass, h.turn
+               e.owner, h.pass, h.turn, h.tenant_id
         INTO r FROM event AS e LEFT JOIN head AS h ON h.event_pk = e.id WHERE e.event_id = p_ids[v_i];
         v_found := FOUND;
         v_verdict := fairq_fence(p_gens[v_i], v_now, CASE WHEN v_found THEN r.state END,
@@ -508,6 +659,9 @@ BEGIN
             CONTINUE;
         END IF;
         v_settled := v_settled || p_ids[v_i];
+        IF r.tenant_id IS NOT NULL THEN
+            v_freed := v_freed || r.tenant_id;  -- it leaves inflight: a slot of its tenant is free
+        END IF;
         IF p_outcomes[v_i] = 'retry' AND p_delays[v_i] IS NULL AND v_jitter AND r.attempts < v_max
            AND p_draw_attempts[v_i] IS DISTINCT FROM r.attempts THEN
             -- The jitter draw is made for the attempts stored: ask for it.
@@ -583,14 +737,17 @@ BEGIN
         -- The event leaves its head row for good.
         DELETE FROM head WHERE event_pk = ANY(v_ack_pk);
         -- The next seq (there are no gaps) becomes the head and inherits the
-        -- flow's rotation place; no such event: the flow is idle now.
-        WITH n AS (INSERT INTO head (event_pk, flow_id, pass, turn, dispatch_ms, runnable)
-                   SELECT e.id, e.flow_id, c.pass, c.turn, e.next_at_ms, e.next_at_ms <= v_now
+        -- flow's rotation place; no such event: the flow is idle now. A
+        -- tenanted head waits for the next claim to make it runnable (and
+        -- count it on its tenant): a settle never writes the tenant row for it.
+        WITH n AS (INSERT INTO head (event_pk, flow_id, pass, turn, dispatch_ms, runnable, tenant_id)
+                   SELECT e.id, e.flow_id, c.pass, c.turn, e.next_at_ms,
+                          e.next_at_ms <= v_now AND e.tenant_id IS NULL, e.tenant_id
                    FROM unnest(v_ack_flow, v_ack_seq, v_ack_pass, v_ack_turn) AS c(flow, seq, pass, turn)
                    JOIN event AS e ON e.flow_id = c.flow AND e.seq = c.seq + 1
                    WHERE c.flow IS NOT NULL
                    RETURNING head.runnable, head.dispatch_ms)
-        SELECT count(*) FILTER (WHERE n.runnable), min(n.dispatch_ms) FILTER (WHERE n.dispatch_ms > v_now)
+        SELECT count(*) FILTER (WHERE n.dispatch_ms <= v_now), min(n.dispatch_ms) FILTER (WHERE n.dispatch_ms > v_now)
         INTO v_ready, v_due FROM n;
     END IF;
     IF cardinality(v_rdy_pk) > 0 THEN
@@ -608,7 +765,8 @@ BEGIN
         IF v_changed <> cardinality(v_rdy_pk) THEN
             RAISE EXCEPTION 'a settled event changed under its lock; nothing was written';
         END IF;
-        UPDATE head AS h SET dispatch_ms = c.at, runnable = c.at <= v_now
+        -- (A tenanted head waits for the next claim to make it runnable.)
+        UPDATE head AS h SET dispatch_ms = c.at, runnable = c.at <= v_now AND h.tenant_id IS NULL
         FROM unnest(v_rdy_pk, v_rdy_at) AS c(pk, at) WHERE h.event_pk = ANY(v_rdy_pk) AND h.event_pk = c.pk;
         v_ready := v_ready + (SELECT count(*) FROM unnest(v_rdy_at) AS a WHERE a <= v_now);
         v_due := (SELECT min(a) FROM unnest(v_rdy_at || v_due) AS a WHERE a > v_now);
@@ -639,10 +797,15 @@ BEGIN
     v_ns := ARRAY[-cardinality(v_ack_pk) - cardinality(v_rdy_pk) - cardinality(v_q_pk), cardinality(v_ack_pk),
                   cardinality(v_ack_pk), cardinality(v_rdy_pk), v_retried, cardinality(v_q_pk),
                   cardinality(v_q_pk)];
+    -- Holds of the tenants whose events left inflight end (a slot is free).
+    IF cardinality(v_freed) > 0 THEN
+        PERFORM fairq_tenants_touched('{}', '{}', v_freed);
+    END IF;
     -- A wake-up makes waiters look again at the earliest time: no due notice
     -- beside it. A call that settled nothing (every lease lost) writes
     -- nothing: a single settle raises, and its time is not stored.
-    PERFORM fairq_bookkeep(false, p_model AND v_now > v_stored AND cardinality(v_settled) > 0, v_now, false, 0, 0,
+    PERFORM fairq_bookkeep(coalesce(current_setting('fairq.outbox', true), '') = 'on',
+                           p_model AND v_now > v_stored AND cardinality(v_settled) > 0, v_now, false, 0, 0,
                            v_names, v_ns, p_fold,
                            v_ready, CASE WHEN v_ready > 0 THEN NULL ELSE v_due END);
     RETURN QUERY

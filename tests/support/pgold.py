@@ -1,0 +1,26 @@
+"""A queue as an older fairq left it: made by this fairq, then taken back to
+schema version `version` (what the later steps added is dropped and their
+rows in fairq_schema deleted), so that an open upgrades it again. The
+steps from version 7 on are written to be applied again harmlessly."""
+
+from __future__ import annotations
+
+from pgcluster import require_psycopg
+
+psycopg = require_psycopg()
+
+#: What each step added that a step applied again would refuse to add twice.
+_UNDO = {
+    2: ["DROP INDEX audit_misfire", "DROP INDEX flow_name_bytes"],
+    3: ["ALTER TABLE queue_clock DROP COLUMN mode"],
+}
+
+
+def back_to(url: str, version: int) -> None:
+    """Take the queue at `url` back to schema `version`."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        for step in sorted(_UNDO, reverse=True):
+            if step > version:
+                for sql in _UNDO[step]:
+                    conn.execute(sql)
+        conn.execute("DELETE FROM fairq_schema WHERE version > %s", (version,))
