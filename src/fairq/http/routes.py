@@ -258,6 +258,26 @@ def redrive(q: Queue, req: Request) -> Reply:
     return 200, {"event_id": args["event_id"], "generation": q.redrive(**args)}
 
 
+@serves("discard", console=True)
+def discard(q: Queue, req: Request) -> Reply:
+    args = req.fields("event_id", "expected_generation", "reason", optional=("actor",))
+    return 200, {"event_id": args["event_id"], "generation": q.discard(**args)}
+
+
+@serves("pause", console=True)
+def pause(q: Queue, req: Request) -> Reply:
+    args = req.fields("flow", "reason", optional=("actor",))
+    q.pause(**args)
+    return 200, {"flow": args["flow"], "paused": True}
+
+
+@serves("resume", console=True)
+def resume(q: Queue, req: Request) -> Reply:
+    args = req.fields("flow", optional=("reason", "actor"))
+    q.resume(**args)
+    return 200, {"flow": args["flow"], "paused": False}
+
+
 @serves("set_weight", console=True)
 def set_weight(q: Queue, req: Request) -> Reply:
     args = req.fields("flow", "weight")

@@ -12,7 +12,7 @@ from __future__ import annotations
 import sqlite3
 
 from ...kernel import policy
-from ..backend import FlowHead
+from ..backend import FlowHead, Pause
 from ...errors import InvalidInput
 from ...kernel.policy import Policy
 from ...kernel.rows import audit_entry, event_info
@@ -113,6 +113,9 @@ class SqliteReads:
 
     def tenants(self, *, after: str | None, limit: int, now_ms: int) -> list[TenantInfo]:
         return tenant_reads.tenants(self.connection, after=after, limit=limit, now_ms=now_ms)
+
+    def flow_pause(self, flow: str) -> Pause | None:
+        return None  # no pauses in this store yet
 
     def flows(self, *, after: str | None, limit: int) -> list[FlowHead]:
         # Named flows in name order, resuming after `after` through flow.name's
