@@ -143,6 +143,8 @@ def _insert_events(tx: TxnCore, items: list[NewEvent], now_ms: int) -> dict[str,
     for p in placed(items, flows, now_ms):
         item, next_at = p.item, p.next_at_ms
         tenant = None if item.tenant is None else tenants[item.tenant]
+        if tenant is not None:
+            tenant.ready += 1
         if p.head:
             runnable = int(next_at <= now_ms)
             if tenant is None:
