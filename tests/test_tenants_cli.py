@@ -92,6 +92,20 @@ def test_explain_says_which_limit_of_the_tenant_holds_the_flow(db, capsys) -> No
                           "tenant's rate limit allows its next claim at ")
 
 
+def test_metrics_prints_the_tenant_gauges(db, capsys) -> None:
+    assert run(capsys, "--db", db, "set-tenant", "acme", "--max-inflight", "1")[0] == 0
+    with fairq.Queue(db) as q:
+        assert q.claim(owner="w1", lease_seconds=300) is not None
+    status, out, err = run(capsys, "--db", db, "metrics")
+    assert (status, err) == (0, "")
+    lines = out.splitlines()
+    for line in ['fairq_tenant_ready{tenant="acme"} 1', 'fairq_tenant_inflight{tenant="acme"} 1',
+                 'fairq_tenant_held{tenant="acme"} 1', 'fairq_tenant_ready{tenant="globex"} 1',
+                 'fairq_tenant_held{tenant="globex"} 0']:
+        assert line in lines
+    assert not [line for line in lines if line.startswith('fairq_tenant_') and 'tenant="other"' in line]
+
+
 def test_tenants_pages_with_after_and_says_where_the_next_page_starts(tmp_path, capsys) -> None:
     db = str(tmp_path / "q.db")
     with fairq.Queue(db) as q:
