@@ -7,7 +7,8 @@ the next event that is neither acked nor discarded, as an ack does. A
 paused flow's head leaves the dispatch indexes (as a quarantined head does),
 so a claim never reads it, whatever the number of paused flows; resume puts
 it back as it would be had it never been paused. tenant.runnable follows
-every head that enters or leaves the rotation.
+every head that enters or leaves the rotation, tenant.ready_n every ready
+event discarded.
 """
 
 from __future__ import annotations
@@ -53,7 +54,7 @@ def discard_many(tx: TxnCore, items: Sequence[tuple[str, int]], *, reason: str, 
         # Whether it was in a rotation index (a runnable head) before it leaves.
         was_runnable = conn.execute("SELECT runnable FROM event WHERE id = :id", {"id": row.id}).fetchone()[0]
         conn.execute(_DISCARD, {"id": row.id, "generation": generation, "now_ms": now_ms})
-        counts.add(tenant, -was_runnable)
+        counts.add(tenant, -was_runnable, ready=-1 if row.state == "ready" else 0)
         if row.pass_ is not None and row.flow_id is not None:
             # A head: the next event neither acked nor discarded takes its place.
             found = conn.execute(heads.NEXT_HEAD + " RETURNING runnable", {

@@ -116,13 +116,16 @@ class SqliteReads:
         # Named flows in name order, resuming after `after` through flow.name's
         # unique index (keyset paging); each head found as flow_head finds it.
         # Each flow's tenant by the tenant's key.
-        columns = ("SELECT name, weight, (SELECT t.name FROM tenant AS t WHERE t.tenant_id = flow.tenant_id), "
-                   "paused, pause_reason, pause_actor, paused_ms FROM flow ")
         if after is None:
-            rows = self.connection.execute(columns + "ORDER BY name LIMIT :limit", {"limit": limit}).fetchall()
+            rows = self.connection.execute(
+                "SELECT name, weight, (SELECT t.name FROM tenant AS t WHERE t.tenant_id = flow.tenant_id), "
+                "paused, pause_reason, pause_actor, paused_ms FROM flow ORDER BY name LIMIT :limit",
+                {"limit": limit}).fetchall()
         else:
-            rows = self.connection.execute(columns + "WHERE name > :after ORDER BY name LIMIT :limit",
-                                           {"after": after, "limit": limit}).fetchall()
+            rows = self.connection.execute(
+                "SELECT name, weight, (SELECT t.name FROM tenant AS t WHERE t.tenant_id = flow.tenant_id), "
+                "paused, pause_reason, pause_actor, paused_ms FROM flow WHERE name > :after ORDER BY name "
+                "LIMIT :limit", {"after": after, "limit": limit}).fetchall()
         out = []
         for name, weight, tenant_name, paused, reason, actor, paused_ms in rows:
             found = self.flow_head(name)

@@ -139,8 +139,9 @@ def settle_many(
 
 def _count_tenants(tx: TxnCore, judged: Judged, tenants: dict[int, int], paused: set[int], now_ms: int) -> None:
     """What a settle batch did to its tenants: each event that left inflight
-    ends its tenant's hold; each head it made runnable is counted (a
-    successor of an acked head of a tenant's flow becomes its head here)."""
+    ends its tenant's hold; each head it made runnable and each event it
+    made ready is counted (a successor of an acked head of a tenant's flow
+    becomes its head here)."""
     counts = Counts()
     for row in judged.acked:
         tenant = tenants.get(row.id)
@@ -153,10 +154,10 @@ def _count_tenants(tx: TxnCore, judged: Judged, tenants: dict[int, int], paused:
             counts.add(tenant, 0 if found is None else found[0])
     for row, next_at, _ in judged.retried:
         counts.lease_ended(tenants.get(row.id))
-        counts.add(tenants.get(row.id), int(next_at <= now_ms and row.id not in paused))
+        counts.add(tenants.get(row.id), int(next_at <= now_ms and row.id not in paused), ready=1)
     for row in judged.released:
         counts.lease_ended(tenants.get(row.id))
-        counts.add(tenants.get(row.id), int(row.id not in paused))
+        counts.add(tenants.get(row.id), int(row.id not in paused), ready=1)
     for row, _ in judged.quarantined:
         counts.lease_ended(tenants.get(row.id))
     counts.write(tx)
@@ -210,7 +211,8 @@ def redrive_many(tx: TxnCore, items: Sequence[tuple[str, int]], *, reason: str, 
             "runnable = NOT :paused, reason = NULL WHERE id = :id AND state = 'quarantined'",
             {"id": row.id, "generation": generation, "now_ms": now_ms, "paused": stopped},
         )
-        counts.add(tenants.get(row.id), 1 - stopped)  # its tenant has one more runnable head
+        # its tenant: one more runnable head (unless paused), one more ready event
+        counts.add(tenants.get(row.id), 1 - stopped, ready=1)
 
     results = redrive_each(tx, items, rows, write, reason=reason, actor=actor, now_ms=now_ms)
     counts.write(tx)

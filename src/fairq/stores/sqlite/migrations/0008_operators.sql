@@ -78,12 +78,10 @@ CREATE INDEX event_waiting ON event (dispatch_ms) WHERE runnable = 0 AND dispatc
 -- Heads without a tenant claimable now, in rotation order.
 CREATE INDEX event_rotation ON event (pass, turn) WHERE runnable = 1 AND tenant_id IS NULL;
 -- Each tenant's heads claimable now, in its own rotation order.
-CREATE INDEX event_tenant_rotation ON event (tenant_id, pass, turn) WHERE runnable = 1 AND tenant_id IS NOT NULL;
+CREATE INDEX event_tenant_rotation ON event (tenant_id, pass, turn) WHERE tenant_id IS NOT NULL AND runnable = 1;
 -- Each tenant's heads, by lease end (NULL unless leased; every leased event
 -- is a head): whether a tenant has any head, and its live leases counted.
 CREATE INDEX event_tenant_heads ON event (tenant_id, lease_until_ms) WHERE tenant_id IS NOT NULL AND pass IS NOT NULL;
--- Each tenant's ready events (a listing of tenants counts them).
-CREATE INDEX event_tenant_ready ON event (tenant_id) WHERE tenant_id IS NOT NULL AND state = 'ready';
 -- The dead-letter view: quarantined events are few, and operators list them.
 CREATE INDEX event_quarantined ON event (id) WHERE state = 'quarantined';
 -- The heads of paused flows (out of the dispatch indexes until resumed, as
