@@ -13,6 +13,17 @@ psycopg = require_psycopg()
 _UNDO = {
     2: ["DROP INDEX audit_misfire", "DROP INDEX flow_name_bytes"],
     3: ["ALTER TABLE queue_clock DROP COLUMN mode"],
+    8: ["DROP INDEX head_paused", "DROP INDEX head_waiting", "ALTER TABLE head DROP COLUMN paused",
+        "CREATE INDEX head_waiting ON head (dispatch_ms) WHERE NOT runnable AND dispatch_ms IS NOT NULL",
+        "ALTER TABLE flow DROP COLUMN paused", "ALTER TABLE flow DROP COLUMN pause_reason",
+        "ALTER TABLE flow DROP COLUMN pause_actor", "ALTER TABLE flow DROP COLUMN paused_ms",
+        "DROP INDEX event_discarded", "ALTER TABLE event DROP CONSTRAINT event_state_known",
+        "ALTER TABLE event DROP CONSTRAINT event_settled_when_final",
+        "ALTER TABLE event ADD CHECK (state IN ('ready', 'inflight', 'acked', 'quarantined'))",
+        "ALTER TABLE event ADD CHECK ((state = 'acked') = (settled_ms IS NOT NULL))",
+        "ALTER TABLE audit DROP CONSTRAINT audit_action_check",
+        "ALTER TABLE audit ADD CONSTRAINT audit_action_check CHECK (action IN ('retry', 'quarantine', "
+        "'expired', 'redrive', 'misfire', 'clock_reset', 'policy_set', 'set_tenant'))"],
 }
 
 
