@@ -246,3 +246,20 @@ def test_pausing_twice_or_resuming_an_unpaused_flow_writes_nothing(pg_url: str, 
         blocked = q.why_blocked("A", now=1)
         assert (blocked.why, blocked.reason) == ("paused", "hold")
     check_pg_invariants(pg_url)
+
+
+def test_a_flows_backlog_and_its_tenants_ready_events_leave_out_what_was_discarded(pg_url: str) -> None:
+    with fairq.Queue(pg_url, clock="model") as q:
+        q.enqueue_many([(f"a{i}", {}, "A", "T") for i in range(1, 6)], now=0)
+        q.discard_many([("a2", 0), ("a3", 0), ("a5", 0)], reason="not needed", now=0)
+        assert q.stats(now=0, top=1).top_flows == (("A", 2),)  # a1 and a4
+        assert q.tenants(now=0)[0].ready == 2
+        check_pg_invariants(pg_url)  # the flow's count of discarded events behind its head
+        lease = q.claim(now=0)
+        assert lease is not None and lease.event_id == "a1"
+        q.ack(lease, now=0)  # the head passes a2 and a3
+        assert q.stats(now=0, top=1).top_flows == (("A", 1),)
+        check_pg_invariants(pg_url)
+        assert [lease.event_id for lease in q.claim_many(5, now=0)] == ["a4"]
+        assert q.tenants(now=0)[0].ready == 0
+    check_pg_invariants(pg_url)

@@ -74,6 +74,11 @@ def _check_pauses(rows: Any) -> None:
     assert not wrong, f"head rows whose pause is not their flow's: {wrong}"
     flows = rows("SELECT name FROM flow WHERE paused <> (paused_ms IS NOT NULL)")
     assert not flows, f"flows with a pause time that does not match: {flows}"
+    skipped = rows("SELECT f.name, f.skipped, (SELECT count(*) FROM event AS d WHERE d.flow_id = f.flow_id "
+                   "AND d.state = 'discarded' AND d.seq > coalesce((SELECT e.seq FROM head AS h JOIN event AS e "
+                   "ON e.id = h.event_pk WHERE h.flow_id = f.flow_id), f.next_seq)) AS n FROM flow AS f")
+    wrong = [r for r in skipped if r[1] != r[2]]
+    assert not wrong, f"flows' discarded events behind the head (name, kept, recounted): {wrong}"
 
 
 def _check_tenants(rows: Any) -> None:

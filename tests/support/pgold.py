@@ -17,7 +17,7 @@ _UNDO = {
         "CREATE INDEX head_waiting ON head (dispatch_ms) WHERE NOT runnable AND dispatch_ms IS NOT NULL",
         "ALTER TABLE flow DROP COLUMN paused", "ALTER TABLE flow DROP COLUMN pause_reason",
         "ALTER TABLE flow DROP COLUMN pause_actor", "ALTER TABLE flow DROP COLUMN paused_ms",
-        "DROP INDEX event_discarded", "ALTER TABLE event DROP CONSTRAINT event_state_known",
+        "ALTER TABLE flow DROP COLUMN skipped", "ALTER TABLE event DROP CONSTRAINT event_state_known",
         "ALTER TABLE event DROP CONSTRAINT event_settled_when_final",
         "ALTER TABLE event ADD CHECK (state IN ('ready', 'inflight', 'acked', 'quarantined'))",
         "ALTER TABLE event ADD CHECK ((state = 'acked') = (settled_ms IS NOT NULL))",

@@ -166,10 +166,9 @@ class PgReads:
             {"now_ms": now_ms},
         ).fetchone()[0]
         # A named flow's backlog runs from its head's seq to its last seq,
-        # less the discarded events it will skip (through event_discarded).
+        # less the discarded events its head will pass (flow.skipped).
         top_flows = conn.execute(
-            "SELECT f.name, f.next_seq - e.seq - (SELECT count(*) FROM event AS d WHERE d.flow_id = h.flow_id "
-            "AND d.seq > e.seq AND d.state = 'discarded') AS backlog FROM head AS h JOIN event AS e ON e.id = h.event_pk "
+            "SELECT f.name, f.next_seq - e.seq - f.skipped AS backlog FROM head AS h JOIN event AS e ON e.id = h.event_pk "
             "JOIN flow AS f ON f.flow_id = h.flow_id ORDER BY backlog DESC, f.name LIMIT %(top)s",
             {"top": top},
         ).fetchall() if top else []

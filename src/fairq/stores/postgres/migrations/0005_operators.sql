@@ -29,9 +29,6 @@ ALTER TABLE event ADD CONSTRAINT event_state_known
 ALTER TABLE event DROP CONSTRAINT IF EXISTS event_settled_when_final;
 ALTER TABLE event ADD CONSTRAINT event_settled_when_final
     CHECK ((state IN ('acked', 'discarded')) = (settled_ms IS NOT NULL));
--- Discarded events by their place in their flow: how many a flow's backlog
--- skips (counted from its head on), without reading the rest of the flow.
-CREATE INDEX IF NOT EXISTS event_discarded ON event (flow_id, seq) WHERE state = 'discarded';
 
 -- A flow's pause: while paused, its head is never claimed. Who paused it,
 -- why and when (the queue's clock).
@@ -39,6 +36,11 @@ ALTER TABLE flow ADD COLUMN IF NOT EXISTS paused boolean NOT NULL DEFAULT false;
 ALTER TABLE flow ADD COLUMN IF NOT EXISTS pause_reason text;
 ALTER TABLE flow ADD COLUMN IF NOT EXISTS pause_actor text;
 ALTER TABLE flow ADD COLUMN IF NOT EXISTS paused_ms bigint;
+-- How many discarded events wait behind the flow's head, for its head to
+-- pass them: its backlog (next_seq - the head's seq) less these, without
+-- reading the flow's events (no index on event names its state, so claims
+-- and settles stay heap-only updates).
+ALTER TABLE flow ADD COLUMN IF NOT EXISTS skipped bigint NOT NULL DEFAULT 0 CHECK (skipped >= 0);
 
 -- A head of a paused flow (head.paused = its flow's paused) is out of the
 -- rotation: never runnable, and not in head_waiting, so neither a claim's

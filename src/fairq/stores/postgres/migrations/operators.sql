@@ -94,6 +94,10 @@ BEGIN
                 || CASE WHEN r.state = 'quarantined' THEN ',"replaced_reason":' || coalesce(to_json(r.reason)::text, 'null')
                         ELSE '' END
                 || ',"state":"' || r.state || '"}');
+        IF r.head_pk IS NULL AND r.flow_id IS NOT NULL THEN
+            -- Behind its flow's head: one more the head will pass (the flow is locked above).
+            UPDATE flow SET skipped = skipped + 1 WHERE flow_id = r.flow_id;
+        END IF;
         IF r.head_pk IS NOT NULL THEN
             -- The event leaves its head row; a runnable tenanted head is one fewer on its tenant.
             DELETE FROM head WHERE event_pk = r.id;
@@ -110,8 +114,14 @@ BEGIN
                 FROM event AS x JOIN flow AS f ON f.flow_id = x.flow_id
                 WHERE x.flow_id = r.flow_id AND x.seq > r.seq AND x.state NOT IN ('acked', 'discarded')
                 ORDER BY x.seq LIMIT 1
-                RETURNING head.dispatch_ms, head.paused INTO n;
-                IF FOUND AND NOT n.paused THEN
+                RETURNING head.dispatch_ms, head.paused,
+                          (SELECT x2.seq FROM event AS x2 WHERE x2.id = head.event_pk) AS seq INTO n;
+                v_found := FOUND;
+                -- The discarded events between it and the new head are passed
+                -- (none left behind a flow without a head).
+                UPDATE flow SET skipped = CASE WHEN v_found THEN skipped - (n.seq - r.seq - 1) ELSE 0 END
+                WHERE flow_id = r.flow_id AND skipped > 0;
+                IF v_found AND NOT n.paused THEN
                     IF n.dispatch_ms <= v_now THEN
                         v_ready := v_ready + 1;
                     ELSE

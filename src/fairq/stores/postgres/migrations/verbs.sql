@@ -737,15 +737,24 @@ BEGIN
         -- for the next claim to make it runnable (and count it on its
         -- tenant): a settle never writes the tenant row for it. In a paused
         -- flow it stays out of the rotation (flow.paused, under the flow lock).
-        WITH n AS (INSERT INTO head (event_pk, flow_id, pass, turn, dispatch_ms, runnable, tenant_id, paused)
-                   SELECT e.id, e.flow_id, c.pass, c.turn, e.next_at_ms,
-                          e.next_at_ms <= v_now AND e.tenant_id IS NULL AND NOT f.paused, e.tenant_id, f.paused
-                   FROM unnest(v_ack_flow, v_ack_seq, v_ack_pass, v_ack_turn) AS c(flow, seq, pass, turn)
-                   JOIN flow AS f ON f.flow_id = c.flow
-                   JOIN LATERAL (SELECT x.id, x.flow_id, x.next_at_ms, x.tenant_id FROM event AS x
-                                 WHERE x.flow_id = c.flow AND x.seq > c.seq AND x.state NOT IN ('acked', 'discarded')
-                                 ORDER BY x.seq LIMIT 1) AS e ON true
-                   WHERE c.flow IS NOT NULL
+        -- The discarded events it passes leave the flow's count of them
+        -- (written only for a flow that has any).
+        WITH nx AS (SELECT c.flow, c.seq AS old_seq, c.pass, c.turn, f.paused, f.skipped, e.id, e.seq,
+                           e.next_at_ms, e.tenant_id
+                    FROM unnest(v_ack_flow, v_ack_seq, v_ack_pass, v_ack_turn) AS c(flow, seq, pass, turn)
+                    JOIN flow AS f ON f.flow_id = c.flow
+                    LEFT JOIN LATERAL (SELECT x.id, x.seq, x.next_at_ms, x.tenant_id FROM event AS x
+                                       WHERE x.flow_id = c.flow AND x.seq > c.seq
+                                             AND x.state NOT IN ('acked', 'discarded')
+                                       ORDER BY x.seq LIMIT 1) AS e ON true
+                    WHERE c.flow IS NOT NULL),
+             sk AS (UPDATE flow AS f SET skipped = CASE WHEN nx.id IS NULL THEN 0
+                                                        ELSE f.skipped - (nx.seq - nx.old_seq - 1) END
+                    FROM nx WHERE nx.skipped > 0 AND f.flow_id = nx.flow),
+             n AS (INSERT INTO head (event_pk, flow_id, pass, turn, dispatch_ms, runnable, tenant_id, paused)
+                   SELECT nx.id, nx.flow, nx.pass, nx.turn, nx.next_at_ms,
+                          nx.next_at_ms <= v_now AND nx.tenant_id IS NULL AND NOT nx.paused, nx.tenant_id, nx.paused
+                   FROM nx WHERE nx.id IS NOT NULL
                    RETURNING head.runnable, head.dispatch_ms, head.paused)
         SELECT count(*) FILTER (WHERE n.dispatch_ms <= v_now AND NOT n.paused),
                min(n.dispatch_ms) FILTER (WHERE n.dispatch_ms > v_now AND NOT n.paused)
