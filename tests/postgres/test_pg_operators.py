@@ -50,7 +50,7 @@ def test_an_upgrade_to_discard_and_pause_keeps_every_row_and_then_both_work(pg_u
     assert not any("discarded" in c for c in checks)  # the old state checks, as version 7 had them
     before = stored(pg_url)
     with fairq.Queue(pg_url, clock="model") as q:
-        assert q.schema_version == schema.LATEST == 8
+        assert q.schema_version == schema.LATEST >= 8
         assert stored(pg_url) == before  # every row as it was
         assert rows(pg_url, "SELECT count(*) FROM head WHERE paused")[0][0] == 0
         check_pg_invariants(pg_url)
