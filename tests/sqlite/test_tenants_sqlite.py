@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 import fairq
+from fairq.kernel import rules, tenants
 from helpers import check_invariants
 
 
@@ -117,6 +118,115 @@ def test_every_verb_keeps_each_tenants_count_of_runnable_heads_exact(make_queue,
     check_invariants(db_path)
     assert q.stats(now=now).counts["ready"] == q.stats(now=now).counts["inflight"] == 0
     assert rows(db_path, "SELECT sum(runnable) FROM tenant") == [(0,)]
+
+
+class TwoLevelModel:
+    """The shared design's claim order, kept in memory with the kernel's rules:
+    heads of no tenant by (pass, turn); tenants with a runnable head by (pass,
+    turn), each claim taking its lowest head; one turn counter for all."""
+
+    def __init__(self) -> None:
+        self.vtime = self.tail = self.turn = 0
+        self.tenants: dict[str, dict[str, int]] = {}
+        self.weights: dict[str, int] = {}  # flow weights (1 unless set)
+        self.flows: dict[str, list[str]] = {}  # unacked events of each flow (unordered: its own id)
+        self.owner: dict[str, str | None] = {}  # each flow's tenant
+        self.heads: dict[str, list[int]] = {}  # flow -> [pass, turn, leased]
+
+    def next_turn(self) -> int:
+        self.turn += 1
+        return self.turn
+
+    def enqueue(self, event_id: str, flow: str | None, tenant: str | None) -> None:
+        key = flow if flow is not None else event_id
+        self.owner.setdefault(key, tenant)
+        events = self.flows.setdefault(key, [])
+        events.append(event_id)
+        if len(events) > 1:
+            return  # the flow has a head already
+        if tenant is None:
+            self.heads[key] = [rules.join_pass(self.tail), self.next_turn(), 0]
+            return
+        t = self.tenants.setdefault(tenant, {"pass": 0, "turn": 0, "vtime": 0, "tail": 0, "weight": 1})
+        busy = any(self.owner[f] == tenant for f in self.heads if f != key)
+        joined = tenants.join(tail=self.tail, tenant_tail=t["tail"], tenant_pass=t["pass"] if busy else None)
+        if not busy:
+            t["pass"], t["turn"] = joined.tenant_pass, self.next_turn()
+        self.heads[key] = [joined.flow_pass, self.next_turn(), 0]
+
+    def claim(self) -> str | None:
+        free = {f: h for f, h in self.heads.items() if not h[2]}
+        mine = [(h[0], h[1], f) for f, h in free.items() if self.owner[f] is None]
+        theirs = [(t["pass"], t["turn"], name) for name, t in self.tenants.items()
+                  if any(self.owner[f] == name for f in free)]
+        u, t = min(mine, default=None), min(theirs, default=None)
+        if u is None and t is None:
+            return None
+        if t is not None and (u is None or t[:2] < u[:2]):
+            name = t[2]
+            tenant = self.tenants[name]
+            _, _, flow = min((h[0], h[1], f) for f, h in free.items() if self.owner[f] == name)
+            head = self.heads[flow]
+            step = tenants.tenant_step(tenant["pass"], tenant["weight"], head[0], self.weights.get(flow, 1),
+                                       vtime=self.vtime, tail=self.tail, tenant_vtime=tenant["vtime"],
+                                       tenant_tail=tenant["tail"])
+            tenant["pass"], tenant["turn"] = step.tenant.pass_, self.next_turn()
+            self.vtime, self.tail = step.tenant.vtime, step.tenant.tail
+            head[:] = [step.flow.pass_, self.next_turn(), 1]
+            tenant["vtime"], tenant["tail"] = step.flow.vtime, step.flow.tail
+        else:
+            flow = u[2]
+            head = self.heads[flow]
+            step1 = rules.rotate(head[0], self.weights.get(flow, 1), vtime=self.vtime, tail=self.tail)
+            self.vtime, self.tail = step1.vtime, step1.tail
+            head[:] = [step1.pass_, self.next_turn(), 1]
+        return self.flows[flow][0]
+
+    def ack(self, event_id: str) -> None:
+        flow = next(f for f, events in self.flows.items() if events and events[0] == event_id)
+        self.flows[flow].pop(0)
+        if self.flows[flow]:
+            self.heads[flow][2] = 0  # the next event inherits the flow's place
+        else:
+            del self.heads[flow]
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_claims_follow_the_two_level_design_exactly(q: fairq.Queue, seed: int) -> None:
+    rng = random.Random(seed)
+    model = TwoLevelModel()
+    owners = {"a": "T1", "b": "T1", "c": "T1", "d": "T2", "e": None, "f": None, "g": "T3", "h": "T3"}
+    for name, weight in (("T1", 2), ("T3", 3)):
+        q.set_tenant(name, weight=weight, now=0)
+        model.tenants[name] = {"pass": 0, "turn": 0, "vtime": 0, "tail": 0, "weight": weight}
+    for flow, weight in (("a", 3), ("e", 2)):
+        q.set_weight(flow, weight)
+        model.weights[flow] = weight
+    held: list[fairq.Lease] = []
+    counter = claimed = 0
+    for _ in range(400):
+        action = rng.choice(["enqueue", "enqueue", "claim", "claim_many", "ack"])
+        if action == "enqueue":
+            batch = []
+            for _ in range(rng.randint(1, 4)):
+                counter += 1
+                flow = rng.choice([*owners, None])
+                tenant = owners[flow] if flow is not None else rng.choice([None, "T1", "T2", "T4"])
+                batch.append((f"e{counter}", {}, flow, tenant))
+                model.enqueue(f"e{counter}", flow, tenant)
+            q.enqueue_many(batch, now=0)
+        elif action in ("claim", "claim_many"):
+            n = 1 if action == "claim" else rng.randint(2, 6)
+            leases = q.claim_many(n, now=0)
+            expected = [e for e in (model.claim() for _ in range(n)) if e is not None]
+            assert [lease.event_id for lease in leases] == expected
+            held += leases
+            claimed += len(leases)
+        elif held:
+            lease = held.pop(rng.randrange(len(held)))
+            q.ack(lease, now=0)
+            model.ack(lease.event_id)
+    assert claimed > 60
 
 
 def capped_lone(path: Path) -> set[str]:

@@ -1,7 +1,8 @@
 """A queue as an older fairq left it: made by this fairq, then taken back to
 schema version `version` (what the later steps added is dropped and their
-rows in fairq_schema deleted), so that an open upgrades it again. The
-steps from version 7 on are written to be applied again harmlessly."""
+rows in fairq_schema deleted), so that an open upgrades it again. Only
+the tables' steps are taken back: the functions stay this fairq's until an
+open applies them again."""
 
 from __future__ import annotations
 
@@ -13,6 +14,13 @@ psycopg = require_psycopg()
 _UNDO = {
     2: ["DROP INDEX audit_misfire", "DROP INDEX flow_name_bytes"],
     3: ["ALTER TABLE queue_clock DROP COLUMN mode"],
+    7: ["DROP INDEX head_tenant_rotation", "DROP INDEX head_tenant", "DROP INDEX head_rotation",
+        "CREATE INDEX head_rotation ON head (pass, turn) WHERE runnable",
+        "ALTER TABLE head DROP COLUMN tenant_id", "ALTER TABLE event DROP COLUMN tenant_id",
+        "ALTER TABLE flow DROP COLUMN tenant_id", "DROP TABLE tenant",
+        "ALTER TABLE audit DROP CONSTRAINT audit_action_check",
+        "ALTER TABLE audit ADD CONSTRAINT audit_action_check CHECK (action IN ('retry', 'quarantine', "
+        "'expired', 'redrive', 'misfire', 'clock_reset', 'policy_set'))"],
 }
 
 

@@ -35,24 +35,21 @@ from .txn import TxnCore
 # id is never in both tables). Both read by the event_id indexes. A
 # tombstone knows its tenant through its named flow; of an unordered event
 # it does not (the last column: whether the tenant is known).
-_TENANT_OF = "(SELECT n.name FROM tenant AS n WHERE n.tenant_id = {})"
 _KNOWN = (
-    "SELECT e.event_id, f.name, e.seq, e.body, " + _TENANT_OF.format("e.tenant_id") + ", 1 FROM event AS e "
-    "LEFT JOIN flow AS f ON f.flow_id = e.flow_id "
+    "SELECT e.event_id, f.name, e.seq, e.body, (SELECT n.name FROM tenant AS n WHERE n.tenant_id = e.tenant_id), "
+    "1 FROM event AS e LEFT JOIN flow AS f ON f.flow_id = e.flow_id "
     "WHERE e.event_id IN (SELECT value FROM json_each(:ids)) "
     "UNION ALL "
-    "SELECT t.event_id, f.name, t.seq, t.body_hash, " + _TENANT_OF.format("f.tenant_id") + ", "
-    "t.flow_id IS NOT NULL FROM tombstone AS t "
-    "LEFT JOIN flow AS f ON f.flow_id = t.flow_id "
+    "SELECT t.event_id, f.name, t.seq, t.body_hash, (SELECT n.name FROM tenant AS n WHERE n.tenant_id = f.tenant_id), "
+    "t.flow_id IS NOT NULL FROM tombstone AS t LEFT JOIN flow AS f ON f.flow_id = t.flow_id "
     "WHERE t.event_id IN (SELECT value FROM json_each(:ids))"
 )
 _KNOWN_ONE = (
-    "SELECT e.event_id, f.name, e.seq, e.body, " + _TENANT_OF.format("e.tenant_id") + ", 1 FROM event AS e "
-    "LEFT JOIN flow AS f ON f.flow_id = e.flow_id WHERE e.event_id = :id "
+    "SELECT e.event_id, f.name, e.seq, e.body, (SELECT n.name FROM tenant AS n WHERE n.tenant_id = e.tenant_id), "
+    "1 FROM event AS e LEFT JOIN flow AS f ON f.flow_id = e.flow_id WHERE e.event_id = :id "
     "UNION ALL "
-    "SELECT t.event_id, f.name, t.seq, t.body_hash, " + _TENANT_OF.format("f.tenant_id") + ", "
-    "t.flow_id IS NOT NULL FROM tombstone AS t "
-    "LEFT JOIN flow AS f ON f.flow_id = t.flow_id WHERE t.event_id = :id"
+    "SELECT t.event_id, f.name, t.seq, t.body_hash, (SELECT n.name FROM tenant AS n WHERE n.tenant_id = f.tenant_id), "
+    "t.flow_id IS NOT NULL FROM tombstone AS t LEFT JOIN flow AS f ON f.flow_id = t.flow_id WHERE t.event_id = :id"
 )
 
 
@@ -146,6 +143,8 @@ def _insert_events(tx: TxnCore, items: list[NewEvent], now_ms: int) -> dict[str,
     for p in placed(items, flows, now_ms):
         item, next_at = p.item, p.next_at_ms
         tenant = None if item.tenant is None else tenants[item.tenant]
+        if tenant is not None:
+            tenant.ready += 1
         if p.head:
             runnable = int(next_at <= now_ms)
             if tenant is None:

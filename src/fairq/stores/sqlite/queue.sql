@@ -54,9 +54,11 @@ CREATE TABLE tenant (
     -- The rotation among the tenant's own flows: its heads join at tail.
     vtime         INTEGER NOT NULL DEFAULT 0 CHECK (vtime >= 0),
     tail          INTEGER NOT NULL DEFAULT 0 CHECK (tail >= vtime),
-    -- How many of its heads are runnable: every verb that changes a head's
-    -- runnable flag adds its change here, in the same transaction.
+    -- How many of its heads are runnable, and of its events are ready: every
+    -- verb that changes a head's runnable flag or an event's state adds its
+    -- change here, in the same transaction.
     runnable      INTEGER NOT NULL DEFAULT 0 CHECK (runnable >= 0),
+    ready_n       INTEGER NOT NULL DEFAULT 0 CHECK (ready_n >= 0),
     -- A claim found it at a limit: skipped until then (0: not held). A settle
     -- of one of its leases lets it go at once (a slot may be free).
     held_until_ms INTEGER NOT NULL DEFAULT 0 CHECK (held_until_ms >= 0),
@@ -137,12 +139,10 @@ CREATE INDEX event_waiting ON event (dispatch_ms) WHERE runnable = 0 AND dispatc
 -- Heads without a tenant claimable now, in rotation order.
 CREATE INDEX event_rotation ON event (pass, turn) WHERE runnable = 1 AND tenant_id IS NULL;
 -- Each tenant's heads claimable now, in its own rotation order.
-CREATE INDEX event_tenant_rotation ON event (tenant_id, pass, turn) WHERE runnable = 1 AND tenant_id IS NOT NULL;
+CREATE INDEX event_tenant_rotation ON event (tenant_id, pass, turn) WHERE tenant_id IS NOT NULL AND runnable = 1;
 -- Each tenant's heads, by lease end (NULL unless leased; every leased event
 -- is a head): whether a tenant has any head, and its live leases counted.
 CREATE INDEX event_tenant_heads ON event (tenant_id, lease_until_ms) WHERE tenant_id IS NOT NULL AND pass IS NOT NULL;
--- Each tenant's ready events (a listing of tenants counts them).
-CREATE INDEX event_tenant_ready ON event (tenant_id) WHERE tenant_id IS NOT NULL AND state = 'ready';
 -- The dead-letter view: quarantined events are few, and operators list them.
 CREATE INDEX event_quarantined ON event (id) WHERE state = 'quarantined';
 

@@ -121,13 +121,14 @@ class SqliteReads:
         # Named flows in name order, resuming after `after` through flow.name's
         # unique index (keyset paging); each head found as flow_head finds it.
         # Each flow's tenant by the tenant's key.
-        tenant = "(SELECT t.name FROM tenant AS t WHERE t.tenant_id = flow.tenant_id)"
         if after is None:
             rows = self.connection.execute(
-                f"SELECT name, weight, {tenant} FROM flow ORDER BY name LIMIT :limit", {"limit": limit}).fetchall()
+                "SELECT name, weight, (SELECT t.name FROM tenant AS t WHERE t.tenant_id = flow.tenant_id) "
+                "FROM flow ORDER BY name LIMIT :limit", {"limit": limit}).fetchall()
         else:
             rows = self.connection.execute(
-                f"SELECT name, weight, {tenant} FROM flow WHERE name > :after ORDER BY name LIMIT :limit",
+                "SELECT name, weight, (SELECT t.name FROM tenant AS t WHERE t.tenant_id = flow.tenant_id) "
+                "FROM flow WHERE name > :after ORDER BY name LIMIT :limit",
                 {"after": after, "limit": limit}).fetchall()
         out = []
         for name, weight, tenant_name in rows:

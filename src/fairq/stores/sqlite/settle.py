@@ -39,9 +39,12 @@ def _held(tx: TxnCore, event_ids: list[str], tenants: dict[int, int] | None = No
     # without a JSON list.
     if len(event_ids) == 1:
         row = tx.cursor.execute(_FENCE_ONE, {"id": event_ids[0]}).fetchone()
-        rows = [] if row is None else [row]
-    else:
-        rows = tx.connection.execute(_FENCE_MANY, {"ids": json.dumps(event_ids)}).fetchall()
+        if row is None:
+            return {}
+        if row[13] is not None and tenants is not None:
+            tenants[row[1]] = row[13]
+        return {row[0]: Held._make(row[:13])}
+    rows = tx.connection.execute(_FENCE_MANY, {"ids": json.dumps(event_ids)}).fetchall()
     if tenants is not None:
         tenants.update((row[1], row[13]) for row in rows if row[13] is not None)
     return {row[0]: Held._make(row[:13]) for row in rows}
@@ -108,8 +111,9 @@ def settle_many(
 
 def _count_tenants(tx: TxnCore, judged: Judged, tenants: dict[int, int], now_ms: int) -> None:
     """What a settle batch did to its tenants: each event that left inflight
-    ends its tenant's hold; each head it made runnable is counted (a
-    successor of an acked head of a tenant's flow becomes its head here)."""
+    ends its tenant's hold; each head it made runnable and each event it
+    made ready is counted (a successor of an acked head of a tenant's flow
+    becomes its head here)."""
     counts = Counts()
     for row in judged.acked:
         tenant = tenants.get(row.id)
@@ -124,10 +128,10 @@ def _count_tenants(tx: TxnCore, judged: Judged, tenants: dict[int, int], now_ms:
             counts.add(tenant, 0 if found is None else found[0])
     for row, next_at, _ in judged.retried:
         counts.lease_ended(tenants.get(row.id))
-        counts.add(tenants.get(row.id), int(next_at <= now_ms))
+        counts.add(tenants.get(row.id), int(next_at <= now_ms), ready=1)
     for row in judged.released:
         counts.lease_ended(tenants.get(row.id))
-        counts.add(tenants.get(row.id), 1)
+        counts.add(tenants.get(row.id), 1, ready=1)
     for row, _ in judged.quarantined:
         counts.lease_ended(tenants.get(row.id))
     counts.write(tx)
@@ -177,7 +181,7 @@ def redrive_many(tx: TxnCore, items: Sequence[tuple[str, int]], *, reason: str, 
             "WHERE id = :id AND state = 'quarantined'",
             {"id": row.id, "generation": generation, "now_ms": now_ms},
         )
-        counts.add(tenants.get(row.id), 1)  # its tenant has one more runnable head
+        counts.add(tenants.get(row.id), 1, ready=1)  # its tenant: one more runnable head, one more ready event
 
     results = redrive_each(tx, items, rows, write, reason=reason, actor=actor, now_ms=now_ms)
     counts.write(tx)

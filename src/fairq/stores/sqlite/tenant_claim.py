@@ -77,11 +77,13 @@ _LEASES = (
 )
 
 # The step a claim of the tenant took: its new place, its own rotation's
-# vtime and tail, its bucket after the token taken, and one runnable head
-# fewer (the one claimed).
+# vtime and tail, its bucket after the token taken, one runnable head fewer
+# (the one claimed) and one ready event fewer if it was ready (else its
+# lease had expired).
 _STEP = (
     "UPDATE tenant SET pass = :pass, turn = :turn, vtime = :vtime, tail = :tail, "
-    "tokens_milli = :tokens_milli, at_ms = :at_ms, runnable = runnable - 1 WHERE tenant_id = :tenant_id"
+    "tokens_milli = :tokens_milli, at_ms = :at_ms, runnable = runnable - 1, ready_n = ready_n - :was_ready "
+    "WHERE tenant_id = :tenant_id"
 )
 
 # Heads whose time has come (delay or backoff over, lease expired) enter the
@@ -176,9 +178,11 @@ class TenantLevel:
         verdict = claim_head(tx, head, vtime=tenant.vtime, tail=tenant.tail, owner=owner, now_ms=now_ms,
                              lease_until_ms=lease_until_ms, max_attempts=max_attempts)
         if verdict is None:
-            # Quarantined: the tenant does not move, and has one runnable head fewer.
-            tx.connection.execute("UPDATE tenant SET runnable = runnable - 1 WHERE tenant_id = :tenant_id",
-                                  {"tenant_id": tenant.tenant_id})
+            # Quarantined: the tenant does not move, and has one runnable head
+            # fewer (and one ready event fewer if it was ready).
+            tx.connection.execute(
+                "UPDATE tenant SET runnable = runnable - 1, ready_n = ready_n - :was_ready "
+                "WHERE tenant_id = :tenant_id", {"tenant_id": tenant.tenant_id, "was_ready": int(head.state == "ready")})
             return None
         row = tx.state_row()
         step = tenant_step(tenant.pass_, tenant.weight, head.pass_, head.weight or 1, vtime=row.vtime,
@@ -192,7 +196,8 @@ class TenantLevel:
         tx.connection.execute(_STEP, {
             "pass": step.tenant.pass_, "turn": tenant_turn, "vtime": step.flow.vtime, "tail": step.flow.tail,
             "tokens_milli": None if bucket is None else bucket.tokens_milli,
-            "at_ms": None if bucket is None else bucket.at_ms, "tenant_id": tenant.tenant_id})
+            "at_ms": None if bucket is None else bucket.at_ms, "was_ready": int(verdict.was_ready),
+            "tenant_id": tenant.tenant_id})
         return verdict, (lease_until_ms, owner, now_ms, step.flow.pass_, head_turn, lease_until_ms, head.id)
 
 

@@ -3,7 +3,7 @@ and the tenant of a named flow.
 
 Runs on a read snapshot or inside a write transaction; never writes. Each
 figure is read through an index of the tenant's own rows (its heads by
-lease end, its ready events, its flows), so a tenant's cost
+lease end, its flows), so a tenant's cost
 follows its own backlog, never the queue's. Whether a limit holds it back
 now is fairq.kernel.tenants.blocked_by's to say, at the read's time (not the
 hold a claim stored).
@@ -19,15 +19,14 @@ from ...kernel.tenants import MILLI, Bucket, blocked_by
 from ...types import TenantInfo
 
 # A tenant's settings and bucket, then its live leases (count and earliest
-# end), its ready events and its named flows.
+# end), its ready events (counted as they change) and its named flows.
 _SELECT_TENANT = (
     "SELECT t.name, t.weight, t.max_inflight, t.rate, t.burst, t.tokens_milli, t.at_ms, "
     "(SELECT count(*) FROM event INDEXED BY event_tenant_heads WHERE tenant_id = t.tenant_id "
     "AND pass IS NOT NULL AND lease_until_ms > :now_ms), "
     "(SELECT min(lease_until_ms) FROM event INDEXED BY event_tenant_heads WHERE tenant_id = t.tenant_id "
     "AND pass IS NOT NULL AND lease_until_ms > :now_ms), "
-    "(SELECT count(*) FROM event INDEXED BY event_tenant_ready WHERE tenant_id = t.tenant_id "
-    "AND state = 'ready'), "
+    "t.ready_n, "
     "(SELECT count(*) FROM flow INDEXED BY flow_tenant WHERE tenant_id = t.tenant_id) "
     "FROM tenant AS t "
 )

@@ -3,9 +3,10 @@ joined to the rotation by an enqueue, the count of runnable heads and the
 holds the other verbs keep, and set_tenant.
 
 Runs inside a queue write transaction (store.txn.TxnCore); never commits.
-tenant.runnable is exact: every verb that changes the runnable flag of a
-tenant's head adds the change here, in the same transaction (a claim does
-in store.tenant_claim). Where a head joins, and the token bucket's
+tenant.runnable and tenant.ready_n are exact: every verb that changes the
+runnable flag of a tenant's head, or the state of its event from or to
+ready, adds the change here, in the same transaction (a claim does in
+store.tenant_claim). Where a head joins, and the token bucket's
 settings, are fairq.kernel.tenants' to say.
 """
 
@@ -25,7 +26,7 @@ from .txn import TxnCore
 class Joining:
     """A tenant named by an enqueue batch, as the batch moves it."""
 
-    __slots__ = ("tenant_id", "name", "pass_", "turn", "tail", "has_head", "runnable", "joined")
+    __slots__ = ("tenant_id", "name", "pass_", "turn", "tail", "has_head", "runnable", "ready", "joined")
 
     def __init__(self, tenant_id: int, name: str, pass_: int, turn: int, tail: int, has_head: bool) -> None:
         self.tenant_id = tenant_id
@@ -35,6 +36,7 @@ class Joining:
         self.tail = tail
         self.has_head = has_head
         self.runnable = 0  # runnable heads the batch adds
+        self.ready = 0  # ready events the batch adds
         self.joined = False  # whether the batch put it back in the rotation
 
     def head_pass(self, tx: TxnCore) -> int:
@@ -68,14 +70,14 @@ def joining(tx: TxnCore, names: Iterable[str]) -> dict[str, Joining]:
 
 def write_joined(tx: TxnCore, tenants: Iterable[Joining]) -> None:
     """Store where an enqueue batch left its tenants: the place of each that
-    joined the rotation, and its new runnable heads."""
-    params = [{"tenant_id": t.tenant_id, "pass": t.pass_, "turn": t.turn, "runnable": t.runnable}
-              for t in tenants if t.joined or t.runnable]
+    joined the rotation, its new runnable heads and its new ready events."""
+    params = [{"tenant_id": t.tenant_id, "pass": t.pass_, "turn": t.turn, "runnable": t.runnable,
+               "ready": t.ready} for t in tenants if t.joined or t.runnable or t.ready]
     if params:
-        # tenant.runnable counts runnable heads: the batch's new ones are added.
+        # The counts of runnable heads and ready events: the batch's are added.
         tx.connection.executemany(
-            "UPDATE tenant SET pass = :pass, turn = :turn, runnable = runnable + :runnable "
-            "WHERE tenant_id = :tenant_id", params)
+            "UPDATE tenant SET pass = :pass, turn = :turn, runnable = runnable + :runnable, "
+            "ready_n = ready_n + :ready WHERE tenant_id = :tenant_id", params)
 
 
 def tenant_name(tx: TxnCore, tenant_id: int | None) -> str | None:
@@ -97,19 +99,25 @@ def flow_conflict(event_id: str, flow: str, stored: str | None, asked: str | Non
 
 
 class Counts:
-    """Changes to tenants' runnable counts, and tenants whose hold ends (one
-    of their leases ended), gathered by a verb and written once."""
+    """Changes to tenants' counts of runnable heads and ready events, and
+    tenants whose hold ends (one of their leases ended), gathered by a verb
+    and written once."""
 
-    __slots__ = ("_runnable", "_released")
+    __slots__ = ("_runnable", "_ready", "_released")
 
     def __init__(self) -> None:
         self._runnable: dict[int, int] = {}
+        self._ready: dict[int, int] = {}
         self._released: set[int] = set()
 
-    def add(self, tenant_id: int | None, runnable: int) -> None:
-        """A head of the tenant became runnable (+1) or stopped being so (-1)."""
-        if tenant_id is not None and runnable:
-            self._runnable[tenant_id] = self._runnable.get(tenant_id, 0) + runnable
+    def add(self, tenant_id: int | None, runnable: int, ready: int = 0) -> None:
+        """A head of the tenant became runnable (+1) or stopped being so (-1);
+        events of it became ready (+) or stopped being so (-)."""
+        if tenant_id is not None:
+            if runnable:
+                self._runnable[tenant_id] = self._runnable.get(tenant_id, 0) + runnable
+            if ready:
+                self._ready[tenant_id] = self._ready.get(tenant_id, 0) + ready
 
     def lease_ended(self, tenant_id: int | None) -> None:
         """An event of the tenant left inflight: a slot under its cap may be free."""
@@ -117,18 +125,19 @@ class Counts:
             self._released.add(tenant_id)
 
     def write(self, tx: TxnCore) -> None:
-        ids = self._released | {t for t, n in self._runnable.items() if n}
+        ids = self._released | set(self._runnable) | set(self._ready)
         if not ids:
             return
-        # runnable stays the count of the tenant's runnable heads; a hold ends
-        # when a lease ends, and the next claim judges the tenant again. A
-        # tenant neither changes nor is written (no page to sync).
+        # runnable and ready_n stay the counts of the tenant's runnable heads
+        # and ready events; a hold ends when a lease ends, and the next claim
+        # judges the tenant again. A tenant that does not change is not
+        # written (no page to sync).
         tx.connection.executemany(
-            "UPDATE tenant SET runnable = runnable + :runnable, "
+            "UPDATE tenant SET runnable = runnable + :runnable, ready_n = ready_n + :ready, "
             "held_until_ms = CASE WHEN :released THEN 0 ELSE held_until_ms END WHERE tenant_id = :tenant_id "
-            "AND (:runnable != 0 OR (:released AND held_until_ms > 0))",
-            [{"tenant_id": t, "runnable": self._runnable.get(t, 0), "released": int(t in self._released)}
-             for t in sorted(ids)])
+            "AND (:runnable != 0 OR :ready != 0 OR (:released AND held_until_ms > 0))",
+            [{"tenant_id": t, "runnable": self._runnable.get(t, 0), "ready": self._ready.get(t, 0),
+              "released": int(t in self._released)} for t in sorted(ids)])
 
 
 def set_tenant(tx: TxnCore, name: str, *, weight: int | None, max_inflight: int | None, rate: int | None,

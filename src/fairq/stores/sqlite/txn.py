@@ -68,16 +68,19 @@ _STATE_ROW = (
 # brings it along, so a claim of one head that promotes nothing reads no page
 # of its own. The head is found by one step into the rotation index, then by
 # id. The tenant level's three facts (StateRow.held_ms, tenant_ready,
-# any_tenant) are one index step each: with no tenant claimable, a claim
-# never looks at tenants again.
+# any_tenant) are one index step each (a queue without tenants takes only
+# the last, once): with no tenant claimable, a claim never looks at tenants
+# again.
 _STATE_ROW_AND_HEAD = (
     "SELECT s.now_ms, s.vtime, s.tail, s.turn, s.claim_lag, "
     "(SELECT min(dispatch_ms) FROM event WHERE runnable = 0 AND dispatch_ms IS NOT NULL), "
     "p.max_attempts, p.lease_ms, "
     "p.backoff_base_s, p.backoff_factor, p.backoff_cap_s, p.backoff_jitter, p.version, "
-    "(SELECT coalesce(min(held_until_ms), 0) FROM tenant WHERE held_until_ms > 0), "
-    "(SELECT min(pass) FROM tenant INDEXED BY tenant_rotation WHERE runnable > 0 AND held_until_ms = 0) "
-    "IS NOT NULL, "
+    "CASE WHEN (SELECT max(tenant_id) FROM tenant) IS NULL THEN 0 "
+    "ELSE (SELECT coalesce(min(held_until_ms), 0) FROM tenant WHERE held_until_ms > 0) END, "
+    "CASE WHEN (SELECT max(tenant_id) FROM tenant) IS NULL THEN 0 "
+    "ELSE (SELECT min(pass) FROM tenant INDEXED BY tenant_rotation WHERE runnable > 0 AND held_until_ms = 0) "
+    "IS NOT NULL END, "
     "(SELECT max(tenant_id) FROM tenant) IS NOT NULL, "
     "h.id, h.event_id, f.name, f.weight, h.seq, h.body, h.pass, h.state, "
     "h.generation, h.attempts, h.lifetime_attempts, h.lease_until_ms, h.owner, h.due_ms, h.first_claim_ms, "

@@ -86,7 +86,6 @@ DECLARE
     v_fl_ids bigint[];
     v_fl_first bigint[];
     v_fl_busy boolean[];
-    v_t_names text[];
     v_t_ids bigint[];
     v_n_ids text[] := '{}';
     v_n_seqs bigint[] := '{}';
@@ -179,16 +178,17 @@ BEGIN
             -- limits), before any flow is locked (in name order).
             INSERT INTO tenant (name) SELECT DISTINCT x FROM unnest(v_f_tenants) AS x WHERE x IS NOT NULL ORDER BY 1
             ON CONFLICT (name) DO NOTHING;
-            SELECT array_agg(te.name), array_agg(te.tenant_id) INTO v_t_names, v_t_ids
-            FROM tenant AS te WHERE te.name = ANY(v_f_tenants);
+            SELECT array_agg(te.tenant_id ORDER BY te.tenant_id) INTO v_t_ids
+            FROM tenant AS te WHERE te.name = ANY(ARRAY(SELECT DISTINCT x FROM unnest(v_f_tenants) AS x));
         END IF;
-        -- Each named flow: how many new events, and the tenant of its first.
-        SELECT array_agg(c.name ORDER BY c.name), array_agg(c.n ORDER BY c.name), array_agg(t.id ORDER BY c.name)
+        -- Each named flow: how many new events, and the tenant of its first
+        -- (each tenant by its name's key).
+        SELECT array_agg(c.name ORDER BY c.name), array_agg(c.n ORDER BY c.name),
+               array_agg((SELECT te.tenant_id FROM tenant AS te WHERE te.name = c.tenant) ORDER BY c.name)
         INTO v_names, v_counts, v_fl_tids
         FROM (SELECT x.flow AS name, count(*) AS n, (array_agg(x.tenant ORDER BY x.i))[1] AS tenant
               FROM unnest(v_f_flows, v_f_tenants) WITH ORDINALITY AS x(flow, tenant, i)
-              WHERE x.flow IS NOT NULL GROUP BY x.flow) AS c
-        LEFT JOIN unnest(v_t_names, v_t_ids) AS t(name, id) ON t.name = c.tenant;
+              WHERE x.flow IS NOT NULL GROUP BY x.flow) AS c;
         IF v_names IS NOT NULL THEN
             -- The flows are locked (flow before head before event, by
             -- flow_id) until commit: an ack of a flow's last event and this
@@ -226,13 +226,13 @@ BEGIN
         -- tail, and a tenant with no head at all joins at the queue's tail
         -- with a new turn, taken before its first head's) and a dispatch time.
         WITH p AS (SELECT n.i, n.event_id, fl.flow_id, p.o_seq AS seq, n.body, p.o_head AS head,
-                          p.o_next_at AS next_at, tn.id AS tenant_id
+                          p.o_next_at AS next_at,
+                          (SELECT te.tenant_id FROM tenant AS te WHERE te.name = n.tenant) AS tenant_id
                    FROM unnest(v_f_ids, v_f_flows, v_f_bodies, v_f_tenants)
                         WITH ORDINALITY AS n(event_id, flow, body, tenant, i)
                    JOIN fairq_placed(v_f_flows, v_f_delays, v_f_ats, v_now, v_fl_names, v_fl_first, v_fl_busy) AS p
                         ON p.o_i = n.i
-                   LEFT JOIN unnest(v_fl_names, v_fl_ids) AS fl(name, flow_id) ON fl.name = n.flow
-                   LEFT JOIN unnest(v_t_names, v_t_ids) AS tn(name, id) ON tn.name = n.tenant),
+                   LEFT JOIN unnest(v_fl_names, v_fl_ids) AS fl(name, flow_id) ON fl.name = n.flow),
              new AS (INSERT INTO event (event_id, flow_id, seq, body, state, created_ms, due_ms, next_at_ms, tenant_id)
                      SELECT p.event_id, p.flow_id, p.seq, p.body, 'ready', v_now, p.next_at, p.next_at, p.tenant_id
                      FROM p ORDER BY p.i

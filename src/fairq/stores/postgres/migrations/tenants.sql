@@ -71,11 +71,14 @@ BEGIN
     -- counted nor held is not written.
     WITH c AS (SELECT c.t, sum(c.n)::integer AS n FROM unnest(p_tenants, p_runnable) AS c(t, n)
                WHERE c.t IS NOT NULL GROUP BY c.t HAVING sum(c.n) <> 0),
-         locked AS (SELECT t.tenant_id FROM tenant AS t
-                    WHERE t.tenant_id = ANY(ARRAY(SELECT c.t FROM c)) OR (t.tenant_id = ANY(p_freed) AND t.held_until_ms > 0)
-                    ORDER BY t.tenant_id FOR NO KEY UPDATE)
-    UPDATE tenant AS t SET runnable = t.runnable + coalesce((SELECT c.n FROM c WHERE c.t = t.tenant_id), 0),
-        held_until_ms = CASE WHEN t.tenant_id = ANY(p_freed) THEN 0 ELSE t.held_until_ms END
+         f AS (SELECT DISTINCT x AS t FROM unnest(p_freed) AS x),
+         locked AS (SELECT t.tenant_id, coalesce(c.n, 0) AS n, f.t IS NOT NULL AS freed FROM tenant AS t
+                    LEFT JOIN c ON c.t = t.tenant_id LEFT JOIN f ON f.t = t.tenant_id
+                    WHERE t.tenant_id = ANY(ARRAY(SELECT c.t FROM c))
+                          OR (t.tenant_id = ANY(ARRAY(SELECT f.t FROM f)) AND t.held_until_ms > 0)
+                    ORDER BY t.tenant_id FOR NO KEY UPDATE OF t)
+    UPDATE tenant AS t SET runnable = t.runnable + locked.n,
+        held_until_ms = CASE WHEN locked.freed THEN 0 ELSE t.held_until_ms END
     FROM locked WHERE t.tenant_id = locked.tenant_id;
 END
 $$;

@@ -298,7 +298,8 @@ DECLARE
     v_tid bigint;
     v_tpass bigint;
     v_tturn bigint;
-    v_t_skip bigint[] := '{}';
+    v_t_past bigint := -1;
+    v_t_past_turn bigint := -1;
     v_t_held bigint := 0;
     v_t_claimed bigint[] := '{}';
     v_live bigint;
@@ -337,22 +338,24 @@ BEGIN
     IF v_pt IS NOT NULL OR EXISTS (SELECT FROM tenant AS te WHERE te.held_until_ms > 0 AND te.held_until_ms <= v_now)
     THEN
         WITH c AS (SELECT c.t, c.n FROM unnest(v_pt, v_pn) AS c(t, n)),
-             locked AS (SELECT te.tenant_id FROM tenant AS te
+             locked AS (SELECT te.tenant_id, coalesce(c.n, 0) AS n FROM tenant AS te LEFT JOIN c ON c.t = te.tenant_id
                         WHERE te.tenant_id = ANY(coalesce(v_pt, '{}'))
                               OR (te.held_until_ms > 0 AND te.held_until_ms <= v_now)
-                        ORDER BY te.tenant_id FOR NO KEY UPDATE),
-             u AS (UPDATE tenant AS te SET runnable = te.runnable + coalesce((SELECT c.n FROM c WHERE c.t = te.tenant_id), 0),
+                        ORDER BY te.tenant_id FOR NO KEY UPDATE OF te),
+             u AS (UPDATE tenant AS te SET runnable = te.runnable + locked.n,
                        held_until_ms = CASE WHEN te.held_until_ms <= v_now THEN 0 ELSE te.held_until_ms END
                    FROM locked WHERE te.tenant_id = locked.tenant_id RETURNING te.tenant_id)
         SELECT coalesce(max(u.tenant_id), 0) INTO v_t_held FROM u;
     END IF;
     WHILE v_claims < p_n LOOP
         v_want := p_n - v_claims;
-        -- The claimable tenant with the lowest place (through tenant_rotation),
-        -- not yet passed over by this claim.
+        -- The claimable tenant with the lowest place (through tenant_rotation)
+        -- after the last one this claim passed over: a tenant is passed over
+        -- only while it is the lowest, and claims only move tenants up, so
+        -- every tenant not passed over is placed after it.
         v_tid := NULL;
         SELECT te.tenant_id, te.pass, te.turn INTO v_tid, v_tpass, v_tturn FROM tenant AS te
-        WHERE te.runnable > 0 AND te.held_until_ms = 0 AND NOT (te.tenant_id = ANY(v_t_skip))
+        WHERE te.runnable > 0 AND te.held_until_ms = 0 AND (te.pass, te.turn) > (v_t_past, v_t_past_turn)
         ORDER BY te.pass, te.turn LIMIT 1;
         IF v_tid IS NULL THEN
             v_tpass := 9223372036854775807;
@@ -377,7 +380,8 @@ BEGIN
             ELSE
                 SELECT te.* INTO t FROM tenant AS te WHERE te.tenant_id = v_tid FOR NO KEY UPDATE SKIP LOCKED;
                 IF NOT FOUND THEN
-                    v_t_skip := v_t_skip || v_tid;
+                    v_t_past := v_tpass;
+                    v_t_past_turn := v_tturn;
                     CONTINUE;
                 END IF;
             END IF;
@@ -403,7 +407,8 @@ BEGIN
                             v_hold := coalesce(v_end, v_until);
                         END IF;
                     ELSE
-                        v_t_skip := v_t_skip || v_tid;
+                        v_t_past := v_tpass;
+                        v_t_past_turn := v_tturn;
                         CONTINUE;
                     END IF;
                 END IF;
@@ -414,7 +419,8 @@ BEGIN
             IF v_hold IS NOT NULL THEN
                 -- Held back without losing its place; claims skip it until then.
                 UPDATE tenant SET held_until_ms = greatest(v_hold, 1) WHERE tenant_id = v_tid;
-                v_t_skip := v_t_skip || v_tid;
+                v_t_past := v_tpass;
+                v_t_past_turn := v_tturn;
                 CONTINUE;
             END IF;
             -- Its candidates, in its own rotation order, through head_tenant_rotation.
@@ -425,7 +431,8 @@ BEGIN
                   WHERE h.tenant_id = v_tid AND h.runnable AND NOT (h.event_pk = ANY(v_seen))
                   ORDER BY h.pass, h.turn LIMIT 4) AS c;
             IF v_cand_pk IS NULL THEN
-                v_t_skip := v_t_skip || v_tid;
+                v_t_past := v_tpass;
+                v_t_past_turn := v_tturn;
                 CONTINUE;
             END IF;
             v_want := 1;
