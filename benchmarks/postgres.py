@@ -6,6 +6,7 @@
     python3 benchmarks/postgres.py --url postgresql://user@host:port/db --output results.json
     python3 benchmarks/postgres.py --only trips  # some sections only: drains, trips, cost, worker
     python3 benchmarks/postgres.py --only peers --repeat 3  # fairq beside procrastinate and PgQueuer
+    python3 benchmarks/postgres.py --only tenants --tenant-events 100000 --tenants 10000  # tenants, smaller
 
 Without --url it starts its own throwaway PostgreSQL cluster (initdb, as the
 `postgres` user when run as root) with fsync on, synchronous_commit on and
@@ -71,6 +72,14 @@ Sections and what each figure means:
    peer" per column. A peer that is not installed is skipped, saying why
    (pip install procrastinate pgqueuer, or the project's `bench` extra).
 
+7. tenants (benchmarks/tenants.py, on PostgreSQL): B's 50 jobs behind A's
+   5,000 with 4 worker processes and a 2 ms handler (B's last completion
+   index; the drain time ÷ the same drain without tenants), and the claim
+   cost with --tenant-events (default 1M) waiting in --tenants flows
+   (default 100k): without tenants, a tenant per flow, 10 tenants, and beside
+   --capped (default 10k) tenants at their cap; benchmarks/tenants.py says
+   exactly what each figure is.
+
 --output FILE writes every figure (and each run's raw numbers) as JSON.
 """
 
@@ -100,6 +109,7 @@ import fairq  # noqa: E402
 import pg_peers  # noqa: E402
 import pg_report  # noqa: E402
 import pg_trips  # noqa: E402
+import tenants as tenant_bench  # noqa: E402
 import pgcluster  # noqa: E402
 import pgops  # noqa: E402
 from latency_proxy import LatencyProxy, select1_ms  # noqa: E402
@@ -110,8 +120,9 @@ SPAWN = multiprocessing.get_context("spawn")
 FLOWS = 100
 BATCH = 10_000
 CLAIM_BATCH = 100  # items per claim_many / settle_many in the batch drains
-SECTIONS = ("drains", "trips", "cost", "worker")
+SECTIONS = ("drains", "trips", "cost", "worker", "tenants")
 OPTIONAL = ("peers",)  # run only when --only names them
+TENANT_FLAGS = {"events": "tenant-events"}  # --events is the drains'
 
 FULL = {"events": 4_000, "batch_events": 40_000, "workers": (1, 4, 8, 16), "repeat": 3, "small": 1_000,
         "backlog": 1_000_000, "blocked": 100_000, "claims": 500, "worker_events": 4_000,
@@ -359,6 +370,7 @@ def arguments() -> tuple[argparse.Namespace, dict[str, Any]]:
                         help=f"sections to run, of {','.join(SECTIONS + OPTIONAL)} (default {','.join(SECTIONS)})")
     parser.add_argument("--peer-jobs", type=int, help="no-op jobs per peers run (default 2,000; --quick 200)")
     parser.add_argument("--shared-buffers", default="256MB", help="of the throwaway cluster (default 256MB)")
+    tenant_bench.add_size_flags(parser, rename=TENANT_FLAGS)
     args = parser.parse_args()
     sizes = dict(QUICK if args.quick else FULL)
     for key in ("events", "batch_events", "repeat", "backlog", "peer_jobs"):
@@ -404,6 +416,11 @@ def main() -> None:
             run_worker(targets, sizes, results)
         if "peers" in only:
             pg_peers.run(server, sizes["peer_jobs"], sizes["repeat"], results)
+        if "tenants" in only:
+            results["tenants"] = tenant_bench.run(lambda: targets.fresh("postgres"),
+                                                  tenant_bench.sizes_from(args, args.quick, TENANT_FLAGS),
+                                                  sizes["repeat"], progress, prepare=analyze)
+            print("\n## Tenants\n", *tenant_bench.table(results["tenants"]), sep="\n")
     results["load_average_end"] = os.getloadavg()
     results["seconds"] = time.monotonic() - began
     print(f"\n# {results['seconds']:.0f} s; load average at the end "

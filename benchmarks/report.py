@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import contention
+import tenants
 
 SYNCS = ("full", "normal")
 
@@ -23,6 +24,13 @@ TARGETS = [
      ">=", 4.0),
     ("worst flow's share / mean, 4 processes, 4 equal flows",
      lambda r: r["contention"]["fairness"]["worst_share_over_mean"], ">=", 0.8),
+    ("tenants A/B: B's last job's completion index", lambda r: r["tenants"]["ab"]["tenants"]["b_last_index"],
+     "<=", 150),
+    ("tenants A/B: drain time with tenants / without", lambda r: r["tenants"]["ab"]["drain_ratio"], "<=", 1.2),
+    ("claim+settle, events in 100k tenants vs in 10", lambda r: r["tenants"]["cost"]["each"]["ratio"]
+     / r["tenants"]["cost"]["few"]["ratio"], "<=", 1.3),
+    ("claim+settle beside 10k capped tenants vs without", lambda r: r["tenants"]["cost"]["capped"]["ratio"]
+     / r["tenants"]["cost"]["each"]["ratio"], "<=", 1.3),
     ("4-process drain duplicates+losses+errors", lambda r: sum(
         r[f"drain_{s}"]["fairq"][k] for s in SYNCS for k in ("duplicates", "losses", "errors")), "<=", 0),
 ]
@@ -77,6 +85,8 @@ def table(results: dict[str, Any]) -> str:
         lines.append(f"| 1,000 + {b['blocked_flows']:,} blocked ({b['quarantined']:,} quarantined, "
                      f"{b['backing_off']:,} backing off) | 1,000 | {b['median_us']:.0f} | "
                      f"{b['ratio_to_1k']:.2f} |")
+    if "tenants" in results:
+        lines += ["", *tenants.table(results["tenants"])]
     lines += ["", "| target | measured | met |", "|---|---:|---|"]
     for name, get, op, bound in TARGETS:
         try:

@@ -4,6 +4,7 @@
     python benchmarks/run.py --quick     # smaller sizes, under a minute
     python benchmarks/run.py --output results.json --repeat 5
     python benchmarks/run.py --quick --only single,batch   # some figures only
+    python benchmarks/run.py --only tenants --events 100000 --tenants 10000   # tenants (benchmarks/tenants.py), smaller
 
 Every figure is the median of --repeat runs, fairq and the reference queue
 (benchmarks/reference.py) interleaved so both see the same machine noise.
@@ -14,6 +15,7 @@ this machine on this day. Standard library only.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -31,6 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 
 import contention  # noqa: E402
+import tenants as tenant_bench  # noqa: E402
 import fairq  # noqa: E402
 from reference import ReferenceQueue  # noqa: E402
 from report import SYNCS, table  # noqa: E402
@@ -281,11 +284,11 @@ def compare_drains(scratch: Scratch, sync: str, events: int, procs: int, repeat:
 # -- the run ---------------------------------------------------------------------
 
 
-FIGURES = ("raw", "single", "batch", "drain", "latency", "blocked", "contention")
+FIGURES = ("raw", "single", "batch", "drain", "latency", "blocked", "contention", "tenants")
 
 
 def run(quick: bool, repeat: int, progress: Callable[[str], None],
-        only: frozenset[str] = frozenset(FIGURES)) -> dict[str, Any]:
+        only: frozenset[str] = frozenset(FIGURES), tenant_sizes: dict[str, Any] | None = None) -> dict[str, Any]:
     scratch = Scratch()
     sizes = dict(
         raw_commits=500 if quick else 2000, raw_batches=20 if quick else 100,
@@ -331,6 +334,12 @@ def run(quick: bool, repeat: int, progress: Callable[[str], None],
             progress("claim+settle latency with blocked flows")
             results["latency_blocked"] = latency_with_blocked_flows(scratch, sizes["blocked"],
                                                                     sizes["probes"], repeat)
+        if "tenants" in only:
+            progress("tenants: B's jobs behind A's, claim cost with many tenants")
+            results["tenants"] = tenant_bench.run(
+                lambda: contextlib.nullcontext(scratch.path("tenants")),
+                tenant_sizes or dict(tenant_bench.QUICK if quick else tenant_bench.FULL), repeat, progress,
+                synchronous="normal")
     finally:
         scratch.close()
     return results
@@ -343,6 +352,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--output", default=None, help="write the results as JSON here")
     parser.add_argument("--only", default=",".join(FIGURES),
                         help=f"comma-separated figures to measure (default all: {','.join(FIGURES)})")
+    tenant_bench.add_size_flags(parser)
     args = parser.parse_args(argv)
     only = frozenset(name.strip() for name in args.only.split(",") if name.strip())
     if not only or only - set(FIGURES):
@@ -351,7 +361,8 @@ def main(argv: list[str] | None = None) -> int:
     load_before = os.getloadavg()  # the machine may be shared: say how busy it was
     started = time.perf_counter()
     results = run(args.quick, repeat, lambda msg: print(f"[{time.perf_counter() - started:6.1f}s] {msg}",
-                                                       file=sys.stderr, flush=True), only)
+                                                       file=sys.stderr, flush=True), only,
+                  tenant_bench.sizes_from(args, args.quick))
     results["machine"] = {"python": sys.version.split()[0], "sqlite": sqlite3.sqlite_version,
                           "platform": platform.platform(), "cpus": os.cpu_count(),
                           "fairq": fairq.__version__, "repeat": repeat, "quick": args.quick,

@@ -31,7 +31,7 @@ EXPECTED: dict[str, Any] = {
     "enqueued": 30,
     "counts": {"claimed": 29, "acked": 27, "retried": 1, "released": 0, "quarantined": 1, "lost": 0,
                "abandoned": 0},
-    "states": {"ready": 2, "inflight": 0, "acked": 27, "quarantined": 1},  # bob-08, bob-09 wait behind bob-07
+    "states": {"ready": 2, "inflight": 0, "acked": 27, "quarantined": 1, "discarded": 0},  # bob-08, bob-09 wait behind bob-07
     "charged": {"ada": 1000, "bob": 700, "cy": 1000},
     "in_order": True,
 }

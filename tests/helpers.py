@@ -77,6 +77,20 @@ def check_invariants(path: Path) -> None:
                         conn.execute("SELECT ready_n, inflight_n, acked_n, quarantined_n FROM queue_state").fetchone()))
         for state, n in kept.items():
             assert n == actual.get(state, 0), f"count {state}={n}, recounted {actual.get(state, 0)}"
+        if conn.execute("SELECT 1 FROM sqlite_schema WHERE name = 'tenant'").fetchone():
+            # Each tenant counts its runnable heads and ready events exactly; an
+            # event of a named flow carries its flow's tenant.
+            recounted = dict(conn.execute("SELECT tenant_id, count(*) FROM event WHERE runnable = 1 "
+                                          "AND tenant_id IS NOT NULL GROUP BY tenant_id"))
+            ready = dict(conn.execute("SELECT tenant_id, count(*) FROM event WHERE state = 'ready' "
+                                      "AND tenant_id IS NOT NULL GROUP BY tenant_id"))
+            for tenant_id, runnable, ready_n in conn.execute("SELECT tenant_id, runnable, ready_n FROM tenant"):
+                assert runnable == recounted.pop(tenant_id, 0), f"tenant {tenant_id}: runnable {runnable}"
+                assert ready_n == ready.pop(tenant_id, 0), f"tenant {tenant_id}: ready_n {ready_n}"
+            assert not recounted and not ready, f"heads or events of no stored tenant: {recounted} {ready}"
+            strays = conn.execute("SELECT e.event_id FROM event AS e JOIN flow AS f ON f.flow_id = e.flow_id "
+                                  "WHERE e.tenant_id IS NOT f.tenant_id").fetchall()
+            assert not strays, f"events apart from their flow's tenant: {strays}"
         tombstones = conn.execute("SELECT count(*) FROM tombstone").fetchone()[0]
         assert conn.execute("SELECT tombstones_n FROM retention").fetchone()[0] == tombstones
         both = conn.execute("SELECT count(*) FROM tombstone JOIN event USING (event_id)").fetchone()[0]

@@ -32,7 +32,7 @@ def test_the_queue_verbs_are_coroutines_with_the_sync_results(db_path: Path) -> 
             assert sorted(l.event_id for l in leases) == ["b", "c"]
             settled = await q.settle_many([(leases[0], "release"), (leases[1], "fail", "bad")])
             assert [s.state for s in settled] == [fairq.State.READY, fairq.State.QUARANTINED]
-            assert (await q.stats()).counts == {"ready": 1, "inflight": 0, "acked": 1, "quarantined": 1}
+            assert (await q.stats()).counts == {"ready": 1, "inflight": 0, "acked": 1, "quarantined": 1, "discarded": 0}
             info = await q.get("a")
             assert info is not None and info.state is fairq.State.ACKED
             assert [e.event_id for e in await q.events(state="quarantined")] == [leases[1].event_id]

@@ -38,7 +38,7 @@ def test_status_json_reports_every_state(tmp_path) -> None:
     done = cli("--db", "q.db", "status", "--json", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     data = json.loads(done.stdout)
-    assert data["counts"] == {"ready": 1, "inflight": 0, "acked": 0, "quarantined": 1}
+    assert data["counts"] == {"ready": 1, "inflight": 0, "acked": 0, "quarantined": 1, "discarded": 0}
     assert data["flows"] == 1
 
 

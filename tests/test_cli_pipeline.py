@@ -148,7 +148,7 @@ def test_status_shows_every_state_for_people_and_as_json(worked: Path) -> None:
         assert any(row.split() == [state, "1"] for row in human.stdout.splitlines()), human.stdout
     assert "enqueued 4" in human.stdout
     data = json.loads(shop_cli(worked, "status", "--json").stdout)
-    assert data["counts"] == {"ready": 1, "inflight": 1, "acked": 1, "quarantined": 1}
+    assert data["counts"] == {"ready": 1, "inflight": 1, "acked": 1, "quarantined": 1, "discarded": 0}
     assert data["totals"]["enqueued"] == 4
 
 

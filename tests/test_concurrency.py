@@ -59,7 +59,7 @@ def test_eight_processes_racing_claim_only_the_heads(tmp_path) -> None:
     assert got.count(None) == 5
     with fairq.Queue(path) as q:
         assert {e.event_id for e in q.events(state="inflight")} == {"A1", "B1", "C1"}
-        assert q.stats(now=0).counts == {"ready": 3, "inflight": 3, "acked": 0, "quarantined": 0}
+        assert q.stats(now=0).counts == {"ready": 3, "inflight": 3, "acked": 0, "quarantined": 0, "discarded": 0}
 
 
 def test_eight_processes_drain_a_backlog_once_each_in_flow_order(tmp_path) -> None:
@@ -81,7 +81,7 @@ def test_eight_processes_drain_a_backlog_once_each_in_flow_order(tmp_path) -> No
     assert set(claims) == set(ids)
     assert max(claims.values()) == 1  # nobody claimed a live lease twice
     with fairq.Queue(path) as q:
-        assert q.stats().counts == {"ready": 0, "inflight": 0, "acked": 300, "quarantined": 0}
+        assert q.stats().counts == {"ready": 0, "inflight": 0, "acked": 300, "quarantined": 0, "discarded": 0}
 
 
 def test_processes_opening_a_fresh_file_at_once_all_succeed(tmp_path) -> None:

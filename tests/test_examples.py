@@ -89,3 +89,21 @@ def test_the_async_app_drains_request_enqueued_orders_with_an_async_worker() -> 
     assert done.returncode == 0, done.stdout + done.stderr
     assert "5/5 results as expected" in done.stdout and "DIFF" not in done.stdout
     assert '"charged": {"ada": 1000, "bob": 700, "cy": 1000}' in done.stdout
+
+
+def test_the_tenants_example_keeps_small_customers_within_the_rotations_bound() -> None:
+    done = subprocess.run([sys.executable, str(ROOT / "examples" / "tenants.py"), "--check"],
+                          capture_output=True, text=True, timeout=120,  # the timeout only stops a hang
+                          env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "2060 of 2060 jobs acked" in done.stdout and "all bounds held" in done.stdout
+    assert "bigco ran up to 8 jobs at once; each of its flows in step order: True" in done.stdout
+
+
+def test_the_tenants_example_check_fails_without_tenants(capsys) -> None:
+    # The same jobs as flows only: the small customers join behind bigco's 200 flows, past the bound.
+    spec = importlib.util.spec_from_file_location("tenants_example", ROOT / "examples" / "tenants.py")
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    assert example.main(["--without-tenants", "--check"]) == 1
+    assert "EXCEEDED a small customer's last job was done after the bound in completions" in capsys.readouterr().out

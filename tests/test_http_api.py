@@ -281,7 +281,7 @@ def test_events_audit_and_stats_read_what_the_queue_reads(client, make_queue) ->
     assert [e.event_id for e in client.events(flow="F", limit=1)] == ["a"]
     assert client.audit() == local.audit() and client.audit("a", limit=1) == local.audit("a", limit=1)
     remote, here = client.stats(top=1), local.stats()
-    assert remote.counts == here.counts == {"ready": 2, "inflight": 0, "acked": 0, "quarantined": 1}
+    assert remote.counts == here.counts == {"ready": 2, "inflight": 0, "acked": 0, "quarantined": 1, "discarded": 0}
     assert remote.totals == here.totals and remote.flows == here.flows
     assert remote.claim_lag_buckets[-1][0] == float("inf")
     assert remote.top_flows == (("F", 2),)

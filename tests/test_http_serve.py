@@ -91,7 +91,7 @@ def test_two_remote_worker_processes_drain_a_backlog_without_duplicate_claims(tm
     assert sorted(claims) == sorted(ids) and set(claims.values()) == {1}
     assert all(lost == 0 for _, _, lost in reports)
     with fairq.Queue(db) as q:
-        assert q.stats().counts == {"ready": 0, "inflight": 0, "acked": 200, "quarantined": 0}
+        assert q.stats().counts == {"ready": 0, "inflight": 0, "acked": 200, "quarantined": 0, "discarded": 0}
 
 
 def test_a_server_killed_mid_run_restarts_on_its_port_with_nothing_lost(tmp_path, token_file) -> None:
@@ -140,7 +140,7 @@ def test_a_server_killed_mid_run_restarts_on_its_port_with_nothing_lost(tmp_path
     assert 50 <= killed_at < len(ids)
     assert len(acked) == len(set(acked))  # no event was acked twice
     with fairq.Queue(db) as q:
-        assert q.stats().counts == {"ready": 0, "inflight": 0, "acked": len(ids), "quarantined": 0}
+        assert q.stats().counts == {"ready": 0, "inflight": 0, "acked": len(ids), "quarantined": 0, "discarded": 0}
         assert sorted(e.event_id for e in q.events(state="acked", limit=1000)) == sorted(ids)
 
 

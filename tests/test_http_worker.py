@@ -102,6 +102,6 @@ def test_worker_processes_over_a_client_reopen_it_in_each_process(served, monkey
     counts = fairq.Worker(client, work_handlers.slow, processes=True, concurrency=2, batch=3,
                           idle_max=0.05).run(until_idle=True)
     assert (counts["claimed"], counts["acked"], counts["lost"]) == (20, 20, 0)
-    assert client.stats().counts == {"ready": 0, "inflight": 0, "acked": 20, "quarantined": 0}
+    assert client.stats().counts == {"ready": 0, "inflight": 0, "acked": 20, "quarantined": 0, "discarded": 0}
     pids = {mark.suffix[1:] for mark in marks.iterdir()}
     assert len(list(marks.iterdir())) == 20 and str(os.getpid()) not in pids  # handled in the children

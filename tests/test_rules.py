@@ -284,7 +284,7 @@ def test_stats_from_kept_counts_fill_every_state_and_total_and_read_the_histogra
     lags[-1] = 1  # one past the last bound
     got = assemble(now_ms=10_000, counts={"ready": 3}, totals={"acked": 2}, purged=1, lags=lags, flows=4,
                    oldest_ready_ms=7_500, top_flows=[("F", 3)], tombstones=5)
-    assert got.counts == {"ready": 3, "inflight": 0, "acked": 0, "quarantined": 0}
+    assert got.counts == {"ready": 3, "inflight": 0, "acked": 0, "quarantined": 0, "discarded": 0}
     assert got.totals["acked"] == 2 and got.totals["enqueued"] == 0 and got.totals["purged"] == 1
     assert list(got.totals)[-1] == "purged"
     assert (got.now, got.oldest_ready_age, got.flows, got.top_flows, got.tombstones) == (10.0, 2.5, 4, (("F", 3),), 5)

@@ -138,7 +138,7 @@ def test_workers_killed_at_random_lose_nothing_and_double_nothing(tmp_path) -> N
 
     with fairq.Queue(queue_db) as q:
         stats = q.stats()
-        assert stats.counts == {"ready": 0, "inflight": 0, "acked": FLOWS * WAVES, "quarantined": 0}
+        assert stats.counts == {"ready": 0, "inflight": 0, "acked": FLOWS * WAVES, "quarantined": 0, "discarded": 0}
     receiver = Receiver(receiver_db)
     assert receiver.receipts() == FLOWS * WAVES
     assert receiver.projection() == {flow: (total, WAVES) for flow, total in expected.items()}

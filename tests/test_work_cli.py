@@ -68,7 +68,7 @@ def test_a_stop_signal_lets_the_running_handler_finish_and_exits_0(tmp_path, mar
     out, err = proc.communicate(timeout=HANG)
     assert proc.returncode == 0, err
     assert f"worker.stopping signal={signal.Signals(signum).name}" in err
-    assert counts(db) == {"ready": 2, "inflight": 0, "acked": 1, "quarantined": 0}
+    assert counts(db) == {"ready": 2, "inflight": 0, "acked": 1, "quarantined": 0, "discarded": 0}
     assert len(list(marks.iterdir())) == 1  # nothing was claimed after the signal
 
 
@@ -109,7 +109,7 @@ def test_worker_processes_stop_together_on_sigterm(tmp_path, marks) -> None:
     proc.send_signal(signal.SIGTERM)
     out, err = proc.communicate(timeout=HANG)
     assert proc.returncode == 0, err
-    assert counts(db) == {"ready": 2, "inflight": 0, "acked": 2, "quarantined": 0}
+    assert counts(db) == {"ready": 2, "inflight": 0, "acked": 2, "quarantined": 0, "discarded": 0}
     child_pids = {int(mark.suffix[1:]) for mark in started}
     assert len(child_pids) == 2 and proc.pid not in child_pids
     for pid in child_pids:

@@ -273,7 +273,7 @@ def test_processes_drain_a_backlog_with_one_effect_each(tmp_path, monkeypatch) -
         # Each process's first event waits for a second process: one fast child cannot take it all.
         counts = fairq.Worker(q, work_handlers.relay_in_company, concurrency=3, processes=True).run(
             until_idle=True)
-        assert q.stats().counts == {"ready": 0, "inflight": 0, "acked": 100, "quarantined": 0}
+        assert q.stats().counts == {"ready": 0, "inflight": 0, "acked": 100, "quarantined": 0, "discarded": 0}
     assert counts["acked"] == 100 and counts["claimed"] == 100
     receiver = Receiver(tmp_path / "receiver.db")
     assert receiver.receipts() == 100
@@ -307,7 +307,7 @@ def test_stop_reaches_worker_processes(tmp_path, monkeypatch) -> None:
         threading.Thread(target=lambda: (wait_for_marks(marks, 1), worker.stop()), daemon=True).start()
         counts = worker.run(signals=False)
         assert (counts["claimed"], counts["acked"]) == (1, 1)
-        assert q.stats().counts == {"ready": 2, "inflight": 0, "acked": 1, "quarantined": 0}
+        assert q.stats().counts == {"ready": 2, "inflight": 0, "acked": 1, "quarantined": 0, "discarded": 0}
 
 
 def test_processes_refuse_a_queue_whose_settings_cannot_be_sent(make_queue) -> None:
@@ -360,7 +360,7 @@ def test_a_stop_lets_the_running_handler_finish_and_settles_it(q: fairq.Queue) -
     stop_once_started(worker, started)
     counts = worker.run()
     assert counts["acked"] == 1 and counts["claimed"] == 1 and counts["abandoned"] == 0
-    assert q.stats().counts == {"ready": 2, "inflight": 0, "acked": 1, "quarantined": 0}
+    assert q.stats().counts == {"ready": 2, "inflight": 0, "acked": 1, "quarantined": 0, "discarded": 0}
 
 
 def test_a_handler_still_running_after_the_stop_timeout_is_abandoned_to_its_lease(q: fairq.Queue) -> None:

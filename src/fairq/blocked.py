@@ -37,6 +37,7 @@ class Blocked:
     backlog: int = 0
     redrive: str | None = None
     tenant: str | None = None
+    actor: str | None = None
 
     def __str__(self) -> str:
         flow, head = f"flow {self.flow!r}", f"head {self.event_id} (seq {self.seq})"
@@ -48,6 +49,11 @@ class Blocked:
             return f"{flow} is empty: every event in it is acked"
         if self.why == "ready":
             return f"{flow} is not blocked: {head} is claimable now and waits only for its turn{behind}"
+        if self.why == "paused":
+            by = "" if self.actor is None else f" by {self.actor}"
+            head = "" if self.event_id is None else f"; {self.event_id} (seq {self.seq}) is its head{behind}"
+            return (f"{flow} is paused{by} ({why}) since {self._at(self.until)}{head}. "
+                    f"To let claims take it again: fairq resume {self.flow}")
         if self.why == "tenant_cap":
             until = "" if self.until is None else f" (the first of them ends at {self._at(self.until)})"
             return (f"{flow} waits for its tenant {self.tenant!r}: {head} is due, but the tenant has "

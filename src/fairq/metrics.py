@@ -1,21 +1,31 @@
-"""A queue's Stats in the Prometheus text exposition format (version 0.0.4).
+"""A queue's Stats and tenants in the Prometheus text exposition format (version 0.0.4).
 
 Pure formatting: no I/O, no SQL. Names and meanings are listed in
 docs/operations.md; counters come from Stats.totals and only grow, gauges are
 the current counts. The claim-lag histogram has buckets and a count but no
-_sum: the queue keeps bucket counts only.
+_sum: the queue keeps bucket counts only. Per-tenant gauges are bounded: the
+TOP_TENANTS tenants with the most ready events get a series each, the rest
+are summed into one series labelled tenant="other".
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
-from .types import Stats
+from .types import Stats, TenantInfo
 
-__all__ = ["CONTENT_TYPE", "exposition"]
+__all__ = ["CONTENT_TYPE", "OTHER", "RANKED_TENANTS", "TOP_TENANTS", "exposition", "top_tenants"]
 
 #: The HTTP Content-Type of the text this module writes.
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+#: Tenants with a series of their own: those with the most ready events.
+TOP_TENANTS = 20
+#: The label of the one series that sums every other tenant (a tenant of this name is summed there too).
+OTHER = "other"
+#: The most tenants ranked: a reader lists at most so many (the first by name) for one exposition.
+RANKED_TENANTS = 1000
 
 _TOTAL_HELP = {
     "enqueued": "Events stored by enqueue since the file was created.",
@@ -29,8 +39,9 @@ _TOTAL_HELP = {
 }
 
 
-def exposition(stats: Stats) -> str:
-    """Every metric of `stats` as Prometheus text, one sample per line, ending with a newline."""
+def exposition(stats: Stats, tenants: Sequence[TenantInfo] = ()) -> str:
+    """Every metric of `stats`, and per-tenant gauges of `tenants` (see
+    top_tenants), as Prometheus text, one sample per line, ending with a newline."""
     lines: list[str] = []
 
     def family(name: str, kind: str, help_text: str) -> None:
@@ -65,7 +76,38 @@ def exposition(stats: Stats) -> str:
         cumulative += n
         sample("fairq_claim_lag_seconds_bucket", cumulative, le=_number(bound))
     sample("fairq_claim_lag_seconds_count", cumulative)
+    top, other = top_tenants(tenants)
+    held = {t.name: int(t.limited_by is not None) for t in top}
+    series = [(t.name, t.inflight, t.ready, held[t.name]) for t in top]
+    if other is not None:
+        rest_held = sum(t.limited_by is not None for t in tenants) - sum(held.values())
+        series.append((OTHER, other.inflight, other.ready, rest_held))
+    for name, column, help_text in (
+        ("fairq_tenant_inflight", 1, "Events of the tenant leased now."),
+        ("fairq_tenant_ready", 2, "Events of the tenant in state ready (due or not)."),
+        ("fairq_tenant_held", 3, "1 when a limit of the tenant (max_inflight or rate) holds it back now "
+                                 f'(for tenant="{OTHER}": how many of the others).'),
+    ):
+        family(name, "gauge", f"{help_text} The {TOP_TENANTS} tenants with the most ready events; "
+                              f'tenant="{OTHER}" sums the rest.')
+        for tenant, *figures in series:
+            sample(name, figures[column - 1], tenant=tenant)
     return "\n".join(lines) + "\n"
+
+
+def top_tenants(tenants: Sequence[TenantInfo], n: int = TOP_TENANTS) -> tuple[list[TenantInfo], TenantInfo | None]:
+    """The n tenants with the most ready events (ties by name), and the rest
+    summed as one TenantInfo named OTHER (None when there is no rest). A
+    tenant named OTHER is always summed with the rest, so no two series share
+    a label."""
+    ranked = sorted((t for t in tenants if t.name != OTHER), key=lambda t: (-t.ready, t.name))
+    top = ranked[:n]
+    rest = ranked[n:] + [t for t in tenants if t.name == OTHER]
+    if not rest:
+        return top, None
+    return top, TenantInfo(OTHER, weight=0, max_inflight=0, rate=0, burst=0,
+                           inflight=sum(t.inflight for t in rest), ready=sum(t.ready for t in rest),
+                           flows=sum(t.flows for t in rest))
 
 
 def _number(x: float) -> str:

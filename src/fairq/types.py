@@ -38,12 +38,14 @@ __all__ = [
 
 
 class State(str, Enum):
-    """Where an event is in its life: ready -> inflight -> acked | ready | quarantined."""
+    """Where an event is in its life: ready -> inflight -> acked | ready | quarantined;
+    ready or quarantined -> discarded by an operator's decision (final, like acked)."""
 
     READY = "ready"
     INFLIGHT = "inflight"
     ACKED = "acked"
     QUARANTINED = "quarantined"
+    DISCARDED = "discarded"
 
     def __str__(self) -> str:
         return self.value
@@ -215,6 +217,10 @@ class Stats:
     named flows with the largest backlog, largest first. now: when the
     snapshot was taken. totals["purged"]: acked events purge removed;
     tombstones: purged ids still remembered (see Queue.purge).
+    claimable_now: heads a claim could take now (due, in a flow that is not
+    paused, of a tenant no limit holds back); blocked_flows: flows whose
+    head is quarantined or that are paused -- the events behind them are
+    "ready" but wait for an operator.
     """
 
     counts: dict[str, int]
@@ -227,6 +233,8 @@ class Stats:
     claim_lag_buckets: tuple[tuple[float, int], ...] = ()
     top_flows: tuple[tuple[str, int], ...] = ()
     tombstones: int = 0
+    claimable_now: int = 0
+    blocked_flows: int = 0
 
 
 class Receipt(str, Enum):
@@ -331,6 +339,7 @@ class FlowInfo:
     head: EventInfo | None
     blocked: Blocked
     tenant: str | None = None  # the tenant the flow belongs to (None: the flow is its own tenant)
+    paused: bool = False  # paused by an operator (blocked says by whom and why)
 
 
 @dataclass(frozen=True)

@@ -36,7 +36,7 @@ def test_purge_removes_only_acked_events_settled_before_the_cutoff(q: fairq.Queu
     assert q.get("b1").state is fairq.State.QUARANTINED and q.get("b1").reason == "bad"
     assert q.get("u2").state is fairq.State.INFLIGHT
     stats = q.stats(now=60)
-    assert stats.counts == {"ready": 2, "inflight": 1, "acked": 1, "quarantined": 1}
+    assert stats.counts == {"ready": 2, "inflight": 1, "acked": 1, "quarantined": 1, "discarded": 0}
     assert stats.totals["purged"] == 3 and stats.totals["acked"] == 4 and stats.tombstones == 3
 
 

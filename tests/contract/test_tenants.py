@@ -144,17 +144,22 @@ def test_within_a_flow_of_a_tenant_order_is_strict_even_with_many_claims_at_once
 
 def test_new_tenants_queue_behind_the_tenants_already_waiting(q: fairq.Queue) -> None:
     q.enqueue_many([(f"old{i}", {}, "old", "old") for i in range(1, 41)], now=0)
-    served_old = []
-    for i in range(120):
+    old_claims = []  # (claim number, tenants waiting besides the old one at that moment)
+    for i in range(150):
+        # Before every claim a brand-new tenant arrives with one event: the
+        # arrival rate equals the service rate, so the backlog keeps growing.
         q.enqueue(f"new{i}", {}, flow=f"new-flow-{i}", tenant=f"new-tenant-{i}", now=0)
         lease = q.claim(now=0)
         assert lease is not None
         if lease.event_id.startswith("old"):
-            served_old.append(i)
+            old_claims.append((i, sum(t.ready > 0 for t in q.tenants(limit=1000, now=0)) - 1))
         q.ack(lease, now=0)
-    # With as many new tenants arriving as claims are made, the old tenant is
-    # still served every other claim or so: newcomers join behind it.
-    assert len(served_old) >= 40
+    # Newest-first would serve the old tenant once. Here it is served again
+    # and again, and between two of its claims each tenant that was already
+    # waiting gets at most one turn: newcomers queue behind it.
+    assert len(old_claims) >= 10
+    for (at, waiting), (next_at, _) in zip(old_claims, old_claims[1:]):
+        assert next_at - at <= waiting + 1, (at, waiting, next_at)
 
 
 def test_a_tenant_that_went_idle_joins_behind_the_tenants_waiting(q: fairq.Queue) -> None:

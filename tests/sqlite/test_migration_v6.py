@@ -83,7 +83,7 @@ def test_a_version_5_file_migrates_to_exactly_the_fresh_schema(tmp_path: Path) -
     fairq.Queue(fresh).close()
     migrated = schema(old)
     assert migrated == schema(fresh)
-    assert migrated["user_version"] == migrate.LATEST == 6
+    assert migrated["user_version"] == migrate.LATEST == 7
     tables = [name for kind, name, _, _ in migrated["objects"] if kind == "table"]
     assert "queue_state" in tables and "clock" not in tables
 
@@ -102,7 +102,7 @@ def test_a_migrated_queue_goes_on_where_it_stood(tmp_path: Path) -> None:
     build_v5(path)
     with fairq.Queue(path) as q:
         stats = q.stats(now=2)
-        assert stats.counts == {"ready": 1, "inflight": 0, "acked": 1, "quarantined": 0}
+        assert stats.counts == {"ready": 1, "inflight": 0, "acked": 1, "quarantined": 0, "discarded": 0}
         assert stats.totals["enqueued"] == 2 and stats.totals["acked"] == 1
         with pytest.raises(fairq.ClockError):
             q.claim(now=0.5)  # the stored clock (1 s) came over

@@ -155,6 +155,23 @@ def test_the_earliest_waiting_head_is_read_with_the_state_row_by_one_index_seek(
     assert not [sql for sql, _ in seen if sql.startswith("UPDATE event SET runnable = 1")]
 
 
+def test_beside_tenants_heads_of_no_tenant_are_still_read_through_the_rotation_index(
+        busy_queue: fairq.Queue, monkeypatch) -> None:
+    conn = busy_queue._store.db.conn
+    busy_queue.enqueue_many([(f"t{i}", {}, f"tf-{i % 50}", f"tenant-{i % 10}") for i in range(500)], now=0)
+    busy_queue.set_tenant("tenant-0", max_inflight=1, now=0)
+    seen = recorded(busy_queue, lambda q: q.claim_many(30, now=31), monkeypatch)
+    state = next((sql, p) for sql, p in seen if "FROM queue_state AS s" in sql)
+    state_plan = plan(conn, *state)
+    assert any(ROTATION_SCAN.fullmatch(line) for line in state_plan), state_plan
+    page = next((sql, p) for sql, p in seen if "ORDER BY e.pass, e.turn LIMIT :limit" in sql)
+    assert any(ROTATION_SCAN.fullmatch(line) for line in plan(conn, *page))
+    # The tenants' side: one step into the tenants' rotation index, then the tenant's own heads.
+    first = next((sql, p) for sql, p in seen if "FROM tenant AS t INDEXED BY tenant_rotation" in sql)
+    assert plan(conn, *first)[:1] == ["SCAN t USING INDEX tenant_rotation"]
+    assert "SEARCH e USING INDEX event_tenant_rotation (tenant_id=?)" in plan(conn, *first)
+
+
 def test_the_dead_letter_listing_uses_its_partial_index(q: fairq.Queue, monkeypatch) -> None:
     conn = q._store.db.conn
     seen = recorded(q, lambda q: q.events(state="quarantined"), monkeypatch)

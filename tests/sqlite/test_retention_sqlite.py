@@ -38,5 +38,5 @@ def test_a_purge_killed_between_chunks_leaves_a_whole_queue_and_can_finish(tmp_p
         purged = q.stats(now=3).totals["purged"]
         assert purged == (0 if point == "purge.before_commit" else 10)  # one whole chunk or none
         assert q.purge(acked_before=2, now=3, chunk=10).events == 30 - purged
-        assert q.stats(now=3).counts == {"ready": 10, "inflight": 0, "acked": 0, "quarantined": 0}
+        assert q.stats(now=3).counts == {"ready": 10, "inflight": 0, "acked": 0, "quarantined": 0, "discarded": 0}
     check_invariants(path)

@@ -72,20 +72,21 @@ class QueueReads(QueueBase):
         return [FlowInfo(name=row.name, weight=row.weight,
                          backlog=0 if row.head is None else row.next_seq - row.head.seq, head=row.head,
                          blocked=blocked(row.name, (row.next_seq, row.head), now_ms, self.path,
-                                         tenants.get(row.tenant)),
-                         tenant=row.tenant)
+                                         tenants.get(row.tenant), row.pause),
+                         tenant=row.tenant, paused=row.pause is not None)
                 for row in rows]
 
     def why_blocked(self, flow: str, *, now: float | None = None) -> Blocked:
         """Why a flow is not moving, in one answer: its head is quarantined
         (with the redrive command), backing off, delayed, leased or expired;
-        its tenant is at its cap or out of tokens; or the flow is ready,
-        empty or unknown. A read: never moves the clock.
+        its tenant is at its cap or out of tokens; an operator paused it; or
+        the flow is ready, empty or unknown. A read: never moves the clock.
         """
         flow = v.identifier(flow, "flow")
         now_ms = self._requested(now)[0]
-        found, tenant = self._store.read(lambda tx: (tx.flow_head(flow), _tenant_of(tx, flow, now_ms)))
-        return blocked(flow, found, now_ms, self.path, tenant)
+        found, tenant, pause = self._store.read(
+            lambda tx: (tx.flow_head(flow), _tenant_of(tx, flow, now_ms), tx.flow_pause(flow)))
+        return blocked(flow, found, now_ms, self.path, tenant, pause)
 
 
 def _tenant_of(tx: Snapshot, flow: str, now_ms: int) -> TenantInfo | None:

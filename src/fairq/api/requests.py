@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from .. import _validate as v
-from ..stores.backend import NewEvent, SettleItem
+from ..stores.backend import NewEvent, Pause, SettleItem
 from ..errors import InvalidInput
 from ..leases import lease_attempts, lease_key, redrive_command
 from ..kernel.policy import to_ms
@@ -122,14 +122,23 @@ def required_reason(value: Any, field: str = "reason") -> str:
 
 
 def blocked(flow: str, found: tuple[int, EventInfo | None] | None, now_ms: int, path: Any,
-            tenant: TenantInfo | None = None) -> Blocked:
+            tenant: TenantInfo | None = None, pause: Pause | None = None) -> Blocked:
     """Why a flow is not moving, from its head as Snapshot.flow_head read it,
-    and its tenant as it stands at now_ms (None: the flow is its own tenant)."""
+    its tenant as it stands at now_ms (None: the flow is its own tenant) and
+    its pause (None: not paused). A pause is named first: the operator's
+    decision holds whatever the head's state."""
     at = now_ms / 1000
     if found is None:
         return Blocked(flow, "unknown", at)
     next_seq, head = found
     name = None if tenant is None else tenant.name
+    if pause is not None:
+        paused = functools.partial(Blocked, flow, "paused", at, reason=pause.reason, actor=pause.actor,
+                                   until=pause.at_ms / 1000, tenant=name)
+        if head is None:
+            return paused()
+        return paused(event_id=head.event_id, seq=head.seq, generation=head.generation, attempts=head.attempts,
+                      backlog=next_seq - head.seq)
     if head is None:
         return Blocked(flow, "empty", at, tenant=name)
     answer = functools.partial(

@@ -70,6 +70,10 @@ _TABLE = (
     Verb("tick", "scheduling", "POST /v1/tick"),
     Verb("redrive", "operators", "POST /v1/redrive"),
     Verb("redrive_many", "operators", "POST /v1/redrive_many"),
+    Verb("discard", "operators", "POST /v1/discard"),
+    Verb("discard_many", "operators", "POST /v1/discard_many"),
+    Verb("pause", "operators", "POST /v1/pause"),
+    Verb("resume", "operators", "POST /v1/resume"),
     Verb("purge", "maintenance", absent=_NO_REMOTE),
     Verb("reset_clock", "maintenance", absent=_NO_REMOTE),
     Verb("reconnect", "waits", absent={

@@ -30,13 +30,13 @@ from typing import Any
 
 from .. import __version__
 from ..errors import FairqError
-from . import clock, demo, ingest, inspect, ops, policy, schedules, serve, ui, work
+from . import clock, demo, ingest, inspect, ops, policy, schedules, serve, tenants, ui, work
 from ._common import EXIT_INTERRUPTED, EXIT_PIPE_CLOSED, EXIT_REFUSED, database_path, shown, target_problem
 
 __all__ = ["build_parser", "database_path", "main"]
 
 # Every module that adds subcommands; the order is the order of `fairq --help`.
-COMMAND_MODULES = (ingest, inspect, ops, clock, policy, demo, schedules, serve, ui, work)
+COMMAND_MODULES = (ingest, inspect, ops, tenants, clock, policy, demo, schedules, serve, ui, work)
 
 # Subcommands that never open the database named by --db / $FAIRQ_DB.
 WITHOUT_DATABASE = frozenset({"demo"})

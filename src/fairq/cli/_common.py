@@ -25,7 +25,8 @@ EXIT_PIPE_CLOSED = 141  # 128 + SIGPIPE: the reader of stdout went away (`| head
 
 
 #: Commands that run against a server given by --url or $FAIRQ_URL (through open_target).
-REMOTE_COMMANDS = frozenset({"status", "events", "show", "explain", "redrive", "set-weight", "metrics", "work"})
+REMOTE_COMMANDS = frozenset({"status", "events", "show", "explain", "redrive", "set-weight", "tenants", "set-tenant",
+                             "metrics", "work"})
 
 
 def server_url(args: argparse.Namespace) -> str | None:

@@ -187,23 +187,53 @@ class Client:
                      now: None = None) -> list[int | RedriveRefused]:
         """Queue.redrive_many on the server: a new generation or a RedriveRefused in each slot."""
         _server_side(now=now)
+        return self._each_fenced("redrive_many", "redriven", items, reason, actor)
+
+    def discard(self, event_id: str, *, expected_generation: int, reason: str, actor: str | None = None,
+                now: None = None) -> int:
+        """Queue.discard on the server; returns the new generation."""
+        _server_side(now=now)
+        data = self._http.post("discard", event_id=event_id, expected_generation=expected_generation,
+                               reason=reason, actor=actor)
+        return int(data["generation"])
+
+    def discard_many(self, items: Iterable[Any], *, reason: str, actor: str | None = None,
+                     now: None = None) -> list[int | RedriveRefused]:
+        """Queue.discard_many on the server: a new generation or a RedriveRefused in each slot."""
+        _server_side(now=now)
+        return self._each_fenced("discard_many", "discarded", items, reason, actor)
+
+    def _each_fenced(self, verb: str, done_key: str, items: Iterable[Any], reason: str,
+                     actor: str | None) -> list[int | RedriveRefused]:
+        """Send a batch of (event_id, expected_generation) items, each fenced alone on
+        the server; each slot's new generation or RedriveRefused, in order."""
         listed = list(items) if isinstance(items, (list, tuple)) else items
         if not isinstance(listed, (list, tuple)):
             raise InvalidInput("items", "must be a list of (event_id, expected_generation) pairs")
         wire = [dict(zip(("event_id", "expected_generation"), item)) if isinstance(item, (tuple, list)) and len(item) == 2
                 else item for item in listed]
-        data = self._http.post("redrive_many", items=wire, reason=reason, actor=actor)
+        data = self._http.post(verb, items=wire, reason=reason, actor=actor)
         results: list[int | RedriveRefused | None] = [None] * len(wire)
-        for done in data["redriven"]:
+        for done in data[done_key]:
             results[done["index"]] = done["generation"]
         for refused in data["refused"]:
             error = error_from_json(409, refused)
             if not isinstance(error, RedriveRefused):
-                raise RemoteError(409, "bad_response", f"a redrive_many slot holds {refused.get('error')!r}")
+                raise RemoteError(409, "bad_response", f"a {verb} slot holds {refused.get('error')!r}")
             results[refused["index"]] = error
         if any(r is None for r in results):
-            raise RemoteError(200, "bad_response", "a redrive_many answer leaves a slot empty")
+            raise RemoteError(200, "bad_response", f"a {verb} answer leaves a slot empty")
         return [r for r in results if r is not None]
+
+    def pause(self, flow: str, *, reason: str, actor: str | None = None, now: None = None) -> None:
+        """Queue.pause on the server."""
+        _server_side(now=now)
+        self._http.post("pause", flow=flow, reason=reason, actor=actor)
+
+    def resume(self, flow: str, *, reason: str | None = None, actor: str | None = None, now: None = None) -> None:
+        """Queue.resume on the server."""
+        _server_side(now=now)
+        self._http.post("resume", flow=flow, reason=reason, actor=actor)
 
     def set_weight(self, flow: str, weight: int) -> None:
         """Queue.set_weight on the server."""

@@ -23,6 +23,18 @@ __all__: list[str] = []
 
 @serves("redrive_many", console=True)
 def redrive_many(q: Queue, req: Request) -> Reply:
+    return _each_fenced(req, q.redrive_many, "redriven")
+
+
+@serves("discard_many", console=True)
+def discard_many(q: Queue, req: Request) -> Reply:
+    return _each_fenced(req, q.discard_many, "discarded")
+
+
+def _each_fenced(req: Request, call: Any, done_key: str) -> Reply:
+    """A batch of (event_id, expected_generation) items, each fenced alone by
+    `call` (redrive_many or discard_many): those done under `done_key`, the
+    refused with their errors, each with its index in the request."""
     args = req.fields("items", "reason", optional=("actor",))
     items = args.pop("items")
     if not isinstance(items, list):
@@ -32,15 +44,15 @@ def redrive_many(q: Queue, req: Request) -> Reply:
     for i, item in enumerate(items):
         if not isinstance(item, dict):
             raise InvalidInput(f"items[{i}]", "must be an object with event_id and expected_generation")
-    results = q.redrive_many(items, **args)
-    redriven: list[dict[str, Any]] = []
+    results = call(items, **args)
+    done: list[dict[str, Any]] = []
     refused: list[dict[str, Any]] = []
     for i, (item, result) in enumerate(zip(items, results)):
         if isinstance(result, RedriveRefused):
             refused.append({"index": i, **queue_error_json(result)})
         else:
-            redriven.append({"index": i, "event_id": item["event_id"], "generation": result})
-    return 200, {"redriven": redriven, "refused": refused}
+            done.append({"index": i, "event_id": item["event_id"], "generation": result})
+    return 200, {done_key: done, "refused": refused}
 
 
 @route("GET", "/v1/info", console=True)

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import InvalidInput
-from ..metrics import CONTENT_TYPE, exposition
+from ..metrics import CONTENT_TYPE, RANKED_TENANTS, exposition
 from ..api.queue import Queue
 from ..api.verbs import route_of
 from ..limits import MAX_BATCH
@@ -258,6 +258,26 @@ def redrive(q: Queue, req: Request) -> Reply:
     return 200, {"event_id": args["event_id"], "generation": q.redrive(**args)}
 
 
+@serves("discard", console=True)
+def discard(q: Queue, req: Request) -> Reply:
+    args = req.fields("event_id", "expected_generation", "reason", optional=("actor",))
+    return 200, {"event_id": args["event_id"], "generation": q.discard(**args)}
+
+
+@serves("pause", console=True)
+def pause(q: Queue, req: Request) -> Reply:
+    args = req.fields("flow", "reason", optional=("actor",))
+    q.pause(**args)
+    return 200, {"flow": args["flow"], "paused": True}
+
+
+@serves("resume", console=True)
+def resume(q: Queue, req: Request) -> Reply:
+    args = req.fields("flow", optional=("reason", "actor"))
+    q.resume(**args)
+    return 200, {"flow": args["flow"], "paused": False}
+
+
 @serves("set_weight", console=True)
 def set_weight(q: Queue, req: Request) -> Reply:
     args = req.fields("flow", "weight")
@@ -291,7 +311,8 @@ def stats(q: Queue, req: Request) -> Reply:
 
 @route("GET", "/metrics")
 def metrics(q: Queue, req: Request) -> Reply:
-    return 200, Text(exposition(q.stats(**req.params(ints=("top",)))), CONTENT_TYPE)
+    stats = q.stats(**req.params(ints=("top",)))
+    return 200, Text(exposition(stats, q.tenants(limit=RANKED_TENANTS)), CONTENT_TYPE)
 
 
 # -- schedules ---------------------------------------------------------------------------

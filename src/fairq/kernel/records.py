@@ -8,7 +8,7 @@ from typing import NamedTuple
 
 from ..types import EventInfo, Misfire, Outcome
 
-__all__ = ["NewEvent", "SettleItem", "FlowHead", "NewSchedule", "Advance"]
+__all__ = ["NewEvent", "SettleItem", "Pause", "FlowHead", "NewSchedule", "Advance"]
 
 
 class NewEvent(NamedTuple):
@@ -39,6 +39,14 @@ class SettleItem(NamedTuple):
     attempts: int | None = None
 
 
+class Pause(NamedTuple):
+    """A paused flow's pause as stored: why, by whom, when (the queue's clock)."""
+
+    reason: str | None
+    actor: str | None
+    at_ms: int
+
+
 class FlowHead(NamedTuple):
     """A named flow as stored: its weight, the seq its next event gets, and its
     head (the lowest unacked seq; None when every event is acked)."""
@@ -48,6 +56,7 @@ class FlowHead(NamedTuple):
     next_seq: int
     head: EventInfo | None
     tenant: str | None = None  # the tenant the flow belongs to (None: its own)
+    pause: Pause | None = None  # set while the flow is paused
 
 
 @dataclass(frozen=True)

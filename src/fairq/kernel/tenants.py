@@ -1,9 +1,10 @@
 """Tenants as pure rules: the two-level rotation a claim takes, and the limits
 (`max_inflight`, `rate`/`burst`) that can hold a tenant back. A tenant is a
 group of flows (a customer's) that shares one turn in the rotation, whatever
-its number of flows. No store uses these rules yet: today every flow rotates
-on its own (fairq.kernel.rules), which is the case below where each flow is
-its own tenant.
+its number of flows. Both stores claim by these rules (SQLite:
+stores/sqlite/tenant_claim.py; PostgreSQL: fairq_claim in
+migrations/verbs.sql, with the same steps in SQL); a flow without a tenant is
+the case below where each flow is its own tenant.
 
 Nothing here reads a clock, runs SQL or keeps state: a store reads the values,
 asks these functions, and writes the answers back (as with fairq.kernel.rules).

@@ -21,11 +21,11 @@ from typing import Any, Protocol, TypeVar
 
 from ..errors import LeaseLost, RedriveRefused
 from ..kernel.policy import Policy
-from ..kernel.records import Advance, FlowHead, NewEvent, NewSchedule, SettleItem
+from ..kernel.records import Advance, FlowHead, NewEvent, NewSchedule, Pause, SettleItem
 from ..types import (AuditEntry, ClockReset, Enqueued, EventInfo, Lease, Receipt, Schedule, Settled,
                     Stats, TenantInfo)
 
-__all__ = ["NewEvent", "SettleItem", "NewSchedule", "Advance", "FlowHead", "AppConnection", "ScheduleStatements", "Snapshot", "WriteTxn", "Wakeups",
+__all__ = ["NewEvent", "SettleItem", "NewSchedule", "Advance", "FlowHead", "Pause", "AppConnection", "ScheduleStatements", "Snapshot", "WriteTxn", "Wakeups",
            "Store", "InboxStore"]
 
 T = TypeVar("T")
@@ -68,6 +68,9 @@ class Snapshot(Protocol):
     def flow_head(self, name: str) -> tuple[int, EventInfo | None] | None:
         """(the seq the flow's next event gets, its head or None when all is
         acked); None for a flow never seen."""
+
+    def flow_pause(self, flow: str) -> Pause | None:
+        """The named flow's pause while it is paused (None: not paused, or no such flow)."""
 
     def flow_tenant(self, flow: str) -> str | None:
         """The tenant a named flow belongs to (None: none, or no such flow)."""
@@ -134,6 +137,18 @@ class WriteTxn(Protocol):
         round: its new generation, or its RedriveRefused (nothing written), in
         its slot. Every row named is locked before the first is judged, in the
         store's one lock order, whatever the order of the items."""
+
+    def discard_many(self, items: Sequence[tuple[str, int]], *, reason: str, actor: str | None,
+                     now_ms: int) -> list[int | RedriveRefused]:
+        """Discard each (event_id, expected_generation) that is ready (due or
+        waiting) or quarantined: its new generation, or its RedriveRefused
+        (nothing written for it), in its slot; one 'discard' audit row each.
+        A discarded head lets the next event of its flow become the head."""
+
+    def set_paused(self, flow: str, paused: bool, *, reason: str | None, actor: str | None, now_ms: int) -> bool:
+        """Pause or resume a named flow (creating its row if never seen), with
+        one 'pause' / 'resume' audit row; False (nothing written) when it
+        already was so."""
 
     def set_weight(self, name: str, weight: int) -> None: ...
 

@@ -155,6 +155,9 @@ function explain(b) {
     case "backing_off": return `backing off: ${head} is retried${until} after attempt ${b.attempts}${behind}`;
     case "leased": return `working: ${head} is leased by ${b.owner} until${until}${behind}`;
     case "expired": return `stalled: ${head}'s lease by ${b.owner} ended${until}; the next claim takes it over${behind}`;
+    case "tenant_cap": return `waiting for its tenant ${b.tenant}: ${head} is due, but the tenant has max_inflight events leased`
+      + (until ? ` (the first ends${until})` : "") + `; a settle frees a slot${behind}`;
+    case "tenant_rate": return `waiting for its tenant ${b.tenant}: ${head} is due, but the tenant's rate limit allows its next claim${until}${behind}`;
     default: return b.why;
   }
 }
@@ -199,7 +202,7 @@ function tokenPage(message) {
 
 // -- rendering and refresh -----------------------------------------------------------------
 
-const PAGES = { overview, flows, quarantine, event: eventPage, schedules };
+const PAGES = { overview, flows, tenants: tenantsPage, quarantine, event: eventPage, schedules };
 
 async function render(quiet) {
   const generation = ++state.generation;
@@ -374,12 +377,12 @@ async function flows(arg, params) {
     params.after ? el("a", { href: link("flows", null, { sort }) }, "first page") : null,
     data.flows.length === 200 ? el("a", { href: link("flows", null, { sort, after: data.flows[data.flows.length - 1].name }) }, "next page") : null);
   const table = el("table", { id: "flows-table" },
-    el("thead", {}, el("tr", {}, ["flow", "head", "seq", "state", "gen", "owner", "lease end / next at", "stuck for",
-      "backlog", "weight", "why"].map((h, i) => el("th", { class: [2, 4, 8].includes(i) ? "num" : (i === 5 ? "optional" : "") }, h)))),
+    el("thead", {}, el("tr", {}, ["flow", "tenant", "head", "seq", "state", "gen", "owner", "lease end / next at", "stuck for",
+      "backlog", "weight", "why"].map((h, i) => el("th", { class: [3, 5, 9].includes(i) ? "num" : (i === 6 ? "optional" : "") }, h)))),
     el("tbody", {}, rows.map((f) => flowRow(f))));
   return el("section", { id: "page-flows" }, el("h1", {}, "Flows"), toolbar,
     rows.length ? el("div", { class: "scroll" }, table) : el("p", { class: "muted" }, "No named flow yet."),
-    el("p", { class: "muted" }, "Stuck for: how long each head has been due. Named flows only; an event enqueued without a flow is a flow of its own."));
+    el("p", { class: "muted" }, "Stuck for: how long each head has been due. Named flows only; an event enqueued without a flow is a flow of its own. A flow without a tenant (—) is its own tenant."));
 }
 
 function flowRow(f) {
@@ -388,6 +391,7 @@ function flowRow(f) {
   const weight = readOnly() ? el("span", {}, f.weight) : weightForm(f);
   return el("tr", { "data-flow": f.name },
     el("td", { class: "wrap" }, f.name),
+    el("td", { class: "wrap flow-tenant" }, f.tenant === null || f.tenant === undefined ? "—" : f.tenant),
     el("td", { class: "wrap" }, h ? el("a", { href: link("event", h.event_id) }, h.event_id) : "—"),
     el("td", { class: "num" }, h ? h.seq : "—"),
     el("td", {}, h ? stateCell(h.state) : "—"),
@@ -416,6 +420,92 @@ function weightForm(f) {
     }
   } }, input, el("button", { type: "submit" }, "Set"), message);
   return dirtyOnInput(form);
+}
+
+// -- Tenants -------------------------------------------------------------------------------
+
+const TENANTS_PAGE = 200;
+
+async function tenantsPage(arg, params) {
+  const data = await api("GET", "/v1/tenants" + query({ limit: TENANTS_PAGE, after: params.after }));
+  const toolbar = el("div", { class: "toolbar" },
+    params.after ? el("a", { href: link("tenants") }, "first page") : null,
+    data.next ? el("a", { href: link("tenants", null, { after: data.next }) }, "next page") : null);
+  const table = el("table", { id: "tenants-table" },
+    el("thead", {}, el("tr", {}, ["tenant", "weight", "max inflight", "rate", "burst", "inflight", "ready", "flows",
+      "tokens", "limited by", ""].map((h, i) => el("th", { class: i >= 1 && i <= 8 ? "num" : "" }, h)))),
+    el("tbody", {}, data.tenants.map((t) => tenantRow(t))));
+  return el("section", { id: "page-tenants" }, el("h1", {}, "Tenants"),
+    params.after || data.next ? toolbar : null,
+    data.tenants.length ? el("div", { class: "scroll" }, table) : el("p", { class: "muted" }, "No tenant yet."),
+    el("p", { class: "muted" }, "Claims rotate over tenants by weight, then over each tenant's flows. "
+      + "Max inflight: its events leased at once; rate and burst: its token bucket (claims per second, claims at once); "
+      + "0 means no limit. A tenant held back by a limit is skipped without losing its place."));
+}
+
+function limitCell(n) {
+  return n === 0 ? el("span", { class: "muted" }, "none") : n;
+}
+
+function tenantRow(t) {
+  const limited = t.limited_by === null ? "—"
+    : el("span", { class: "why-limited" }, t.limited_by, t.until === null ? "" : " until " + when(t.until));
+  return el("tr", { "data-tenant": t.name },
+    el("td", { class: "wrap" }, t.name),
+    el("td", { class: "num" }, t.weight),
+    el("td", { class: "num" }, limitCell(t.max_inflight)),
+    el("td", { class: "num" }, limitCell(t.rate)),
+    el("td", { class: "num" }, t.rate === 0 ? "—" : t.burst),
+    el("td", { class: "num" }, t.inflight),
+    el("td", { class: "num" }, t.ready),
+    el("td", { class: "num" }, t.flows),
+    el("td", { class: "num" }, t.tokens === null ? "—" : (Math.round(t.tokens * 100) / 100)),
+    el("td", {}, limited),
+    el("td", {}, readOnly() ? null : el("button", { type: "button", class: "tenant-edit", onclick: (click) => {
+      const row = click.target.closest("tr");
+      if (row.nextSibling && row.nextSibling.classList.contains("tenant-form-row")) return;
+      const form = tenantForm(t);
+      form.querySelector("form").classList.add("dirty"); // an open form is not redrawn away
+      row.parentNode.insertBefore(el("tr", { class: "tenant-form-row" }, el("td", { colspan: 11 }, form)), row.nextSibling);
+    } }, "Edit…")));
+}
+
+function tenantForm(t) {
+  const number = (name, value, min, max) => el("input", { type: "number", name, min, max, step: 1, value });
+  const inputs = { weight: number("weight", t.weight, 1, 1000), max_inflight: number("max_inflight", t.max_inflight, 0),
+                   rate: number("rate", t.rate, 0), burst: number("burst", t.burst, 0) };
+  const reason = el("input", { name: "reason", required: true, placeholder: "why (kept in the audit)", maxlength: 4096, size: 28 });
+  const actor = actorInput();
+  const message = el("div", { class: "tenant-result" });
+  const form = el("form", { class: "inline", id: "tenant-form", onsubmit: async (e) => {
+    e.preventDefault();
+    clear(message);
+    const settings = {};
+    for (const [name, input] of Object.entries(inputs)) {
+      const text = input.value.trim();  // left empty: keep the stored setting
+      if (text !== "") settings[name] = Number(text);
+    }
+    const shown = Object.entries(settings).map(([k, v]) => `${k} ${v}`).join(", ") || "nothing";
+    if (!window.confirm(`Set tenant ${t.name}: ${shown}?`)) return;
+    rememberActor(actor.value.trim());
+    try {
+      const done = await api("POST", "/v1/set_tenant", { tenant: t.name, ...settings, reason: reason.value,
+                                                         actor: actor.value.trim() });
+      form.classList.remove("dirty");
+      state.flash = `Set tenant ${done.name}: weight ${done.weight}, max inflight ${done.max_inflight}, `
+        + `rate ${done.rate}, burst ${done.burst}.`;
+      render(); // the page as it is now, the result on top
+    } catch (error) {
+      const field = error instanceof ApiError && error.body.field ? error.body.field + ": " : "";
+      message.appendChild(el("p", { class: "error" }, "Refused: " + field + (field ? error.message : problem(error))));
+    }
+  } },
+    el("label", {}, "weight ", inputs.weight), el("label", {}, "max inflight ", inputs.max_inflight),
+    el("label", {}, "rate ", inputs.rate), el("label", {}, "burst ", inputs.burst), reason, actor,
+    el("button", { type: "submit", class: "primary" }, "Set"));
+  return el("div", { class: "panel" },
+    el("p", { class: "muted" }, `Tenant ${t.name}: the new settings take effect from the next claim; 0 means no limit, an empty field keeps the setting. Writes an audit row with your reason and name.`),
+    dirtyOnInput(form), message);
 }
 
 // -- Quarantine ----------------------------------------------------------------------------

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...kernel import policy
-from ..backend import FlowHead
+from ..backend import FlowHead, Pause
 from ...errors import InvalidInput
 from ...kernel.policy import Policy
 from ...kernel.rows import audit_entry, event_info
@@ -114,6 +114,9 @@ class PgReads:
     def _now(self, now_ms: int) -> int | None:
         """The read's time (None: the server's, read by the statement)."""
         return None if self.server_clock else now_ms
+
+    def flow_pause(self, flow: str) -> Pause | None:
+        return None  # no pauses in this store yet
 
     def flows(self, *, after: str | None, limit: int) -> list[FlowHead]:
         # Named flows in byte order of their names (as SQLite orders them),

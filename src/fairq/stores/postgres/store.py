@@ -230,6 +230,13 @@ class PgTxn(TxnCore):
         """Give each quarantined head a new round; its new generation or refusal in its slot."""
         return settle.redrive_many(self, items, reason=reason, actor=actor, now_ms=now_ms)
 
+    def discard_many(self, items: Sequence[tuple[str, int]], *, reason: str, actor: str | None,
+                     now_ms: int) -> list[int | RedriveRefused]:
+        raise UsageError("discard is not supported by this store yet")
+
+    def set_paused(self, flow: str, paused: bool, *, reason: str | None, actor: str | None, now_ms: int) -> bool:
+        raise UsageError("pause is not supported by this store yet")
+
     def set_weight(self, name: str, weight: int) -> None:
         """Set a flow's weight, creating the flow if it has never been seen."""
         # Only the weight changes; a new flow's seqs start at 1.

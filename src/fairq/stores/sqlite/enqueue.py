@@ -6,7 +6,13 @@ flow in the batch, one read of which flows already have a head, one insert.
 A single event of a flow of its own is one insert that writes nothing when
 its id is known (then read and judged as above).
 Whether a repeat matches (fairq.kernel.rules.check_repeat) and where a new head
-joins the rotation (fairq.kernel.rules.join_pass) are the rules' to say.
+joins the rotation (fairq.kernel.rules.join_pass; a tenant's head,
+fairq.kernel.tenants.join) are the rules' to say.
+
+A flow belongs to the tenant of its first event (flow.tenant_id), and each
+event to its flow's (event.tenant_id; an unordered event to its own). An
+enqueue that names another tenant for a stored flow or event raises
+Conflict, and the call's transaction undoes whatever it wrote before.
 """
 
 from __future__ import annotations
@@ -15,31 +21,35 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from ...errors import Conflict
 from ...kernel import rules
 from ..backend import NewEvent
 from ...kernel.rows import StoredId, enqueued, fresh_events, placed, ready_at
 from ...types import Enqueued
+from .tenant_rows import Joining, flow_conflict, joining, tenant_name, write_joined
 from .txn import TxnCore
 
 
-# An event id names one (flow, body) forever: a repeat must match it, and
-# so must a repeat of a purged id, while its tombstone is kept (an id is
-# never in both tables). Both read by the event_id indexes.
+# An event id names one (flow, body, tenant) forever: a repeat must match
+# it, and so must a repeat of a purged id, while its tombstone is kept (an
+# id is never in both tables). Both read by the event_id indexes. A
+# tombstone knows its tenant through its named flow; of an unordered event
+# it does not (the last column: whether the tenant is known).
 _KNOWN = (
-    "SELECT e.event_id, f.name, e.seq, e.body FROM event AS e "
-    "LEFT JOIN flow AS f ON f.flow_id = e.flow_id "
+    "SELECT e.event_id, f.name, e.seq, e.body, (SELECT n.name FROM tenant AS n WHERE n.tenant_id = e.tenant_id), "
+    "1 FROM event AS e LEFT JOIN flow AS f ON f.flow_id = e.flow_id "
     "WHERE e.event_id IN (SELECT value FROM json_each(:ids)) "
     "UNION ALL "
-    "SELECT t.event_id, f.name, t.seq, t.body_hash FROM tombstone AS t "
-    "LEFT JOIN flow AS f ON f.flow_id = t.flow_id "
+    "SELECT t.event_id, f.name, t.seq, t.body_hash, (SELECT n.name FROM tenant AS n WHERE n.tenant_id = f.tenant_id), "
+    "t.flow_id IS NOT NULL FROM tombstone AS t LEFT JOIN flow AS f ON f.flow_id = t.flow_id "
     "WHERE t.event_id IN (SELECT value FROM json_each(:ids))"
 )
 _KNOWN_ONE = (
-    "SELECT e.event_id, f.name, e.seq, e.body FROM event AS e "
-    "LEFT JOIN flow AS f ON f.flow_id = e.flow_id WHERE e.event_id = :id "
+    "SELECT e.event_id, f.name, e.seq, e.body, (SELECT n.name FROM tenant AS n WHERE n.tenant_id = e.tenant_id), "
+    "1 FROM event AS e LEFT JOIN flow AS f ON f.flow_id = e.flow_id WHERE e.event_id = :id "
     "UNION ALL "
-    "SELECT t.event_id, f.name, t.seq, t.body_hash FROM tombstone AS t "
-    "LEFT JOIN flow AS f ON f.flow_id = t.flow_id WHERE t.event_id = :id"
+    "SELECT t.event_id, f.name, t.seq, t.body_hash, (SELECT n.name FROM tenant AS n WHERE n.tenant_id = f.tenant_id), "
+    "t.flow_id IS NOT NULL FROM tombstone AS t LEFT JOIN flow AS f ON f.flow_id = t.flow_id WHERE t.event_id = :id"
 )
 
 
@@ -59,16 +69,37 @@ def enqueue_many(tx: TxnCore, items: Sequence[NewEvent], now_ms: int) -> list[En
 
     Any conflict raises before anything is written.
     """
-    if len(items) == 1 and items[0].flow is None and _insert_own_flow(tx, items[0], now_ms):
+    if (len(items) == 1 and items[0].flow is None and items[0].tenant is None
+            and _insert_own_flow(tx, items[0], now_ms)):
         return [Enqueued(items[0].event_id, None, 1, True)]  # a new flow's first seq
     if len(items) == 1:  # one id: looked up by value, without a JSON list
-        found = tx.connection.execute(_KNOWN_ONE, {"id": items[0].event_id})
+        found = tx.connection.execute(_KNOWN_ONE, {"id": items[0].event_id}).fetchall()
     else:
-        found = tx.connection.execute(_KNOWN, {"ids": json.dumps([item.event_id for item in items])})
-    stored = {row[0]: StoredId._make(row) for row in found}
+        found = tx.connection.execute(_KNOWN, {"ids": json.dumps([item.event_id for item in items])}).fetchall()
+    stored = {row[0]: StoredId._make(row[:4]) for row in found}
     fresh = fresh_events(items, stored)
+    _check_repeated_tenants(items, {row[0]: row[4] for row in found if row[5]}, fresh)
     seqs = _insert_events(tx, list(fresh.values()), now_ms) if fresh else {}
     return enqueued(items, stored, seqs)
+
+
+def _check_repeated_tenants(items: Sequence[NewEvent], stored: dict[str, str | None],
+                            fresh: dict[str, NewEvent]) -> None:
+    """A repeat of an id must name the tenant it was stored with (where the
+    store knows it) or that its first item in the batch named: Conflict
+    (field "tenant") otherwise, before anything is written."""
+    for item in items:
+        if item.event_id in stored:
+            known = stored[item.event_id]
+        elif item.event_id in fresh:
+            known = fresh[item.event_id].tenant
+        else:
+            continue
+        if known != item.tenant:
+            raise Conflict(item.event_id, "tenant",
+                           f"event {item.event_id!r} is already stored with "
+                           f"{'no tenant' if known is None else f'tenant {known!r}'}, not "
+                           f"{'no tenant' if item.tenant is None else repr(item.tenant)}")
 
 
 def _insert_own_flow(tx: TxnCore, item: NewEvent, now_ms: int) -> bool:
@@ -93,20 +124,36 @@ def _insert_own_flow(tx: TxnCore, item: NewEvent, now_ms: int) -> bool:
 
 def _insert_events(tx: TxnCore, items: list[NewEvent], now_ms: int) -> dict[str, int]:
     """Insert new events; returns their seqs. An event that finds its flow
-    idle becomes its head and joins the rotation behind every flow in it."""
+    idle becomes its head and joins the rotation behind every flow in it
+    (a tenant's, behind every flow of its tenant)."""
     row = tx.state_row()
     counts: dict[str, int] = {}  # events per named flow in this batch
+    firsts: dict[str, NewEvent] = {}  # each named flow's first event: every other names its tenant
     for item in items:
         if item.flow is not None:
             counts[item.flow] = counts.get(item.flow, 0) + 1
-    flows = _allocate_seqs(tx, counts) if counts else {}
+            first = firsts.setdefault(item.flow, item)
+            if first.tenant != item.tenant:
+                raise flow_conflict(item.event_id, item.flow, first.tenant, item.tenant)
+    named = {item.tenant for item in items if item.tenant is not None}
+    tenants = joining(tx, named) if named else {}
+    flows = _allocate_seqs(tx, counts, firsts, tenants) if counts else {}
     rows: list[tuple[Any, ...]] = []
     seqs = {}
     for p in placed(items, flows, now_ms):
         item, next_at = p.item, p.next_at_ms
+        tenant = None if item.tenant is None else tenants[item.tenant]
+        if tenant is not None:
+            tenant.ready += 1
         if p.head:
+            runnable = int(next_at <= now_ms)
+            if tenant is None:
+                pass_ = rules.join_pass(row.tail)
+            else:
+                pass_ = tenant.head_pass(tx)  # the tenant's turn (if it joins) first, then the head's
+                tenant.runnable += runnable
             rows.append((item.event_id, p.flow_id, p.seq, item.body, now_ms, next_at, next_at,
-                         rules.join_pass(row.tail), tx.next_turn(), next_at, int(next_at <= now_ms)))
+                         pass_, tx.next_turn(), next_at, runnable))
         else:
             rows.append((item.event_id, p.flow_id, p.seq, item.body, now_ms, next_at, next_at,
                          None, None, None, 0))
@@ -114,29 +161,61 @@ def _insert_events(tx: TxnCore, items: list[NewEvent], now_ms: int) -> dict[str,
     # Only heads get a rotation place and a dispatch time. Positional
     # parameters, in the column order: the hottest insert, where binding
     # eleven named ones cost ~4 us a row.
-    tx.connection.executemany(
-        "INSERT INTO event (event_id, flow_id, seq, body, state, created_ms, due_ms, next_at_ms, "
-        "pass, turn, dispatch_ms, runnable) VALUES (?, ?, ?, ?, 'ready', ?, ?, ?, ?, ?, ?, ?)",
-        rows,
-    )
+    if not tenants:
+        tx.connection.executemany(
+            "INSERT INTO event (event_id, flow_id, seq, body, state, created_ms, due_ms, next_at_ms, "
+            "pass, turn, dispatch_ms, runnable) VALUES (?, ?, ?, ?, 'ready', ?, ?, ?, ?, ?, ?, ?)",
+            rows,
+        )
+    else:
+        # Each event carries its tenant, and the tenants their new heads.
+        tx.connection.executemany(
+            "INSERT INTO event (event_id, flow_id, seq, body, state, created_ms, due_ms, next_at_ms, "
+            "pass, turn, dispatch_ms, runnable, tenant_id) VALUES (?, ?, ?, ?, 'ready', ?, ?, ?, ?, ?, ?, ?, ?)",
+            [(*r, None if item.tenant is None else tenants[item.tenant].tenant_id) for r, item in zip(rows, items)],
+        )
+        write_joined(tx, tenants.values())
     tx.moved(None, "ready", len(rows))
     tx.happened("enqueued", len(rows))
     return seqs
 
 
-def _allocate_seqs(tx: TxnCore, counts: dict[str, int]) -> dict[str, list[Any]]:
-    """For each named flow: [flow_id, first new seq, whether it already has a head]."""
+# Each flow hands out its next `count` seqs; a new flow starts at 1. The
+# flow's tenant comes back, to be checked: a flow never given an event (made
+# by set_weight) takes the tenant of its first one, and keeps it.
+_ALLOCATE = (
+    "INSERT INTO flow (name, next_seq) SELECT key, 1 + value FROM json_each(:counts) WHERE true "
+    "ON CONFLICT (name) DO UPDATE SET next_seq = next_seq + excluded.next_seq - 1 "
+    "RETURNING flow_id, name, next_seq, tenant_id"
+)
+_ALLOCATE_WITH_TENANTS = (
+    "INSERT INTO flow (name, next_seq, tenant_id) "
+    "SELECT key, 1 + json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(:counts) WHERE true "
+    "ON CONFLICT (name) DO UPDATE SET next_seq = next_seq + excluded.next_seq - 1, "
+    "tenant_id = CASE WHEN next_seq = 1 THEN excluded.tenant_id ELSE tenant_id END "
+    "RETURNING flow_id, name, next_seq, tenant_id"
+)
+
+
+def _allocate_seqs(tx: TxnCore, counts: dict[str, int], firsts: dict[str, NewEvent],
+                   tenants: dict[str, Joining]) -> dict[str, list[Any]]:
+    """For each named flow: [flow_id, first new seq, whether it already has a head].
+    Raises Conflict for a flow that belongs to another tenant than its batch
+    events name (the caller's transaction undoes the allocation)."""
     if not counts:
         return {}
     conn = tx.connection
-    # Each flow hands out its next `count` seqs; a new flow starts at 1.
-    allocated = conn.execute(
-        "INSERT INTO flow (name, next_seq) SELECT key, 1 + value FROM json_each(:counts) WHERE true "
-        "ON CONFLICT (name) DO UPDATE SET next_seq = next_seq + excluded.next_seq - 1 "
-        "RETURNING flow_id, name, next_seq",
-        {"counts": json.dumps(counts)},
-    ).fetchall()
-    flows = {name: [flow_id, next_seq - counts[name], False] for flow_id, name, next_seq in allocated}
+    asked = {name: None if item.tenant is None else tenants[item.tenant].tenant_id for name, item in firsts.items()}
+    if tenants:
+        allocated = conn.execute(
+            _ALLOCATE_WITH_TENANTS, {"counts": json.dumps({name: [n, asked[name]] for name, n in counts.items()})}
+        ).fetchall()
+    else:
+        allocated = conn.execute(_ALLOCATE, {"counts": json.dumps(counts)}).fetchall()
+    for _, name, _, tenant_id in allocated:
+        if tenant_id != asked[name]:
+            raise flow_conflict(firsts[name].event_id, name, tenant_name(tx, tenant_id), firsts[name].tenant)
+    flows = {name: [flow_id, next_seq - counts[name], False] for flow_id, name, next_seq, _ in allocated}
     # A flow already has a head iff its last event before this batch is
     # unacked (its unacked events are a suffix).
     last = [[slot[0], slot[1] - 1] for slot in flows.values() if slot[1] > 1]

@@ -110,6 +110,13 @@ def reset_clock(tx: TxnCore, to_ms: int, *, reason: str, actor: str | None) -> C
             "AND (first_claim_ms IS NOT NULL OR created_ms > :to_ms)",
             params,
         ).rowcount
+        # A tenant's hold ends (the next claim judges it again), and its token
+        # bucket's time moves back as leases do, so no refill is lost.
+        conn.execute(
+            "UPDATE tenant SET held_until_ms = 0, at_ms = CASE WHEN at_ms > :to_ms "
+            "THEN max(:to_ms, at_ms - :back) ELSE at_ms END WHERE held_until_ms > 0 OR at_ms > :to_ms",
+            params,
+        )
         return leases, waits
 
     return clock.reset_clock(tx, to_ms, move, reason=reason, actor=actor)

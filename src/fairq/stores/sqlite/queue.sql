@@ -3,9 +3,11 @@
 --
 -- Dispatch lives on the events themselves: a flow's head carries the flow's
 -- rotation position (pass, turn) and the time it can next be claimed
--- (dispatch_ms). Two partial indexes hold only heads, so a claim reads one
+-- (dispatch_ms). Partial indexes hold only heads (waiting for a time;
+-- runnable without a tenant; runnable of each tenant), so a claim reads one
 -- index entry however many events wait behind heads or however many flows are
--- blocked; events that are not heads are in neither index.
+-- blocked; events that are not heads are in none of them. Tenants have a
+-- rotation of their own (table tenant), which a claim reads the same way.
 
 -- The queue's state row (one only): its stored clock, its rotation counters,
 -- the number of events in each state, the totals and the claim lag
@@ -36,6 +38,41 @@ CREATE TABLE queue_state (
 ) STRICT;
 INSERT INTO queue_state VALUES (1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, '[]');
 
+-- A tenant: a group of flows (a customer's) that shares one place in the
+-- rotation, by its weight, whatever its number of flows (fairq.kernel.tenants).
+-- Created on first use (an enqueue naming it, or set_tenant); never removed.
+CREATE TABLE tenant (
+    tenant_id     INTEGER PRIMARY KEY,
+    name          TEXT NOT NULL UNIQUE,
+    weight        INTEGER NOT NULL DEFAULT 1 CHECK (weight BETWEEN 1 AND 1000),  -- claims per rotation round
+    max_inflight  INTEGER NOT NULL DEFAULT 0 CHECK (max_inflight >= 0),  -- leased at once; 0: no limit
+    rate          INTEGER NOT NULL DEFAULT 0 CHECK (rate >= 0),          -- claims per second; 0: no limit
+    burst         INTEGER NOT NULL DEFAULT 0 CHECK (burst >= 0),         -- claims at once from a full bucket
+    -- The tenant's place among tenants (the queue's vtime, tail and turn counter):
+    pass          INTEGER NOT NULL DEFAULT 0 CHECK (pass >= 0),
+    turn          INTEGER NOT NULL DEFAULT 0 CHECK (turn >= 0),
+    -- The rotation among the tenant's own flows: its heads join at tail.
+    vtime         INTEGER NOT NULL DEFAULT 0 CHECK (vtime >= 0),
+    tail          INTEGER NOT NULL DEFAULT 0 CHECK (tail >= vtime),
+    -- How many of its heads are runnable, and of its events are ready: every
+    -- verb that changes a head's runnable flag or an event's state adds its
+    -- change here, in the same transaction.
+    runnable      INTEGER NOT NULL DEFAULT 0 CHECK (runnable >= 0),
+    ready_n       INTEGER NOT NULL DEFAULT 0 CHECK (ready_n >= 0),
+    -- A claim found it at a limit: skipped until then (0: not held). A settle
+    -- of one of its leases lets it go at once (a slot may be free).
+    held_until_ms INTEGER NOT NULL DEFAULT 0 CHECK (held_until_ms >= 0),
+    -- Its token bucket (fairq.kernel.tenants.Bucket) after its last claim; NULL: full.
+    tokens_milli  INTEGER,
+    at_ms         INTEGER,
+    CHECK ((tokens_milli IS NULL) = (at_ms IS NULL)),
+    CHECK (rate <= burst * 1000)
+) STRICT;
+-- Tenants a claim may choose from (a runnable head, not held), in rotation order.
+CREATE INDEX tenant_rotation ON tenant (pass, turn) WHERE runnable > 0 AND held_until_ms = 0;
+-- Held tenants by the end of their hold: a claim lets the ended ones go.
+CREATE INDEX tenant_held ON tenant (held_until_ms) WHERE held_until_ms > 0;
+
 -- A named ordered lane. Events with flow=None have no row here: each is a
 -- flow of its own.
 CREATE TABLE flow (
@@ -43,7 +80,11 @@ CREATE TABLE flow (
     name      TEXT NOT NULL UNIQUE,
     weight    INTEGER NOT NULL DEFAULT 1 CHECK (weight BETWEEN 1 AND 1000),  -- claims per rotation round
     next_seq  INTEGER NOT NULL DEFAULT 1 CHECK (next_seq >= 1)               -- seq the next event gets
-) STRICT;
+    -- The flow's tenant (NULL: none), fixed by its first event. Laid out as
+    -- step 7's ALTER TABLE writes it, so both files store the same text.
+    , tenant_id INTEGER REFERENCES tenant (tenant_id)) STRICT;
+-- Each tenant's flows (a listing of tenants counts them).
+CREATE INDEX flow_tenant ON flow (tenant_id) WHERE tenant_id IS NOT NULL;
 
 -- One unit of work. event_id, flow_id, seq and body never change.
 CREATE TABLE event (
@@ -71,7 +112,12 @@ CREATE TABLE event (
     pass              INTEGER,           -- the flow's rotation position: claims go to the lowest
     turn              INTEGER,           -- tie-break: who reached this position first
     dispatch_ms       INTEGER,           -- when this head can next be claimed; NULL if quarantined
-    runnable          INTEGER NOT NULL DEFAULT 0 CHECK (runnable = 0 OR runnable = 1),  -- 1: in the rotation index
+    runnable          INTEGER NOT NULL DEFAULT 0 CHECK (runnable = 0 OR runnable = 1),  -- 1: in a rotation index
+    -- The event's tenant: its flow's (copied at enqueue), or its own for an
+    -- unordered event; NULL: none (the flow is its own tenant). Never changes.
+    -- Not a foreign key: tenants are never removed, and a key would make
+    -- every insert of a tenant plan a scan of this table.
+    tenant_id         INTEGER,
     CHECK (flow_id IS NOT NULL OR seq = 1),
     CHECK ((state = 'inflight') = (lease_until_ms IS NOT NULL)),
     CHECK ((state = 'ready') = (next_at_ms IS NOT NULL)),
@@ -90,20 +136,25 @@ CREATE UNIQUE INDEX event_flow_seq ON event (flow_id, seq) WHERE flow_id IS NOT 
 -- Heads waiting for a time (delay, backoff, a live lease), by that time; a
 -- claim promotes the ones that are due into the rotation index.
 CREATE INDEX event_waiting ON event (dispatch_ms) WHERE runnable = 0 AND dispatch_ms IS NOT NULL;
--- Heads claimable now, in rotation order.
-CREATE INDEX event_rotation ON event (pass, turn) WHERE runnable = 1;
+-- Heads without a tenant claimable now, in rotation order.
+CREATE INDEX event_rotation ON event (pass, turn) WHERE runnable = 1 AND tenant_id IS NULL;
+-- Each tenant's heads claimable now, in its own rotation order.
+CREATE INDEX event_tenant_rotation ON event (tenant_id, pass, turn) WHERE tenant_id IS NOT NULL AND runnable = 1;
+-- Each tenant's heads, by lease end (NULL unless leased; every leased event
+-- is a head): whether a tenant has any head, and its live leases counted.
+CREATE INDEX event_tenant_heads ON event (tenant_id, lease_until_ms) WHERE tenant_id IS NOT NULL AND pass IS NOT NULL;
 -- The dead-letter view: quarantined events are few, and operators list them.
 CREATE INDEX event_quarantined ON event (id) WHERE state = 'quarantined';
 
 -- Decisions that explain an event's history: retries, quarantines, expired
--- leases, redrives, misfired schedule slots; and clock resets and policy
--- changes, which concern the whole queue. Rows are only ever appended.
+-- leases, redrives, misfired schedule slots; and clock resets, policy
+-- changes and tenant changes, which concern the whole queue. Rows are only ever appended.
 CREATE TABLE audit (
     id          INTEGER PRIMARY KEY,
     event_id    TEXT NOT NULL,          -- not a foreign key: a misfired slot has no event; '' for the whole queue
     action      TEXT NOT NULL CHECK (action = 'retry' OR action = 'quarantine' OR action = 'expired'
                                      OR action = 'redrive' OR action = 'misfire' OR action = 'clock_reset'
-                                     OR action = 'policy_set'),
+                                     OR action = 'policy_set' OR action = 'set_tenant'),
     reason      TEXT,
     actor       TEXT,                   -- who decided (redrive), or the lease owner
     generation  INTEGER,                -- the event's generation after the decision

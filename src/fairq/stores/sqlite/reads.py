@@ -12,7 +12,7 @@ from __future__ import annotations
 import sqlite3
 
 from ...kernel import policy
-from ..backend import FlowHead
+from ..backend import FlowHead, Pause
 from ...errors import InvalidInput
 from ...kernel.policy import Policy
 from ...kernel.rows import audit_entry, event_info
@@ -20,6 +20,7 @@ from ...kernel.stats import assemble
 from ...types import TOTALS, AuditEntry, EventInfo, State, Stats, TenantInfo
 from .policy_store import read_policy
 from .schedules import ScheduleTxn
+from . import tenant_reads
 
 
 class SqliteReads:
@@ -105,29 +106,35 @@ class SqliteReads:
         return [event_info(r) for r in self.connection.execute(sql, params)]
 
     def flow_tenant(self, flow: str) -> str | None:
-        return None  # no tenants in this store yet
+        return tenant_reads.flow_tenant(self.connection, flow)
 
     def tenant(self, name: str, now_ms: int) -> TenantInfo | None:
-        return None
+        return tenant_reads.tenant_info(self.connection, name, now_ms)
 
     def tenants(self, *, after: str | None, limit: int, now_ms: int) -> list[TenantInfo]:
-        return []
+        return tenant_reads.tenants(self.connection, after=after, limit=limit, now_ms=now_ms)
+
+    def flow_pause(self, flow: str) -> Pause | None:
+        return None  # no pauses in this store yet
 
     def flows(self, *, after: str | None, limit: int) -> list[FlowHead]:
         # Named flows in name order, resuming after `after` through flow.name's
         # unique index (keyset paging); each head found as flow_head finds it.
+        # Each flow's tenant by the tenant's key.
         if after is None:
             rows = self.connection.execute(
-                "SELECT name, weight FROM flow ORDER BY name LIMIT :limit", {"limit": limit}).fetchall()
+                "SELECT name, weight, (SELECT t.name FROM tenant AS t WHERE t.tenant_id = flow.tenant_id) "
+                "FROM flow ORDER BY name LIMIT :limit", {"limit": limit}).fetchall()
         else:
             rows = self.connection.execute(
-                "SELECT name, weight FROM flow WHERE name > :after ORDER BY name LIMIT :limit",
+                "SELECT name, weight, (SELECT t.name FROM tenant AS t WHERE t.tenant_id = flow.tenant_id) "
+                "FROM flow WHERE name > :after ORDER BY name LIMIT :limit",
                 {"after": after, "limit": limit}).fetchall()
         out = []
-        for name, weight in rows:
+        for name, weight, tenant_name in rows:
             found = self.flow_head(name)
             assert found is not None  # read in this same snapshot
-            out.append(FlowHead(name, weight, found[0], found[1]))
+            out.append(FlowHead(name, weight, found[0], found[1], tenant_name))
         return out
 
     def audit(self, event_id: str | None, *, after: int, limit: int | None) -> list[AuditEntry]:
@@ -156,16 +163,19 @@ class SqliteReads:
             "SELECT purged_total, tombstones_n FROM retention WHERE id = 1"
         ).fetchone()
         # Every flow with unacked events has exactly one head, in one of the
-        # three partial indexes: stats reads heads, never the events behind them.
+        # four partial indexes: stats reads heads, never the events behind them.
         heads = conn.execute(
-            "SELECT (SELECT count(*) FROM event WHERE runnable = 1) "
+            "SELECT (SELECT count(*) FROM event WHERE runnable = 1 AND tenant_id IS NULL) "
+            "+ (SELECT count(*) FROM event WHERE runnable = 1 AND tenant_id IS NOT NULL) "
             "+ (SELECT count(*) FROM event WHERE runnable = 0 AND dispatch_ms IS NOT NULL)"
         ).fetchone()[0]
         # The longest-claimable ready head: among the runnable ones, or among
         # waiting ones whose time came but that no claim has promoted yet.
         oldest = conn.execute(
             "SELECT min(m) FROM ("
-            "SELECT min(dispatch_ms) AS m FROM event WHERE runnable = 1 AND state = 'ready' "
+            "SELECT min(dispatch_ms) AS m FROM event WHERE runnable = 1 AND tenant_id IS NULL AND state = 'ready' "
+            "UNION ALL SELECT min(dispatch_ms) FROM event "
+            "WHERE runnable = 1 AND tenant_id IS NOT NULL AND state = 'ready' "
             "UNION ALL SELECT min(dispatch_ms) FROM event "
             "WHERE runnable = 0 AND dispatch_ms <= :now_ms AND state = 'ready')",
             {"now_ms": now_ms},
@@ -174,7 +184,8 @@ class SqliteReads:
         top_flows = conn.execute(
             "SELECT f.name, f.next_seq - e.seq AS backlog FROM event AS e JOIN flow AS f "
             "ON f.flow_id = e.flow_id WHERE e.id IN ("
-            "SELECT id FROM event WHERE runnable = 1 "
+            "SELECT id FROM event WHERE runnable = 1 AND tenant_id IS NULL "
+            "UNION ALL SELECT id FROM event WHERE runnable = 1 AND tenant_id IS NOT NULL "
             "UNION ALL SELECT id FROM event WHERE runnable = 0 AND dispatch_ms IS NOT NULL "
             "UNION ALL SELECT id FROM event WHERE state = 'quarantined') "
             "ORDER BY backlog DESC, f.name LIMIT :top",

@@ -24,22 +24,22 @@ APPLICATION_ID = 0x66710001
 #: Version 1 is the first released schema; its steps start at 2.
 MIGRATIONS: dict[int, str] = {2: "migrations/0002_schedules.sql", 3: "migrations/0003_retention.sql",
                               4: "migrations/0004_clock_reset.sql", 5: "migrations/0005_policy.sql",
-                              6: "migrations/0006_queue_state.sql"}
-LATEST = 6
+                              6: "migrations/0006_queue_state.sql", 7: "migrations/0007_tenants.sql"}
+LATEST = 7
 #: The first version whose file stores the retry policy (table policy).
 POLICY_VERSION = 5
 
 #: Tables fairq owns in its file; a foreign table of the same name is refused.
-OWN_TABLES = ("queue_state", "flow", "event", "audit", "schedule", "tombstone", "retention", "policy")
+OWN_TABLES = ("queue_state", "flow", "event", "audit", "schedule", "tombstone", "retention", "policy", "tenant")
 
 #: The tables each step creates: an application's own table of the same name
 #: in the file refuses the upgrade before anything changes.
 STEP_TABLES: dict[int, tuple[str, ...]] = {2: ("schedule",), 3: ("tombstone", "retention"), 4: ("audit",),
-                                           5: ("audit", "policy"), 6: ("queue_state",)}
+                                           5: ("audit", "policy"), 6: ("queue_state",), 7: ("tenant", "audit")}
 
 #: Tables a step creates again with their rows (fairq's own since an earlier
 #: version, so they are not clashes).
-REBUILT_TABLES: dict[int, tuple[str, ...]] = {4: ("audit",), 5: ("audit",)}
+REBUILT_TABLES: dict[int, tuple[str, ...]] = {4: ("audit",), 5: ("audit",), 7: ("audit",)}
 
 
 def refuse_foreign(conn: sqlite3.Connection, path: object) -> None:

@@ -18,25 +18,36 @@ from ...errors import LeaseLost, RedriveRefused
 from ...kernel.policy import Backoff
 from ...types import Lease, Settled
 from ..._json import body_value
-from ...kernel.rows import Held, held_live, judge_settles, redrive_each
+from ...kernel.rows import Held, Judged, held_live, judge_settles, redrive_each
+from .tenant_rows import Counts
 from .txn import TxnCore
 
-# The columns a settle, extend or redrive needs to judge a lease.
+# The columns a settle, extend or redrive needs to judge a lease (a Held),
+# then the event's tenant.
 _FENCE_COLUMNS = (
     "SELECT event_id, id, flow_id, seq, state, generation, attempts, lifetime_attempts, "
-    "lease_until_ms, owner, pass, turn, reason FROM event "
+    "lease_until_ms, owner, pass, turn, reason, tenant_id FROM event "
 )
 _FENCE_ONE = _FENCE_COLUMNS + "WHERE event_id = :id"
 _FENCE_MANY = _FENCE_COLUMNS + "WHERE event_id IN (SELECT value FROM json_each(:ids))"
 
-def _held(tx: TxnCore, event_ids: list[str]) -> dict[str, Held]:
-    # The rows the fence judges, by the event_id index, read under the write
-    # lock; one id by value, without a JSON list.
+
+def _held(tx: TxnCore, event_ids: list[str], tenants: dict[int, int] | None = None) -> dict[str, Held]:
+    """The rows the fence judges, by event id; `tenants`, if given, gets the
+    tenant of each row (by row id) that has one."""
+    # By the event_id index, read under the write lock; one id by value,
+    # without a JSON list.
     if len(event_ids) == 1:
         row = tx.cursor.execute(_FENCE_ONE, {"id": event_ids[0]}).fetchone()
-        return {} if row is None else {row[0]: Held._make(row)}
-    rows = tx.connection.execute(_FENCE_MANY, {"ids": json.dumps(event_ids)})
-    return {row[0]: Held._make(row) for row in rows}
+        if row is None:
+            return {}
+        if row[13] is not None and tenants is not None:
+            tenants[row[1]] = row[13]
+        return {row[0]: Held._make(row[:13])}
+    rows = tx.connection.execute(_FENCE_MANY, {"ids": json.dumps(event_ids)}).fetchall()
+    if tenants is not None:
+        tenants.update((row[1], row[13]) for row in rows if row[13] is not None)
+    return {row[0]: Held._make(row[:13]) for row in rows}
 
 
 def check_fence(tx: TxnCore, event_id: str, generation: int, now_ms: int) -> None:
@@ -48,7 +59,8 @@ def settle_many(
     tx: TxnCore, items: Sequence[SettleItem], *, now_ms: int, max_attempts: int, backoff: Backoff
 ) -> list[Settled | LeaseLost]:
     """Settle each lease on its own; a lost lease is reported in its slot."""
-    judged = judge_settles(items, _held(tx, [item.event_id for item in items]), now_ms=now_ms,
+    tenants: dict[int, int] = {}  # the tenant of each row that has one
+    judged = judge_settles(items, _held(tx, [item.event_id for item in items], tenants), now_ms=now_ms,
                            max_attempts=max_attempts, backoff=backoff)
     judged.count(tx)
     conn = tx.connection
@@ -63,7 +75,7 @@ def settle_many(
         )
         # (pass, turn, now_ms, flow_id, seq) of each acked head's successor
         next_heads = [(row.pass_, row.turn, now_ms, row.flow_id, row.seq + 1)
-                      for row in judged.acked if row.flow_id is not None]
+                      for row in judged.acked if row.flow_id is not None and row.id not in tenants]
         if next_heads:
             # The next seq (there are no gaps) becomes the head and inherits
             # the flow's rotation place; no row: the flow is idle now.
@@ -92,7 +104,37 @@ def settle_many(
         tx.quarantine([row.id for row, _ in judged.quarantined], [reason for _, reason in judged.quarantined])
     if judged.audits:
         tx.append_audit(judged.audits)
+    if tenants:
+        _count_tenants(tx, judged, tenants, now_ms)
     return judged.out
+
+
+def _count_tenants(tx: TxnCore, judged: Judged, tenants: dict[int, int], now_ms: int) -> None:
+    """What a settle batch did to its tenants: each event that left inflight
+    ends its tenant's hold; each head it made runnable and each event it
+    made ready is counted (a successor of an acked head of a tenant's flow
+    becomes its head here)."""
+    counts = Counts()
+    for row in judged.acked:
+        tenant = tenants.get(row.id)
+        counts.lease_ended(tenant)
+        if tenant is not None and row.flow_id is not None:
+            # As for a successor above, one at a time: whether it is runnable comes back.
+            found = tx.connection.execute(
+                "UPDATE event SET pass = :pass, turn = :turn, dispatch_ms = next_at_ms, "
+                "runnable = next_at_ms <= :now_ms WHERE flow_id = :flow_id AND seq = :seq RETURNING runnable",
+                {"pass": row.pass_, "turn": row.turn, "now_ms": now_ms, "flow_id": row.flow_id,
+                 "seq": row.seq + 1}).fetchone()
+            counts.add(tenant, 0 if found is None else found[0])
+    for row, next_at, _ in judged.retried:
+        counts.lease_ended(tenants.get(row.id))
+        counts.add(tenants.get(row.id), int(next_at <= now_ms), ready=1)
+    for row in judged.released:
+        counts.lease_ended(tenants.get(row.id))
+        counts.add(tenants.get(row.id), 1, ready=1)
+    for row, _ in judged.quarantined:
+        counts.lease_ended(tenants.get(row.id))
+    counts.write(tx)
 
 
 def extend(tx: TxnCore, event_id: str, generation: int, *, lease_ms: int, now_ms: int) -> Lease:
@@ -124,7 +166,9 @@ def redrive_many(tx: TxnCore, items: Sequence[tuple[str, int]], *, reason: str, 
     """Give each quarantined head (event_id, expected_generation) a new round:
     its new generation, or its refusal, in its slot (read under the file's
     write lock, so nothing changes between the judgement and the write)."""
-    rows = _held(tx, sorted({event_id for event_id, _ in items}))
+    tenants: dict[int, int] = {}
+    rows = _held(tx, sorted({event_id for event_id, _ in items}), tenants)
+    counts = Counts()
 
     def write(row: Held, generation: int) -> None:
         # A new round: attempts reset, lifetime_attempts kept, the old reason
@@ -137,5 +181,8 @@ def redrive_many(tx: TxnCore, items: Sequence[tuple[str, int]], *, reason: str, 
             "WHERE id = :id AND state = 'quarantined'",
             {"id": row.id, "generation": generation, "now_ms": now_ms},
         )
+        counts.add(tenants.get(row.id), 1, ready=1)  # its tenant: one more runnable head, one more ready event
 
-    return redrive_each(tx, items, rows, write, reason=reason, actor=actor, now_ms=now_ms)
+    results = redrive_each(tx, items, rows, write, reason=reason, actor=actor, now_ms=now_ms)
+    counts.write(tx)
+    return results

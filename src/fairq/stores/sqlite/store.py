@@ -35,7 +35,7 @@ from ..backend import NewEvent, SettleItem
 from ...errors import LeaseLost, RedriveRefused, SchemaError, UsageError
 from ...kernel.policy import Policy, to_ms
 from ...types import ClockReset, Enqueued, Lease, Settled, TenantInfo
-from . import claim, enqueue, maintenance, settle
+from . import claim, enqueue, maintenance, settle, tenant_rows
 from .policy_store import change_policy, store_policy
 from .schema import LATEST, ensure_schema, refuse_foreign, refuse_outdated
 from .reads import SqliteReads
@@ -99,8 +99,6 @@ class SqliteTxn(TxnCore):
     def enqueue_many(self, items: Sequence[NewEvent], now_ms: int) -> list[Enqueued]:
         """Store each new event at the end of its flow; identical repeats collapse.
         Any conflict raises before anything is written."""
-        if any(item.tenant is not None for item in items):
-            raise UsageError("tenants are not supported by this store yet")
         return enqueue.enqueue_many(self, items, now_ms)
 
     def set_policy(self, new: Policy, *, reason: str | None, actor: str | None, now_ms: int) -> Policy:
@@ -138,6 +136,13 @@ class SqliteTxn(TxnCore):
         """Give each quarantined head a new round; its new generation or refusal in its slot."""
         return settle.redrive_many(self, items, reason=reason, actor=actor, now_ms=now_ms)
 
+    def discard_many(self, items: Sequence[tuple[str, int]], *, reason: str, actor: str | None,
+                     now_ms: int) -> list[int | RedriveRefused]:
+        raise UsageError("discard is not supported by this store yet")
+
+    def set_paused(self, flow: str, paused: bool, *, reason: str | None, actor: str | None, now_ms: int) -> bool:
+        raise UsageError("pause is not supported by this store yet")
+
     def set_weight(self, name: str, weight: int) -> None:
         """Set a flow's weight, creating the flow if it has never been seen."""
         # Only the weight changes; a new flow's seqs start at 1.
@@ -149,7 +154,9 @@ class SqliteTxn(TxnCore):
 
     def set_tenant(self, name: str, *, weight: int | None, max_inflight: int | None, rate: int | None,
                    burst: int | None, reason: str | None, actor: str | None, now_ms: int) -> TenantInfo:
-        raise UsageError("tenants are not supported by this store yet")
+        """Store a tenant's settings (None: as stored) with one 'set_tenant' audit row."""
+        return tenant_rows.set_tenant(self, name, weight=weight, max_inflight=max_inflight, rate=rate, burst=burst,
+                                      reason=reason, actor=actor, now_ms=now_ms)
 
     def reset_clock(self, to_ms: int, *, reason: str, actor: str | None) -> ClockReset:
         """Move the stored clock back to to_ms, with every lease end and ready time beyond it."""

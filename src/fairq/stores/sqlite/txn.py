@@ -46,6 +46,12 @@ class StateRow:
     turn: int
     claim_lag: str  # JSON array of bucket counts, parsed only when a first claim adds to it
     waiting_ms: int | None  # the earliest dispatch time in the waiting index (None: it is empty)
+    # Read with a claim's state row only (None: not read): the earliest end of
+    # a tenant's hold (0: no tenant is held), whether a tenant is claimable
+    # (a runnable head, not held), and whether the queue has any tenant.
+    held_ms: int | None = None
+    tenant_ready: bool | None = None
+    any_tenant: bool | None = None
 
 
 # Both one-row tables, with the waiting index's first entry (TxnCore.state_row).
@@ -57,20 +63,31 @@ _STATE_ROW = (
     "FROM queue_state AS s JOIN policy AS p ON p.id = 1 WHERE s.id = 1"
 )
 
-# The state row with the rotation index's first head, in the columns (and
-# order) of a claim's page (store.claim): a claim's state row brings it
-# along, so a claim of one head that promotes nothing reads no page of its
-# own. The head is found by one step into the rotation index, then by id.
+# The state row with the rotation index's first head (of no tenant), in the
+# columns (and order) of a claim's page (store.claim): a claim's state row
+# brings it along, so a claim of one head that promotes nothing reads no page
+# of its own. The head is found by one step into the rotation index, then by
+# id. The tenant level's three facts (StateRow.held_ms, tenant_ready,
+# any_tenant) are one index step each (a queue without tenants takes only
+# the last, once): with no tenant claimable, a claim never looks at tenants
+# again.
 _STATE_ROW_AND_HEAD = (
     "SELECT s.now_ms, s.vtime, s.tail, s.turn, s.claim_lag, "
     "(SELECT min(dispatch_ms) FROM event WHERE runnable = 0 AND dispatch_ms IS NOT NULL), "
     "p.max_attempts, p.lease_ms, "
     "p.backoff_base_s, p.backoff_factor, p.backoff_cap_s, p.backoff_jitter, p.version, "
+    "CASE WHEN (SELECT max(tenant_id) FROM tenant) IS NULL THEN 0 "
+    "ELSE (SELECT coalesce(min(held_until_ms), 0) FROM tenant WHERE held_until_ms > 0) END, "
+    "CASE WHEN (SELECT max(tenant_id) FROM tenant) IS NULL THEN 0 "
+    "ELSE (SELECT min(pass) FROM tenant INDEXED BY tenant_rotation WHERE runnable > 0 AND held_until_ms = 0) "
+    "IS NOT NULL END, "
+    "(SELECT max(tenant_id) FROM tenant) IS NOT NULL, "
     "h.id, h.event_id, f.name, f.weight, h.seq, h.body, h.pass, h.state, "
-    "h.generation, h.attempts, h.lifetime_attempts, h.lease_until_ms, h.owner, h.due_ms, h.first_claim_ms "
+    "h.generation, h.attempts, h.lifetime_attempts, h.lease_until_ms, h.owner, h.due_ms, h.first_claim_ms, "
+    "h.turn "
     "FROM queue_state AS s JOIN policy AS p ON p.id = 1 "
     "LEFT JOIN event AS h ON h.id = (SELECT e.id FROM event AS e INDEXED BY event_rotation "
-    "WHERE e.runnable = 1 ORDER BY e.pass, e.turn LIMIT 1) "
+    "WHERE e.runnable = 1 AND e.tenant_id IS NULL ORDER BY e.pass, e.turn LIMIT 1) "
     "LEFT JOIN flow AS f ON f.flow_id = h.flow_id WHERE s.id = 1"
 )
 
@@ -175,10 +192,11 @@ class TxnCore(AuditTrail):
             if sql is _CLOCK_ROW:
                 row = self._row = StateRow(read[0], read[1], read[2], read[3], read[4], None)
                 return row
-            if sql is _STATE_ROW_AND_HEAD:
-                self._head = [] if read[13] is None else [read[13:]]
             row = self._row = StateRow(read[0], read[1], read[2], read[3], read[4], read[5])
             self._policy_row = read[6:13]
+            if sql is _STATE_ROW_AND_HEAD:
+                row.held_ms, row.tenant_ready, row.any_tenant = read[13], bool(read[14]), bool(read[15])
+                self._head = [] if read[16] is None else [read[16:]]
         return row
 
     def _read_rest(self) -> tuple[Any, ...]:
