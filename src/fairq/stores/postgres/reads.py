@@ -32,7 +32,8 @@ _EVENT_COLUMNS = (
 _SELECT_EVENT = "SELECT " + _EVENT_COLUMNS + "FROM event AS e LEFT JOIN flow AS f ON f.flow_id = e.flow_id "
 # A flow, and its head (the flow's one head row names its lowest unacked event; none when all is acked).
 _SELECT_FLOW = ("SELECT f.name, f.weight, f.next_seq, "
-                "(SELECT t.name FROM tenant AS t WHERE t.tenant_id = f.tenant_id), " + _EVENT_COLUMNS + "FROM flow AS f "
+                "(SELECT t.name FROM tenant AS t WHERE t.tenant_id = f.tenant_id), "
+                + _EVENT_COLUMNS + "FROM flow AS f "
                 "LEFT JOIN head AS h ON h.flow_id = f.flow_id LEFT JOIN event AS e ON e.id = h.event_pk ")
 
 
