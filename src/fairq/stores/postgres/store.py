@@ -4,7 +4,7 @@
 PgStore opens one connection, creates or upgrades the schema (unless
 readonly), refuses an open whose clock is not the queue's, and hands out
 transactions and read snapshots. PgTxn runs each
-verb's SQL (enqueue, claim, settle, maintenance) inside one transaction that
+verb's SQL (claim, enqueue_one, verbs, settle, maintenance, tenants) inside one transaction that
 txn.TxnCore keeps. The invariants are the SQLite store's (fairq.stores.sqlite.store):
 a flow's head is its lowest unacked event and has exactly one head row;
 a head row's dispatch_ms is its next_at while ready, its lease end while
@@ -106,18 +106,19 @@ def clock_name(server_clock: bool) -> str:
     return "server" if server_clock else "model"
 
 
-#: The verbs that run as one statement (verbs.py, enqueue_one.py) when their
-#: transaction is fairq's own and nothing else runs in it (a settle with an
-#: effect, or a verb joined to an application's transaction, runs from Python).
+#: The verbs that run as one statement (claim.py, verbs.py, enqueue_one.py)
+#: when their transaction is fairq's own and nothing else runs in it (a
+#: settle with an effect, or a verb joined to an application's transaction,
+#: calls the same function inside its transaction; extend runs from Python).
 #: tests/postgres/test_pg_one_statement.py empties it to compare the two.
 ONE_STATEMENT: frozenset[str] = frozenset({"claim", "settle", "extend", "enqueue", "discard", "pause", "resume"})
 
 class PgTxn(TxnCore):
     """Every verb, bound to one transaction (a context manager). An enqueue,
     claim, settle or extend on fairq's own connection begins nothing until it
-    knows what it runs: the verb alone is one statement (verbs.py,
+    knows what it runs: the verb alone is one statement (claim.py, verbs.py,
     enqueue_one.py); anything else (a settle effect, a fence check) begins
-    the transaction as before, and the verb's SQL runs from Python."""
+    the transaction as before, and the verb calls the same function inside it."""
 
     def __init__(self, db: PgDatabase, name: str, conn: Any, *, server_clock: bool,
                  one_statement: bool = True) -> None:

@@ -13,7 +13,7 @@ shard is held does it wait for one. A transaction joined to an
 application's (the outbox), which may stay open for long, takes no shard:
 it appends its counters to rows of its own, outside the shards, which
 transactions on fairq's own connections fold into theirs later. The verbs'
-SQL lives beside it (enqueue, claim, settle, maintenance); PgTxn (store)
+SQL lives beside it (claim, enqueue_one, verbs, settle, maintenance, tenants); PgTxn (store)
 puts them together. Never commits by itself.
 """
 
