@@ -49,32 +49,52 @@ def check_invariants(path: Path) -> None:
     conn = sqlite3.connect(path)
     try:
         now = conn.execute("SELECT now_ms FROM queue_state").fetchone()[0]
-        # Within a flow, acks happen in seq order: the unacked events are a
-        # suffix, seqs have no gaps, and next_seq follows the last one. Purge
-        # removes a prefix of acked events: their tombstones sit below the
-        # first stored seq.
-        for flow_id, next_seq in conn.execute("SELECT flow_id, next_seq FROM flow"):
-            states = [r[0] for r in conn.execute(
-                "SELECT state FROM event WHERE flow_id = ? ORDER BY seq", (flow_id,))]
-            seqs = [r[0] for r in conn.execute("SELECT seq FROM event WHERE flow_id = ? ORDER BY seq", (flow_id,))]
-            first_stored = next_seq - len(seqs)
-            assert seqs == list(range(first_stored, next_seq)), f"flow {flow_id}: seqs {seqs}, next {next_seq}"
+        # Within a flow, acks happen in seq order: a flow's head is its lowest
+        # seq neither acked nor discarded; before it every event is acked or
+        # discarded (purge may have removed some: their tombstones sit below
+        # the head), behind it every event is stored, ready or discarded, up
+        # to next_seq.
+        final = ("acked", "discarded")
+        columns = {r[1] for r in conn.execute("PRAGMA table_info(flow)")}
+        paused_col = "paused" if "paused" in columns else "0"
+        paused_flows = set()
+        for flow_id, next_seq, paused in conn.execute(f"SELECT flow_id, next_seq, {paused_col} FROM flow"):
+            rows = conn.execute("SELECT seq, state FROM event WHERE flow_id = ? ORDER BY seq", (flow_id,)).fetchall()
+            seqs, states = [r[0] for r in rows], [r[1] for r in rows]
+            assert all(1 <= seq < next_seq for seq in seqs), f"flow {flow_id}: seqs {seqs}, next {next_seq}"
+            head_at = next((i for i, st in enumerate(states) if st not in final), len(states))
+            head_seq = seqs[head_at] if head_at < len(seqs) else next_seq
+            assert seqs[head_at:] == list(range(head_seq, next_seq)), f"flow {flow_id}: seqs {seqs}, next {next_seq}"
+            assert all(st in ("ready", "discarded") for st in states[head_at + 1:]), f"flow {flow_id}: {states}"
             purged = [r[0] for r in conn.execute("SELECT seq FROM tombstone WHERE flow_id = ?", (flow_id,))]
-            assert all(seq < first_stored for seq in purged), f"flow {flow_id}: tombstones {purged}"
-            first_unacked = next((i for i, st in enumerate(states) if st != "acked"), len(states))
-            assert all(st != "acked" for st in states[first_unacked:]), f"flow {flow_id}: {states}"
-        # Exactly the heads (lowest unacked seq of each flow; every unacked
-        # unordered event) carry a rotation place.
+            assert all(seq < head_seq for seq in purged), f"flow {flow_id}: tombstones {purged}"
+            if paused:
+                paused_flows.add(flow_id)
+        # Exactly the heads (lowest seq of each flow neither acked nor
+        # discarded; every such unordered event) carry a rotation place.
         heads = {r[0] for r in conn.execute(
-            "SELECT e.id FROM event e WHERE e.state != 'acked' AND (e.flow_id IS NULL OR NOT EXISTS "
-            "(SELECT 1 FROM event p WHERE p.flow_id = e.flow_id AND p.seq < e.seq AND p.state != 'acked'))")}
+            "SELECT e.id FROM event e WHERE e.state != 'acked' AND e.state != 'discarded' AND (e.flow_id IS NULL "
+            "OR NOT EXISTS (SELECT 1 FROM event p WHERE p.flow_id = e.flow_id AND p.seq < e.seq "
+            "AND p.state != 'acked' AND p.state != 'discarded'))")}
         placed = {r[0] for r in conn.execute("SELECT id FROM event WHERE pass IS NOT NULL")}
         assert placed == heads, f"heads {sorted(heads)}, placed {sorted(placed)}"
+        # A head's dispatch time is its ready time or lease end; none while
+        # quarantined or while its flow is paused (then it is not runnable).
+        for event_id, flow_id, state, dispatch, next_at, lease_until, runnable in conn.execute(
+                "SELECT event_id, flow_id, state, dispatch_ms, next_at_ms, lease_until_ms, runnable FROM event "
+                "WHERE pass IS NOT NULL"):
+            if state == "quarantined" or flow_id in paused_flows:
+                assert dispatch is None and not runnable, f"head {event_id} is dispatched (paused or quarantined)"
+            else:
+                expected = next_at if next_at is not None else lease_until
+                assert dispatch == expected, f"head {event_id}: dispatch {dispatch}, expected {expected}"
         early = conn.execute("SELECT id FROM event WHERE runnable = 1 AND dispatch_ms > ?", (now,)).fetchall()
         assert not early, f"runnable before due: {early}"
         actual = dict(conn.execute("SELECT state, count(*) FROM event GROUP BY state"))
-        kept = dict(zip(("ready", "inflight", "acked", "quarantined"),
-                        conn.execute("SELECT ready_n, inflight_n, acked_n, quarantined_n FROM queue_state").fetchone()))
+        kept_columns = {r[1] for r in conn.execute("PRAGMA table_info(queue_state)")}
+        names = [s for s in ("ready", "inflight", "acked", "quarantined", "discarded") if f"{s}_n" in kept_columns]
+        kept = dict(zip(names, conn.execute(
+            f"SELECT {', '.join(f'{s}_n' for s in names)} FROM queue_state").fetchone()))
         for state, n in kept.items():
             assert n == actual.get(state, 0), f"count {state}={n}, recounted {actual.get(state, 0)}"
         if conn.execute("SELECT 1 FROM sqlite_schema WHERE name = 'tenant'").fetchone():

@@ -283,13 +283,14 @@ def test_stats_from_kept_counts_fill_every_state_and_total_and_read_the_histogra
     lags[2] = 9  # nine first claims within 25 ms
     lags[-1] = 1  # one past the last bound
     got = assemble(now_ms=10_000, counts={"ready": 3}, totals={"acked": 2}, purged=1, lags=lags, flows=4,
-                   oldest_ready_ms=7_500, top_flows=[("F", 3)], tombstones=5)
+                   oldest_ready_ms=7_500, top_flows=[("F", 3)], tombstones=5, claimable_now=2, blocked_flows=1)
     assert got.counts == {"ready": 3, "inflight": 0, "acked": 0, "quarantined": 0, "discarded": 0}
     assert got.totals["acked"] == 2 and got.totals["enqueued"] == 0 and got.totals["purged"] == 1
     assert list(got.totals)[-1] == "purged"
     assert (got.now, got.oldest_ready_age, got.flows, got.top_flows, got.tombstones) == (10.0, 2.5, 4, (("F", 3),), 5)
     assert got.claim_lag_median == 0.025 and got.claim_lag_p99 == math.inf
+    assert (got.claimable_now, got.blocked_flows) == (2, 1)
     assert got.claim_lag_buckets[2] == (0.025, 9) and got.claim_lag_buckets[-1] == (math.inf, 1)
     idle = assemble(now_ms=0, counts={}, totals={}, purged=0, lags=[0] * CLAIM_LAG_BUCKETS, flows=0,
-                    oldest_ready_ms=None, top_flows=[], tombstones=0)
+                    oldest_ready_ms=None, top_flows=[], tombstones=0, claimable_now=0, blocked_flows=0)
     assert idle.oldest_ready_age == 0.0 and idle.claim_lag_median is None

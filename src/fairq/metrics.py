@@ -35,7 +35,8 @@ _TOTAL_HELP = {
     "retried": "Settles that sent an event back to ready for another attempt.",
     "quarantined": "Events quarantined (by fail, or with their retry budget spent).",
     "redriven": "Quarantined events given a new round by redrive.",
-    "purged": "Acked events removed by purge (a tombstone keeps their id).",
+    "discarded": "Events an operator discarded (their flow went on after them).",
+    "purged": "Acked or discarded events removed by purge (a tombstone keeps their id).",
 }
 
 

@@ -196,7 +196,7 @@ class AuditEntry:
 
 
 #: The names of Stats.totals, in the order they are shown.
-TOTALS = ("enqueued", "claimed", "expired", "acked", "retried", "quarantined", "redriven")
+TOTALS = ("enqueued", "claimed", "expired", "acked", "retried", "quarantined", "redriven", "discarded")
 
 
 @dataclass(frozen=True)
@@ -209,7 +209,7 @@ class Stats:
     oldest_ready_age: seconds the longest-waiting claimable head has been
     claimable (0.0 when none). totals: what happened since the file was
     created: enqueued, claimed, expired (claims that found a dead holder's
-    lease), acked, retried, quarantined, redriven. claim_lag_median and
+    lease), acked, retried, quarantined, redriven, discarded. claim_lag_median and
     claim_lag_p99: seconds from an event's due time to its first claim, as the
     upper bound of the histogram bucket holding that quantile (None before
     any claim). claim_lag_buckets: (upper bound in seconds, count) per bucket,

@@ -98,4 +98,4 @@ def test_random_operations_keep_order_fencing_and_bookkeeping(make_queue, store,
     assert len({e.event_id for e in acked}) == len(acked)
     # The counts kept with the clock equal the events' rows, state by state.
     assert q.stats(now=now).counts == {s: sum(1 for e in model.values() if e["state"] == s)
-                                       for s in ("ready", "inflight", "acked", "quarantined")}
+                                       for s in ("ready", "inflight", "acked", "quarantined", "discarded")}

@@ -13,7 +13,7 @@ def test_an_empty_queue_reports_every_state_as_zero(q: fairq.Queue) -> None:
     assert stats.flows == 0 and stats.oldest_ready_age == 0.0
     assert stats.claim_lag_median is None and stats.claim_lag_p99 is None
     assert set(stats.totals) == {"enqueued", "claimed", "expired", "acked", "retried", "quarantined",
-                                 "redriven", "purged"}
+                                 "redriven", "discarded", "purged"}
     assert all(n == 0 for n in stats.totals.values())
 
 
@@ -31,7 +31,7 @@ def test_counts_flows_and_totals_follow_every_transition(q: fairq.Queue) -> None
     assert stats.counts == {"ready": 2, "inflight": 1, "acked": 1, "quarantined": 0, "discarded": 0}
     assert stats.flows == 3  # A (a2 inflight), B (b1 backing off), u
     assert stats.totals == {"enqueued": 4, "claimed": 4, "expired": 0, "acked": 1, "retried": 1,
-                            "quarantined": 1, "redriven": 1, "purged": 0}
+                            "quarantined": 1, "redriven": 1, "discarded": 0, "purged": 0}
 
 
 def test_a_quarantined_head_counts_as_a_blocked_flow(q: fairq.Queue) -> None:

@@ -25,7 +25,9 @@ V6_COLUMNS = {
               "due_ms, next_at_ms, lease_until_ms, owner, reason, first_claim_ms, settled_ms, pass, turn, "
               "dispatch_ms, runnable"),
     "audit": "id, event_id, action, reason, actor, generation, at_ms, detail",
-    "queue_state": "*",
+    "queue_state": ("id, now_ms, vtime, tail, turn, ready_n, inflight_n, acked_n, quarantined_n, enqueued_total, "
+                    "claimed_total, expired_total, acked_total, retried_total, quarantined_total, redriven_total, "
+                    "claim_lag"),
     "policy": "*",
     "tombstone": "*",
     "retention": "*",
@@ -115,7 +117,7 @@ def test_a_version_6_file_migrates_to_exactly_the_fresh_schema(tmp_path: Path) -
     fairq.Queue(old).close()
     migrated = schema(old)
     assert migrated == schema(new)
-    assert migrated["user_version"] == migrate.LATEST == 7
+    assert migrated["user_version"] == migrate.LATEST == 8
     tables = [name for kind, name, _, _ in migrated["objects"] if kind == "table"]
     assert "tenant" in tables
 

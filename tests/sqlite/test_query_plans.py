@@ -23,7 +23,7 @@ ROTATION_SCAN = re.compile(r"SCAN e USING (COVERING )?INDEX event_rotation")
 ALLOWED_SCAN = re.compile(ROTATION_SCAN.pattern + r"|SCAN (json_each|j) VIRTUAL TABLE INDEX \d+:")
 # Reads may also walk the head indexes (stats reads every head, never the
 # events behind them); none may scan a table.
-HEAD_SCAN = re.compile(r"SCAN (e|event) USING (COVERING )?INDEX event_(rotation|waiting|quarantined)"
+HEAD_SCAN = re.compile(r"SCAN (e|event) USING (COVERING )?INDEX event_(rotation|waiting|quarantined|paused)"
                        r"|SCAN CONSTANT ROW|SCAN \(subquery-\d+\)")
 
 

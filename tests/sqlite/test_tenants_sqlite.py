@@ -349,4 +349,5 @@ def test_tenant_statements_never_scan_a_table_or_sort(q: fairq.Queue, db_path: P
                 assert any(name in line for name in (
                     "INDEX event_rotation", "INDEX tenant_rotation", "INDEX sqlite_autoindex_tenant_1",
                     "INDEX sqlite_autoindex_flow_1", "INDEX event_waiting", "INDEX event_tenant_rotation",
-                    "INDEX event_quarantined", "VIRTUAL TABLE", "CONSTANT ROW", "subquery")), (sql, line)
+                    "INDEX event_quarantined", "INDEX event_paused", "VIRTUAL TABLE", "CONSTANT ROW",
+                    "subquery")), (sql, line)

@@ -173,7 +173,7 @@ class PgReads:
                         purged=kept.get("total_purged", 0),
                         lags=[kept.get(f"lag_{i}", 0) for i in range(policy.CLAIM_LAG_BUCKETS)],
                         flows=heads, oldest_ready_ms=oldest, top_flows=top_flows,
-                        tombstones=kept.get("total_tombstones", 0))
+                        tombstones=kept.get("total_tombstones", 0), claimable_now=0, blocked_flows=0)
 
     def earliest_ready_ms(self) -> int | None:
         """The earliest dispatch time of a waiting head (head_waiting's first entry)."""

@@ -26,6 +26,7 @@ from ...kernel import rules
 from ..backend import NewEvent
 from ...kernel.rows import StoredId, enqueued, fresh_events, placed, ready_at
 from ...types import Enqueued
+from . import heads
 from .tenant_rows import Joining, flow_conflict, joining, tenant_name, write_joined
 from .txn import TxnCore
 
@@ -137,7 +138,8 @@ def _insert_events(tx: TxnCore, items: list[NewEvent], now_ms: int) -> dict[str,
                 raise flow_conflict(item.event_id, item.flow, first.tenant, item.tenant)
     named = {item.tenant for item in items if item.tenant is not None}
     tenants = joining(tx, named) if named else {}
-    flows = _allocate_seqs(tx, counts, firsts, tenants) if counts else {}
+    paused: set[str] = set()  # the batch's paused flows: a head made there waits for the resume
+    flows = _allocate_seqs(tx, counts, firsts, tenants, paused) if counts else {}
     rows: list[tuple[Any, ...]] = []
     seqs = {}
     for p in placed(items, flows, now_ms):
@@ -146,14 +148,15 @@ def _insert_events(tx: TxnCore, items: list[NewEvent], now_ms: int) -> dict[str,
         if tenant is not None:
             tenant.ready += 1
         if p.head:
-            runnable = int(next_at <= now_ms)
+            stopped = item.flow in paused
+            runnable = int(next_at <= now_ms and not stopped)
             if tenant is None:
                 pass_ = rules.join_pass(row.tail)
             else:
                 pass_ = tenant.head_pass(tx)  # the tenant's turn (if it joins) first, then the head's
                 tenant.runnable += runnable
             rows.append((item.event_id, p.flow_id, p.seq, item.body, now_ms, next_at, next_at,
-                         pass_, tx.next_turn(), next_at, runnable))
+                         pass_, tx.next_turn(), None if stopped else next_at, runnable))
         else:
             rows.append((item.event_id, p.flow_id, p.seq, item.body, now_ms, next_at, next_at,
                          None, None, None, 0))
@@ -186,22 +189,23 @@ def _insert_events(tx: TxnCore, items: list[NewEvent], now_ms: int) -> dict[str,
 _ALLOCATE = (
     "INSERT INTO flow (name, next_seq) SELECT key, 1 + value FROM json_each(:counts) WHERE true "
     "ON CONFLICT (name) DO UPDATE SET next_seq = next_seq + excluded.next_seq - 1 "
-    "RETURNING flow_id, name, next_seq, tenant_id"
+    "RETURNING flow_id, name, next_seq, tenant_id, paused"
 )
 _ALLOCATE_WITH_TENANTS = (
     "INSERT INTO flow (name, next_seq, tenant_id) "
     "SELECT key, 1 + json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(:counts) WHERE true "
     "ON CONFLICT (name) DO UPDATE SET next_seq = next_seq + excluded.next_seq - 1, "
     "tenant_id = CASE WHEN next_seq = 1 THEN excluded.tenant_id ELSE tenant_id END "
-    "RETURNING flow_id, name, next_seq, tenant_id"
+    "RETURNING flow_id, name, next_seq, tenant_id, paused"
 )
 
 
 def _allocate_seqs(tx: TxnCore, counts: dict[str, int], firsts: dict[str, NewEvent],
-                   tenants: dict[str, Joining]) -> dict[str, list[Any]]:
-    """For each named flow: [flow_id, first new seq, whether it already has a head].
-    Raises Conflict for a flow that belongs to another tenant than its batch
-    events name (the caller's transaction undoes the allocation)."""
+                   tenants: dict[str, Joining], paused: set[str]) -> dict[str, list[Any]]:
+    """For each named flow: [flow_id, first new seq, whether it already has a head];
+    `paused` gets the names of the paused ones. Raises Conflict for a flow
+    that belongs to another tenant than its batch events name (the caller's
+    transaction undoes the allocation)."""
     if not counts:
         return {}
     conn = tx.connection
@@ -212,23 +216,24 @@ def _allocate_seqs(tx: TxnCore, counts: dict[str, int], firsts: dict[str, NewEve
         ).fetchall()
     else:
         allocated = conn.execute(_ALLOCATE, {"counts": json.dumps(counts)}).fetchall()
-    for _, name, _, tenant_id in allocated:
+    for _, name, _, tenant_id, _ in allocated:
         if tenant_id != asked[name]:
             raise flow_conflict(firsts[name].event_id, name, tenant_name(tx, tenant_id), firsts[name].tenant)
-    flows = {name: [flow_id, next_seq - counts[name], False] for flow_id, name, next_seq, _ in allocated}
+    paused.update(name for _, name, _, _, stopped in allocated if stopped)
+    flows = {name: [flow_id, next_seq - counts[name], False] for flow_id, name, next_seq, _, _ in allocated}
     # A flow already has a head iff its last event before this batch is
-    # unacked (its unacked events are a suffix).
+    # neither acked nor discarded, or is discarded behind a head.
     last = [[slot[0], slot[1] - 1] for slot in flows.values() if slot[1] > 1]
     if last:
-        busy = {
-            row[0]
-            for row in conn.execute(
-                "SELECT e.flow_id FROM json_each(:last) AS j JOIN event AS e "
+        busy = set()
+        for flow_id, seq, state in conn.execute(
+                "SELECT e.flow_id, e.seq, e.state FROM json_each(:last) AS j JOIN event AS e "
                 "ON e.flow_id = json_extract(j.value, '$[0]') AND e.seq = json_extract(j.value, '$[1]') "
                 "WHERE e.state != 'acked'",
                 {"last": json.dumps(last)},
-            )
-        }
+        ).fetchall():
+            if state != "discarded" or heads.head_seq(conn, flow_id, seq + 1) <= seq:
+                busy.add(flow_id)
         for slot in flows.values():
             slot[2] = slot[0] in busy
     return flows

@@ -1,4 +1,4 @@
-"""The SQL of maintenance: purge old acked events down to tombstones, drop
+"""The SQL of maintenance: purge old acked and discarded events down to tombstones, drop
 tombstones past the dedup window, reset the stored clock.
 
 Runs inside a queue write transaction (txn.TxnCore) and records what it
@@ -10,10 +10,12 @@ table).
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from ...kernel import clock
 from ...kernel.rules import body_hash
 from ...types import ClockReset
+from . import heads
 from .txn import TxnCore
 
 
@@ -29,12 +31,15 @@ def purge_acked(tx: TxnCore, after_id: int, *, chunk: int, acked_before_ms: int)
     ).fetchone()[0]
     if last is None:
         return 0, None
-    # Only acked events go, and only old ones: never ready, inflight or quarantined.
+    # Only acked and discarded events go, and only old ones: never ready,
+    # inflight or quarantined.
     rows = conn.execute(
-        "SELECT id, event_id, flow_id, seq, body, settled_ms FROM event "
-        "WHERE id > :after AND id <= :last AND state = 'acked' AND settled_ms < :before",
+        "SELECT id, event_id, flow_id, seq, body, settled_ms, state FROM event "
+        "WHERE id > :after AND id <= :last AND (state = 'acked' OR state = 'discarded') "
+        "AND settled_ms < :before",
         {"after": after_id, "last": last, "before": acked_before_ms},
     ).fetchall()
+    rows = _before_heads(tx, rows)
     if not rows:
         return 0, last
     # A tombstone keeps what a repeat enqueue is judged by: flow, seq, body hash.
@@ -44,15 +49,35 @@ def purge_acked(tx: TxnCore, after_id: int, *, chunk: int, acked_before_ms: int)
         [{"event_id": r[1], "flow_id": r[2], "seq": r[3], "body_hash": body_hash(r[4]), "acked_ms": r[5]}
          for r in rows],
     )
-    # Acked events are never heads, and a flow's acked events are a
-    # prefix of it: deleting them leaves every head and index in place.
+    # Acked and discarded events are never heads, and those removed lie
+    # before their flow's head: deleting them leaves every head, every
+    # event behind a head and every index in place.
     conn.execute(
         "DELETE FROM event WHERE id IN (SELECT value FROM json_each(:ids))",
         {"ids": json.dumps([r[0] for r in rows])},
     )
-    tx.removed("acked", len(rows))
+    discarded = sum(1 for r in rows if r[6] == "discarded")
+    tx.removed("acked", len(rows) - discarded)
+    if discarded:
+        tx.removed("discarded", discarded)
     _count_tombstones(tx, len(rows), purged=len(rows))
     return len(rows), last
+
+
+def _before_heads(tx: TxnCore, rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+    """The rows (id, event_id, flow_id, seq, body, settled_ms, state) purge
+    may take: a discarded event behind its flow's head stays until the head
+    has passed it (the flow steps over it then)."""
+    flows = {r[2] for r in rows if r[6] == "discarded" and r[2] is not None}
+    if not flows:
+        return rows
+    head = {}
+    for flow_id in sorted(flows):
+        # By the flow's key, then its (flow_id, seq) index.
+        next_seq = tx.connection.execute("SELECT next_seq FROM flow WHERE flow_id = :flow_id",
+                                         {"flow_id": flow_id}).fetchone()[0]
+        head[flow_id] = heads.head_seq(tx.connection, flow_id, next_seq)
+    return [r for r in rows if r[6] == "acked" or r[2] is None or r[3] < head[r[2]]]
 
 
 def drop_tombstones(tx: TxnCore, acked_before_ms: int, *, limit: int) -> int:
@@ -86,11 +111,12 @@ def reset_clock(tx: TxnCore, to_ms: int, *, reason: str, actor: str | None) -> C
         conn = tx.connection
         # A lease beyond the new clock ends as much earlier as the clock moves
         # back, never before it; an inflight head's dispatch time is its lease
-        # end. Generations are untouched: a holder whose lease now ends earlier
-        # is still fenced by its generation once the event is claimed again.
+        # end (a paused flow's head has none). Generations are untouched: a
+        # holder whose lease now ends earlier is still fenced by its
+        # generation once the event is claimed again.
         leases = conn.execute(
             "UPDATE event SET lease_until_ms = max(:to_ms, lease_until_ms - :back), "
-            "dispatch_ms = max(:to_ms, lease_until_ms - :back) "
+            "dispatch_ms = CASE WHEN dispatch_ms IS NULL THEN NULL ELSE max(:to_ms, lease_until_ms - :back) END "
             "WHERE state = 'inflight' AND lease_until_ms > :to_ms",
             params,
         ).rowcount

@@ -6,7 +6,8 @@
 -- (dispatch_ms). Partial indexes hold only heads (waiting for a time;
 -- runnable without a tenant; runnable of each tenant), so a claim reads one
 -- index entry however many events wait behind heads or however many flows are
--- blocked; events that are not heads are in none of them. Tenants have a
+-- blocked (a quarantined head, or a paused flow's, is in none of them);
+-- events that are not heads are in none of them. Tenants have a
 -- rotation of their own (table tenant), which a claim reads the same way.
 
 -- The queue's state row (one only): its stored clock, its rotation counters,
@@ -35,8 +36,10 @@ CREATE TABLE queue_state (
     -- Claim lag (first claim - due) histogram: a JSON array of counts, one per
     -- bucket of fairq.kernel.policy.CLAIM_LAG_BOUNDS_MS, the last one unbounded.
     claim_lag          TEXT NOT NULL
-) STRICT;
-INSERT INTO queue_state VALUES (1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, '[]');
+    -- Discarded events now, and discards since the file was created (laid
+    -- out as step 8's ALTER TABLE writes them).
+, discarded_n INTEGER NOT NULL DEFAULT 0 CHECK (discarded_n >= 0), discarded_total INTEGER NOT NULL DEFAULT 0 CHECK (discarded_total >= 0)) STRICT;
+INSERT INTO queue_state VALUES (1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, '[]', 0, 0);
 
 -- A tenant: a group of flows (a customer's) that shares one place in the
 -- rotation, by its weight, whatever its number of flows (fairq.kernel.tenants).
@@ -80,9 +83,11 @@ CREATE TABLE flow (
     name      TEXT NOT NULL UNIQUE,
     weight    INTEGER NOT NULL DEFAULT 1 CHECK (weight BETWEEN 1 AND 1000),  -- claims per rotation round
     next_seq  INTEGER NOT NULL DEFAULT 1 CHECK (next_seq >= 1)               -- seq the next event gets
-    -- The flow's tenant (NULL: none), fixed by its first event. Laid out as
-    -- step 7's ALTER TABLE writes it, so both files store the same text.
-    , tenant_id INTEGER REFERENCES tenant (tenant_id)) STRICT;
+    -- The flow's tenant (NULL: none), fixed by its first event; whether it
+    -- is paused (its head is claimed by no one until resumed), why, by whom
+    -- and since when. Laid out as steps 7 and 8's ALTER TABLE write it, so
+    -- both files store the same text.
+    , tenant_id INTEGER REFERENCES tenant (tenant_id), paused INTEGER NOT NULL DEFAULT 0 CHECK (paused = 0 OR paused = 1), pause_reason TEXT, pause_actor TEXT, paused_ms INTEGER) STRICT;
 -- Each tenant's flows (a listing of tenants counts them).
 CREATE INDEX flow_tenant ON flow (tenant_id) WHERE tenant_id IS NOT NULL;
 
@@ -96,7 +101,8 @@ CREATE TABLE event (
     -- CHECKs here are written as OR chains, not IN lists: an IN list builds a
     -- temporary table on every row write, which costs more than the write.
     state             TEXT NOT NULL
-                      CHECK (state = 'ready' OR state = 'inflight' OR state = 'acked' OR state = 'quarantined'),
+                      CHECK (state = 'ready' OR state = 'inflight' OR state = 'acked' OR state = 'quarantined'
+                             OR state = 'discarded'),
     generation        INTEGER NOT NULL DEFAULT 0 CHECK (generation >= 0),  -- fence: +1 per claim and redrive
     attempts          INTEGER NOT NULL DEFAULT 0 CHECK (attempts >= 0),    -- claims in this round
     lifetime_attempts INTEGER NOT NULL DEFAULT 0 CHECK (lifetime_attempts >= attempts),  -- never reset
@@ -107,11 +113,11 @@ CREATE TABLE event (
     owner             TEXT,              -- who holds (or last held) the lease
     reason            TEXT,              -- why it last retried or was quarantined
     first_claim_ms    INTEGER,           -- claim lag = first_claim_ms - due_ms
-    settled_ms        INTEGER,           -- when it was acked
-    -- Dispatch, set on heads only (the lowest unacked seq of a flow):
+    settled_ms        INTEGER,           -- when it was acked or discarded
+    -- Dispatch, set on heads only (the lowest seq of a flow neither acked nor discarded):
     pass              INTEGER,           -- the flow's rotation position: claims go to the lowest
     turn              INTEGER,           -- tie-break: who reached this position first
-    dispatch_ms       INTEGER,           -- when this head can next be claimed; NULL if quarantined
+    dispatch_ms       INTEGER,           -- when this head can next be claimed; NULL if quarantined or paused
     runnable          INTEGER NOT NULL DEFAULT 0 CHECK (runnable = 0 OR runnable = 1),  -- 1: in a rotation index
     -- The event's tenant: its flow's (copied at enqueue), or its own for an
     -- unordered event; NULL: none (the flow is its own tenant). Never changes.
@@ -121,13 +127,15 @@ CREATE TABLE event (
     CHECK (flow_id IS NOT NULL OR seq = 1),
     CHECK ((state = 'inflight') = (lease_until_ms IS NOT NULL)),
     CHECK ((state = 'ready') = (next_at_ms IS NOT NULL)),
-    CHECK ((state = 'acked') = (settled_ms IS NOT NULL)),
+    CHECK ((state = 'acked' OR state = 'discarded') = (settled_ms IS NOT NULL)),
     CHECK (state != 'inflight' OR generation >= 1),
     CHECK ((pass IS NULL) = (turn IS NULL)),
-    CHECK (pass IS NOT NULL OR state = 'ready' OR state = 'acked'),  -- only heads are leased or quarantined
-    CHECK (state != 'acked' OR pass IS NULL),
-    -- A head's dispatch time is its next_at while ready, its lease_until while inflight.
-    CHECK ((dispatch_ms IS NOT NULL) = (pass IS NOT NULL AND state != 'quarantined')),
+    -- Only heads are leased or quarantined; acked and discarded events are never heads.
+    CHECK (pass IS NOT NULL OR state = 'ready' OR state = 'acked' OR state = 'discarded'),
+    CHECK ((state != 'acked' AND state != 'discarded') OR pass IS NULL),
+    -- A head's dispatch time is its next_at while ready, its lease_until while
+    -- inflight; a quarantined head, and the head of a paused flow, have none.
+    CHECK (dispatch_ms IS NULL OR (pass IS NOT NULL AND state != 'quarantined')),
     CHECK (dispatch_ms IS NULL OR dispatch_ms = coalesce(next_at_ms, lease_until_ms)),
     CHECK (runnable = 0 OR dispatch_ms IS NOT NULL)
 ) STRICT;
@@ -145,16 +153,20 @@ CREATE INDEX event_tenant_rotation ON event (tenant_id, pass, turn) WHERE tenant
 CREATE INDEX event_tenant_heads ON event (tenant_id, lease_until_ms) WHERE tenant_id IS NOT NULL AND pass IS NOT NULL;
 -- The dead-letter view: quarantined events are few, and operators list them.
 CREATE INDEX event_quarantined ON event (id) WHERE state = 'quarantined';
+-- The heads of paused flows (out of the dispatch indexes until resumed, as
+-- quarantined heads are): stats counts them, resume finds them.
+CREATE INDEX event_paused ON event (flow_id) WHERE pass IS NOT NULL AND dispatch_ms IS NULL AND state != 'quarantined';
 
 -- Decisions that explain an event's history: retries, quarantines, expired
--- leases, redrives, misfired schedule slots; and clock resets, policy
--- changes and tenant changes, which concern the whole queue. Rows are only ever appended.
+-- leases, redrives, discards, misfired schedule slots; and clock resets, policy
+-- changes, tenant changes and pauses, which concern the whole queue. Rows are only ever appended.
 CREATE TABLE audit (
     id          INTEGER PRIMARY KEY,
     event_id    TEXT NOT NULL,          -- not a foreign key: a misfired slot has no event; '' for the whole queue
     action      TEXT NOT NULL CHECK (action = 'retry' OR action = 'quarantine' OR action = 'expired'
                                      OR action = 'redrive' OR action = 'misfire' OR action = 'clock_reset'
-                                     OR action = 'policy_set' OR action = 'set_tenant'),
+                                     OR action = 'policy_set' OR action = 'set_tenant' OR action = 'discard'
+                                     OR action = 'pause' OR action = 'resume'),
     reason      TEXT,
     actor       TEXT,                   -- who decided (redrive), or the lease owner
     generation  INTEGER,                -- the event's generation after the decision
@@ -190,7 +202,7 @@ CREATE TABLE schedule (
 -- Unpaused schedules by their next slot: a tick reads only the due ones.
 CREATE INDEX schedule_due ON schedule (next_slot_ms) WHERE paused = 0;
 
--- What is left of a purged acked event (step 3, retention): enough to judge
+-- What is left of a purged acked or discarded event (step 3, retention): enough to judge
 -- a repeat enqueue of its id. Tombstones older than the dedup window go.
 CREATE TABLE tombstone (
     event_id   TEXT PRIMARY KEY,
@@ -209,7 +221,7 @@ CREATE INDEX tombstone_acked ON tombstone (acked_ms);
 CREATE TABLE retention (
     id            INTEGER PRIMARY KEY CHECK (id = 1),
     tombstones_n  INTEGER NOT NULL CHECK (tombstones_n >= 0),  -- rows in tombstone now
-    purged_total  INTEGER NOT NULL CHECK (purged_total >= 0)   -- acked events purge removed; only grows
+    purged_total  INTEGER NOT NULL CHECK (purged_total >= 0)   -- acked and discarded events purge removed; only grows
 ) STRICT;
 INSERT INTO retention VALUES (1, 0, 0);
 

@@ -9,6 +9,7 @@ the work waiting, not the history kept.
 
 from __future__ import annotations
 
+import json
 import sqlite3
 
 from ...kernel import policy
@@ -17,10 +18,11 @@ from ...errors import InvalidInput
 from ...kernel.policy import Policy
 from ...kernel.rows import audit_entry, event_info
 from ...kernel.stats import assemble
+from ...kernel.tenants import Bucket, blocked_by
 from ...types import TOTALS, AuditEntry, EventInfo, State, Stats, TenantInfo
 from .policy_store import read_policy
 from .schedules import ScheduleTxn
-from . import tenant_reads
+from . import heads, tenant_reads
 
 
 class SqliteReads:
@@ -50,19 +52,8 @@ class SqliteReads:
         if flow is None:
             return None
         flow_id, next_seq = flow
-        # Acks go in seq order, so a flow's acked (or purged) events are a
-        # prefix: a binary search finds the head in log2(events) index lookups.
-        low, high = 1, next_seq
-        while low < high:
-            mid = (low + high) // 2
-            found = conn.execute(
-                "SELECT state FROM event WHERE flow_id = :flow_id AND seq = :seq",
-                {"flow_id": flow_id, "seq": mid},
-            ).fetchone()
-            if found is None or found[0] == "acked":
-                low = mid + 1
-            else:
-                high = mid
+        # A binary search finds the head in about log2(events) index lookups.
+        low = heads.head_seq(conn, flow_id, next_seq)
         if low == next_seq:
             return next_seq, None
         row = conn.execute(
@@ -115,7 +106,11 @@ class SqliteReads:
         return tenant_reads.tenants(self.connection, after=after, limit=limit, now_ms=now_ms)
 
     def flow_pause(self, flow: str) -> Pause | None:
-        return None  # no pauses in this store yet
+        # By the flow name's unique index.
+        found = self.connection.execute(
+            "SELECT pause_reason, pause_actor, paused_ms FROM flow WHERE name = :name AND paused = 1",
+            {"name": flow}).fetchone()
+        return None if found is None else Pause(*found)
 
     def flows(self, *, after: str | None, limit: int) -> list[FlowHead]:
         # Named flows in name order, resuming after `after` through flow.name's
@@ -123,18 +118,20 @@ class SqliteReads:
         # Each flow's tenant by the tenant's key.
         if after is None:
             rows = self.connection.execute(
-                "SELECT name, weight, (SELECT t.name FROM tenant AS t WHERE t.tenant_id = flow.tenant_id) "
-                "FROM flow ORDER BY name LIMIT :limit", {"limit": limit}).fetchall()
+                "SELECT name, weight, (SELECT t.name FROM tenant AS t WHERE t.tenant_id = flow.tenant_id), "
+                "paused, pause_reason, pause_actor, paused_ms FROM flow ORDER BY name LIMIT :limit",
+                {"limit": limit}).fetchall()
         else:
             rows = self.connection.execute(
-                "SELECT name, weight, (SELECT t.name FROM tenant AS t WHERE t.tenant_id = flow.tenant_id) "
-                "FROM flow WHERE name > :after ORDER BY name LIMIT :limit",
-                {"after": after, "limit": limit}).fetchall()
+                "SELECT name, weight, (SELECT t.name FROM tenant AS t WHERE t.tenant_id = flow.tenant_id), "
+                "paused, pause_reason, pause_actor, paused_ms FROM flow WHERE name > :after ORDER BY name "
+                "LIMIT :limit", {"after": after, "limit": limit}).fetchall()
         out = []
-        for name, weight, tenant_name in rows:
+        for name, weight, tenant_name, paused, reason, actor, paused_ms in rows:
             found = self.flow_head(name)
             assert found is not None  # read in this same snapshot
-            out.append(FlowHead(name, weight, found[0], found[1], tenant_name))
+            out.append(FlowHead(name, weight, found[0], found[1], tenant_name,
+                                Pause(reason, actor, paused_ms) if paused else None))
         return out
 
     def audit(self, event_id: str | None, *, after: int, limit: int | None) -> list[AuditEntry]:
@@ -154,21 +151,24 @@ class SqliteReads:
         conn = self.connection
         # Counts and totals are kept with the clock: nothing is counted here.
         row = conn.execute(
-            "SELECT ready_n, inflight_n, acked_n, quarantined_n, enqueued_total, claimed_total, "
-            "expired_total, acked_total, retried_total, quarantined_total, redriven_total, claim_lag "
-            "FROM queue_state WHERE id = 1"
+            "SELECT ready_n, inflight_n, acked_n, quarantined_n, discarded_n, enqueued_total, claimed_total, "
+            "expired_total, acked_total, retried_total, quarantined_total, redriven_total, discarded_total, "
+            "claim_lag FROM queue_state WHERE id = 1"
         ).fetchone()
         # Retention keeps its own counters (written only by purge).
         purged, tombstones = conn.execute(
             "SELECT purged_total, tombstones_n FROM retention WHERE id = 1"
         ).fetchone()
         # Every flow with unacked events has exactly one head, in one of the
-        # four partial indexes: stats reads heads, never the events behind them.
-        heads = conn.execute(
+        # partial indexes (waiting, runnable, paused) or quarantined: stats
+        # reads heads, never the events behind them.
+        heads_n, paused = conn.execute(
             "SELECT (SELECT count(*) FROM event WHERE runnable = 1 AND tenant_id IS NULL) "
             "+ (SELECT count(*) FROM event WHERE runnable = 1 AND tenant_id IS NOT NULL) "
-            "+ (SELECT count(*) FROM event WHERE runnable = 0 AND dispatch_ms IS NOT NULL)"
-        ).fetchone()[0]
+            "+ (SELECT count(*) FROM event WHERE runnable = 0 AND dispatch_ms IS NOT NULL), "
+            "(SELECT count(*) FROM event INDEXED BY event_paused "
+            "WHERE pass IS NOT NULL AND dispatch_ms IS NULL AND state != 'quarantined')"
+        ).fetchone()
         # The longest-claimable ready head: among the runnable ones, or among
         # waiting ones whose time came but that no claim has promoted yet.
         oldest = conn.execute(
@@ -187,14 +187,63 @@ class SqliteReads:
             "SELECT id FROM event WHERE runnable = 1 AND tenant_id IS NULL "
             "UNION ALL SELECT id FROM event WHERE runnable = 1 AND tenant_id IS NOT NULL "
             "UNION ALL SELECT id FROM event WHERE runnable = 0 AND dispatch_ms IS NOT NULL "
-            "UNION ALL SELECT id FROM event WHERE state = 'quarantined') "
+            "UNION ALL SELECT id FROM event WHERE state = 'quarantined' "
+            "UNION ALL SELECT id FROM event INDEXED BY event_paused "
+            "WHERE pass IS NOT NULL AND dispatch_ms IS NULL AND state != 'quarantined') "
             "ORDER BY backlog DESC, f.name LIMIT :top",
             {"top": top},
         ).fetchall() if top else []
-        return assemble(now_ms=now_ms, counts=dict(zip((s.value for s in State), row[:4])),
-                        totals=dict(zip(TOTALS, row[4:11])), purged=purged, lags=policy.lag_counts(row[11]),
-                        flows=heads + row[3],  # a quarantined head (row[3] of them) blocks its flow
-                        oldest_ready_ms=oldest, top_flows=top_flows, tombstones=tombstones)
+        blocked = row[3] + paused  # a quarantined head (row[3] of them) blocks its flow, as a pause does
+        return assemble(now_ms=now_ms, counts=dict(zip((s.value for s in State), row[:5])),
+                        totals=dict(zip(TOTALS, row[5:13])), purged=purged, lags=policy.lag_counts(row[13]),
+                        flows=heads_n + blocked, oldest_ready_ms=oldest, top_flows=top_flows,
+                        tombstones=tombstones, claimable_now=claimable_now(conn, now_ms), blocked_flows=blocked)
+
+
+# The heads a claim could take at :now_ms: the runnable ones (the rotation
+# indexes: counted for no tenant, one row each of a tenant) and the waiting
+# ones whose time has come (the waiting index, up to now); a quarantined
+# head, or a paused flow's, is in none of them.
+_CLAIMABLE = (
+    "SELECT NULL, count(*) FROM event INDEXED BY event_rotation WHERE runnable = 1 AND tenant_id IS NULL "
+    "UNION ALL SELECT tenant_id, 1 FROM event INDEXED BY event_tenant_rotation "
+    "WHERE runnable = 1 AND tenant_id IS NOT NULL "
+    "UNION ALL SELECT tenant_id, 1 FROM event INDEXED BY event_waiting "
+    "WHERE runnable = 0 AND dispatch_ms IS NOT NULL AND dispatch_ms <= :now_ms"
+)
+
+# What the limits of those heads' tenants are judged on: the settings, the
+# bucket and the live leases (counted only under a cap), by the tenants' keys.
+_LIMITS = (
+    "SELECT t.tenant_id, t.max_inflight, t.rate, t.burst, t.tokens_milli, t.at_ms, "
+    "CASE WHEN t.max_inflight > 0 THEN (SELECT count(*) FROM event INDEXED BY event_tenant_heads "
+    "WHERE tenant_id = t.tenant_id AND pass IS NOT NULL AND lease_until_ms > :now_ms) END, "
+    "CASE WHEN t.max_inflight > 0 THEN (SELECT min(lease_until_ms) FROM event INDEXED BY event_tenant_heads "
+    "WHERE tenant_id = t.tenant_id AND pass IS NOT NULL AND lease_until_ms > :now_ms) END "
+    "FROM json_each(:ids) AS j JOIN tenant AS t ON t.tenant_id = j.value"
+)
+
+
+def claimable_now(conn: sqlite3.Connection, now_ms: int) -> int:
+    """How many heads a claim could take at now_ms: due, in a flow that is
+    not paused, not quarantined, of no tenant or of one no limit holds back
+    (fairq.kernel.tenants.blocked_by)."""
+    total = 0
+    due: dict[int, int] = {}  # a tenant's due heads
+    for tenant_id, n in conn.execute(_CLAIMABLE, {"now_ms": now_ms}):
+        if tenant_id is None:
+            total += n
+        else:
+            due[tenant_id] = due.get(tenant_id, 0) + n
+    if not due:
+        return total
+    for tenant_id, max_inflight, rate, burst, tokens_milli, at_ms, inflight, lease_end in conn.execute(
+            _LIMITS, {"now_ms": now_ms, "ids": json.dumps(sorted(due))}):
+        bucket = None if tokens_milli is None else Bucket(tokens_milli, at_ms)
+        if blocked_by(now_ms, inflight=inflight or 0, max_inflight=max_inflight, bucket=bucket, rate=rate,
+                      burst=burst, lease_end_ms=lease_end) is None:
+            total += due[tenant_id]
+    return total
 
 
 _SELECT_AUDIT = "SELECT event_id, action, reason, actor, generation, at_ms, detail, id FROM audit "

@@ -24,8 +24,9 @@ APPLICATION_ID = 0x66710001
 #: Version 1 is the first released schema; its steps start at 2.
 MIGRATIONS: dict[int, str] = {2: "migrations/0002_schedules.sql", 3: "migrations/0003_retention.sql",
                               4: "migrations/0004_clock_reset.sql", 5: "migrations/0005_policy.sql",
-                              6: "migrations/0006_queue_state.sql", 7: "migrations/0007_tenants.sql"}
-LATEST = 7
+                              6: "migrations/0006_queue_state.sql", 7: "migrations/0007_tenants.sql",
+                              8: "migrations/0008_operators.sql"}
+LATEST = 8
 #: The first version whose file stores the retry policy (table policy).
 POLICY_VERSION = 5
 
@@ -35,11 +36,12 @@ OWN_TABLES = ("queue_state", "flow", "event", "audit", "schedule", "tombstone", 
 #: The tables each step creates: an application's own table of the same name
 #: in the file refuses the upgrade before anything changes.
 STEP_TABLES: dict[int, tuple[str, ...]] = {2: ("schedule",), 3: ("tombstone", "retention"), 4: ("audit",),
-                                           5: ("audit", "policy"), 6: ("queue_state",), 7: ("tenant", "audit")}
+                                           5: ("audit", "policy"), 6: ("queue_state",), 7: ("tenant", "audit"),
+                                           8: ("event", "audit")}
 
 #: Tables a step creates again with their rows (fairq's own since an earlier
 #: version, so they are not clashes).
-REBUILT_TABLES: dict[int, tuple[str, ...]] = {4: ("audit",), 5: ("audit",), 7: ("audit",)}
+REBUILT_TABLES: dict[int, tuple[str, ...]] = {4: ("audit",), 5: ("audit",), 7: ("audit",), 8: ("event", "audit")}
 
 
 def refuse_foreign(conn: sqlite3.Connection, path: object) -> None:

@@ -19,40 +19,47 @@ from ...kernel.policy import Backoff
 from ...types import Lease, Settled
 from ..._json import body_value
 from ...kernel.rows import Held, Judged, held_live, judge_settles, redrive_each
+from . import heads
 from .tenant_rows import Counts
 from .txn import TxnCore
 
-# The columns a settle, extend or redrive needs to judge a lease (a Held),
-# then the event's tenant.
+# The columns a settle, extend, redrive or discard needs to judge a lease (a
+# Held), then the event's tenant, whether its flow is paused and the seq its
+# flow's next event gets (by the flow's key; an event of a flow of its own
+# has no flow row).
 _FENCE_COLUMNS = (
-    "SELECT event_id, id, flow_id, seq, state, generation, attempts, lifetime_attempts, "
-    "lease_until_ms, owner, pass, turn, reason, tenant_id FROM event "
+    "SELECT e.event_id, e.id, e.flow_id, e.seq, e.state, e.generation, e.attempts, e.lifetime_attempts, "
+    "e.lease_until_ms, e.owner, e.pass, e.turn, e.reason, e.tenant_id, f.paused, f.next_seq "
+    "FROM event AS e LEFT JOIN flow AS f ON f.flow_id = e.flow_id "
 )
-_FENCE_ONE = _FENCE_COLUMNS + "WHERE event_id = :id"
-_FENCE_MANY = _FENCE_COLUMNS + "WHERE event_id IN (SELECT value FROM json_each(:ids))"
+_FENCE_ONE = _FENCE_COLUMNS + "WHERE e.event_id = :id"
+_FENCE_MANY = _FENCE_COLUMNS + "WHERE e.event_id IN (SELECT value FROM json_each(:ids))"
 
 
-def _held(tx: TxnCore, event_ids: list[str], tenants: dict[int, int] | None = None) -> dict[str, Held]:
+def held_rows(tx: TxnCore, event_ids: list[str], tenants: dict[int, int] | None = None,
+              paused: set[int] | None = None, last: set[int] | None = None) -> dict[str, Held]:
     """The rows the fence judges, by event id; `tenants`, if given, gets the
-    tenant of each row (by row id) that has one."""
+    tenant of each row (by row id) that has one, `paused` the ids of the
+    rows whose flow is paused, `last` those of the rows last in their flow."""
     # By the event_id index, read under the write lock; one id by value,
     # without a JSON list.
     if len(event_ids) == 1:
         row = tx.cursor.execute(_FENCE_ONE, {"id": event_ids[0]}).fetchone()
-        if row is None:
-            return {}
-        if row[13] is not None and tenants is not None:
-            tenants[row[1]] = row[13]
-        return {row[0]: Held._make(row[:13])}
-    rows = tx.connection.execute(_FENCE_MANY, {"ids": json.dumps(event_ids)}).fetchall()
+        rows = [] if row is None else [row]
+    else:
+        rows = tx.connection.execute(_FENCE_MANY, {"ids": json.dumps(event_ids)}).fetchall()
     if tenants is not None:
         tenants.update((row[1], row[13]) for row in rows if row[13] is not None)
+    if paused is not None:
+        paused.update(row[1] for row in rows if row[14])
+    if last is not None:
+        last.update(row[1] for row in rows if row[15] is not None and row[3] + 1 == row[15])
     return {row[0]: Held._make(row[:13]) for row in rows}
 
 
 def check_fence(tx: TxnCore, event_id: str, generation: int, now_ms: int) -> None:
     """Raise StaleLease or LeaseExpired unless this lease may settle now."""
-    held_live(_held(tx, [event_id]).get(event_id), event_id, generation, now_ms)
+    held_live(held_rows(tx, [event_id]).get(event_id), event_id, generation, now_ms)
 
 
 def settle_many(
@@ -60,8 +67,10 @@ def settle_many(
 ) -> list[Settled | LeaseLost]:
     """Settle each lease on its own; a lost lease is reported in its slot."""
     tenants: dict[int, int] = {}  # the tenant of each row that has one
-    judged = judge_settles(items, _held(tx, [item.event_id for item in items], tenants), now_ms=now_ms,
-                           max_attempts=max_attempts, backoff=backoff)
+    paused: set[int] = set()  # the rows whose flow is paused
+    last: set[int] = set()  # the rows last in their flow: no event behind them
+    judged = judge_settles(items, held_rows(tx, [item.event_id for item in items], tenants, paused, last),
+                           now_ms=now_ms, max_attempts=max_attempts, backoff=backoff)
     judged.count(tx)
     conn = tx.connection
     # The ack statements, the hot path of every cycle, take positional
@@ -75,41 +84,60 @@ def settle_many(
         )
         # (pass, turn, now_ms, flow_id, seq) of each acked head's successor
         next_heads = [(row.pass_, row.turn, now_ms, row.flow_id, row.seq + 1)
-                      for row in judged.acked if row.flow_id is not None and row.id not in tenants]
+                      for row in judged.acked if row.flow_id is not None and row.id not in tenants
+                      and row.id not in paused]
         if next_heads:
-            # The next seq (there are no gaps) becomes the head and inherits
-            # the flow's rotation place; no row: the flow is idle now.
-            conn.executemany(
+            # The next seq, if it is ready (every event behind a head is
+            # stored), becomes the head and inherits the flow's rotation
+            # place; no row: the flow is idle now, or that event was
+            # discarded, which the next statement steps over.
+            found = conn.executemany(
                 "UPDATE event SET pass = ?, turn = ?, dispatch_ms = next_at_ms, "
-                "runnable = next_at_ms <= ? WHERE flow_id = ? AND seq = ?",
+                "runnable = next_at_ms <= ? WHERE flow_id = ? AND seq = ? AND state = 'ready'",
                 next_heads,
-            )
+            ).rowcount
+            if found < sum(1 for row in judged.acked if row.flow_id is not None and row.id not in tenants
+                           and row.id not in paused and row.id not in last):
+                # Past the discarded ones (a head made above is found again, and left as it is).
+                conn.executemany(heads.NEXT_HEAD, [
+                    {"pass": p, "turn": t, "paused": 0, "now_ms": n, "flow_id": f, "seq": s - 1}
+                    for p, t, n, f, s in next_heads])
+        stopped = [{"pass": row.pass_, "turn": row.turn, "paused": 1, "now_ms": now_ms, "flow_id": row.flow_id,
+                    "seq": row.seq} for row in judged.acked if row.id in paused and row.id not in tenants]
+        if stopped:
+            # A paused flow's next head takes its place but stays out of the dispatch indexes.
+            conn.executemany(heads.NEXT_HEAD, stopped)
     if judged.retried:
-        # Back to ready: still the head, claimable again from next_at.
+        # Back to ready: still the head, claimable again from next_at (in a
+        # paused flow: out of the dispatch indexes until resumed).
         conn.executemany(
             "UPDATE event SET state = 'ready', lease_until_ms = NULL, next_at_ms = :next_at_ms, "
-            "dispatch_ms = :next_at_ms, runnable = :runnable, reason = :reason WHERE id = :id",
-            [{"id": row.id, "next_at_ms": next_at, "runnable": int(next_at <= now_ms), "reason": reason}
+            "dispatch_ms = CASE WHEN :paused THEN NULL ELSE :next_at_ms END, runnable = :runnable, "
+            "reason = :reason WHERE id = :id",
+            [{"id": row.id, "next_at_ms": next_at, "paused": int(row.id in paused),
+              "runnable": int(next_at <= now_ms and row.id not in paused), "reason": reason}
              for row, next_at, reason in judged.retried],
         )
     if judged.released:
-        # Given back unused: ready at once, and the claim is not counted
-        # against the round's budget (lifetime_attempts keeps it).
+        # Given back unused: ready at once (in a paused flow: once resumed),
+        # and the claim is not counted against the round's budget
+        # (lifetime_attempts keeps it).
         conn.executemany(
             "UPDATE event SET state = 'ready', lease_until_ms = NULL, next_at_ms = :now_ms, "
-            "dispatch_ms = :now_ms, runnable = 1, attempts = attempts - 1 WHERE id = :id",
-            [{"id": row.id, "now_ms": now_ms} for row in judged.released],
+            "dispatch_ms = CASE WHEN :paused THEN NULL ELSE :now_ms END, runnable = NOT :paused, "
+            "attempts = attempts - 1 WHERE id = :id",
+            [{"id": row.id, "now_ms": now_ms, "paused": int(row.id in paused)} for row in judged.released],
         )
     if judged.quarantined:
         tx.quarantine([row.id for row, _ in judged.quarantined], [reason for _, reason in judged.quarantined])
     if judged.audits:
         tx.append_audit(judged.audits)
     if tenants:
-        _count_tenants(tx, judged, tenants, now_ms)
+        _count_tenants(tx, judged, tenants, paused, now_ms)
     return judged.out
 
 
-def _count_tenants(tx: TxnCore, judged: Judged, tenants: dict[int, int], now_ms: int) -> None:
+def _count_tenants(tx: TxnCore, judged: Judged, tenants: dict[int, int], paused: set[int], now_ms: int) -> None:
     """What a settle batch did to its tenants: each event that left inflight
     ends its tenant's hold; each head it made runnable and each event it
     made ready is counted (a successor of an acked head of a tenant's flow
@@ -120,18 +148,16 @@ def _count_tenants(tx: TxnCore, judged: Judged, tenants: dict[int, int], now_ms:
         counts.lease_ended(tenant)
         if tenant is not None and row.flow_id is not None:
             # As for a successor above, one at a time: whether it is runnable comes back.
-            found = tx.connection.execute(
-                "UPDATE event SET pass = :pass, turn = :turn, dispatch_ms = next_at_ms, "
-                "runnable = next_at_ms <= :now_ms WHERE flow_id = :flow_id AND seq = :seq RETURNING runnable",
-                {"pass": row.pass_, "turn": row.turn, "now_ms": now_ms, "flow_id": row.flow_id,
-                 "seq": row.seq + 1}).fetchone()
+            found = tx.connection.execute(heads.NEXT_HEAD + " RETURNING runnable", {
+                "pass": row.pass_, "turn": row.turn, "paused": int(row.id in paused), "now_ms": now_ms,
+                "flow_id": row.flow_id, "seq": row.seq}).fetchone()
             counts.add(tenant, 0 if found is None else found[0])
     for row, next_at, _ in judged.retried:
         counts.lease_ended(tenants.get(row.id))
-        counts.add(tenants.get(row.id), int(next_at <= now_ms), ready=1)
+        counts.add(tenants.get(row.id), int(next_at <= now_ms and row.id not in paused), ready=1)
     for row in judged.released:
         counts.lease_ended(tenants.get(row.id))
-        counts.add(tenants.get(row.id), 1, ready=1)
+        counts.add(tenants.get(row.id), int(row.id not in paused), ready=1)
     for row, _ in judged.quarantined:
         counts.lease_ended(tenants.get(row.id))
     counts.write(tx)
@@ -139,10 +165,12 @@ def _count_tenants(tx: TxnCore, judged: Judged, tenants: dict[int, int], now_ms:
 
 def extend(tx: TxnCore, event_id: str, generation: int, *, lease_ms: int, now_ms: int) -> Lease:
     """Move a live lease's end to now + lease_ms (fenced like settle)."""
-    row = held_live(_held(tx, [event_id]).get(event_id), event_id, generation, now_ms)
-    # Only the current holder's lease moves; the head's dispatch time follows it.
+    row = held_live(held_rows(tx, [event_id]).get(event_id), event_id, generation, now_ms)
+    # Only the current holder's lease moves; the head's dispatch time follows
+    # it (a paused flow's head has none).
     got = tx.connection.execute(
-        "UPDATE event SET lease_until_ms = :lease_until_ms, dispatch_ms = :lease_until_ms "
+        "UPDATE event SET lease_until_ms = :lease_until_ms, "
+        "dispatch_ms = CASE WHEN dispatch_ms IS NULL THEN NULL ELSE :lease_until_ms END "
         "WHERE id = :id RETURNING seq, body, generation, attempts, lifetime_attempts, owner, "
         "lease_until_ms",
         {"id": row.id, "lease_until_ms": now_ms + lease_ms},
@@ -167,21 +195,24 @@ def redrive_many(tx: TxnCore, items: Sequence[tuple[str, int]], *, reason: str, 
     its new generation, or its refusal, in its slot (read under the file's
     write lock, so nothing changes between the judgement and the write)."""
     tenants: dict[int, int] = {}
-    rows = _held(tx, sorted({event_id for event_id, _ in items}), tenants)
+    paused: set[int] = set()
+    rows = held_rows(tx, sorted({event_id for event_id, _ in items}), tenants, paused)
     counts = Counts()
 
     def write(row: Held, generation: int) -> None:
         # A new round: attempts reset, lifetime_attempts kept, the old reason
         # moves to the audit row. The generation moves on, so no holder from
         # before the quarantine can settle. Still the head, in its old
-        # rotation place, claimable now.
+        # rotation place, claimable now (in a paused flow: once resumed).
+        stopped = int(row.id in paused)
         tx.connection.execute(
             "UPDATE event SET state = 'ready', generation = :generation, attempts = 0, "
-            "next_at_ms = :now_ms, dispatch_ms = :now_ms, runnable = 1, reason = NULL "
-            "WHERE id = :id AND state = 'quarantined'",
-            {"id": row.id, "generation": generation, "now_ms": now_ms},
+            "next_at_ms = :now_ms, dispatch_ms = CASE WHEN :paused THEN NULL ELSE :now_ms END, "
+            "runnable = NOT :paused, reason = NULL WHERE id = :id AND state = 'quarantined'",
+            {"id": row.id, "generation": generation, "now_ms": now_ms, "paused": stopped},
         )
-        counts.add(tenants.get(row.id), 1, ready=1)  # its tenant: one more runnable head, one more ready event
+        # its tenant: one more runnable head (unless paused), one more ready event
+        counts.add(tenants.get(row.id), 1 - stopped, ready=1)
 
     results = redrive_each(tx, items, rows, write, reason=reason, actor=actor, now_ms=now_ms)
     counts.write(tx)

@@ -13,10 +13,11 @@ fairq.kernel.policy.
 The invariants every write keeps (the CHECKs in queue.sql hold most of them;
 tests/conftest.py recounts the rest after every test):
 
-* A flow's head is its lowest-seq unacked event; only heads have pass/turn.
-  Acks happen in seq order, so a flow's unacked events are a suffix of it.
+* A flow's head is its lowest-seq event neither acked nor discarded; only
+  heads have pass/turn. Acks happen in seq order; an event behind a head may
+  be discarded, and every one is stored (store.heads).
 * A head's dispatch_ms is its next_at while ready, its lease_until while
-  inflight, NULL while quarantined.
+  inflight, NULL while quarantined or while its flow is paused.
 * runnable = 1 only for heads whose dispatch_ms the clock has reached; those,
   and only those, are in the rotation index.
 * queue_state's *_n columns equal the number of events in each state: every verb
@@ -32,10 +33,10 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from ..backend import NewEvent, SettleItem
-from ...errors import LeaseLost, RedriveRefused, SchemaError, UsageError
+from ...errors import LeaseLost, RedriveRefused, SchemaError
 from ...kernel.policy import Policy, to_ms
 from ...types import ClockReset, Enqueued, Lease, Settled, TenantInfo
-from . import claim, enqueue, maintenance, settle, tenant_rows
+from . import claim, enqueue, maintenance, operators, settle, tenant_rows
 from .policy_store import change_policy, store_policy
 from .schema import LATEST, ensure_schema, refuse_foreign, refuse_outdated
 from .reads import SqliteReads
@@ -138,10 +139,12 @@ class SqliteTxn(TxnCore):
 
     def discard_many(self, items: Sequence[tuple[str, int]], *, reason: str, actor: str | None,
                      now_ms: int) -> list[int | RedriveRefused]:
-        raise UsageError("discard is not supported by this store yet")
+        """Discard each ready or quarantined event; its new generation or refusal in its slot."""
+        return operators.discard_many(self, items, reason=reason, actor=actor, now_ms=now_ms)
 
     def set_paused(self, flow: str, paused: bool, *, reason: str | None, actor: str | None, now_ms: int) -> bool:
-        raise UsageError("pause is not supported by this store yet")
+        """Pause or resume a named flow, audited; False when it already was so."""
+        return operators.set_paused(self, flow, paused, reason=reason, actor=actor, now_ms=now_ms)
 
     def set_weight(self, name: str, weight: int) -> None:
         """Set a flow's weight, creating the flow if it has never been seen."""

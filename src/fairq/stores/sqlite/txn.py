@@ -109,19 +109,20 @@ _STATE_REST = (
 _WRITE_STATE_ROW = (
     "UPDATE queue_state SET now_ms = ?, vtime = ?, tail = ?, turn = ?, "
     "ready_n = ready_n + ?, inflight_n = inflight_n + ?, "
-    "acked_n = acked_n + ?, quarantined_n = quarantined_n + ?, "
+    "acked_n = acked_n + ?, quarantined_n = quarantined_n + ?, discarded_n = discarded_n + ?, "
     "enqueued_total = enqueued_total + ?, claimed_total = claimed_total + ?, "
     "expired_total = expired_total + ?, acked_total = acked_total + ?, "
     "retried_total = retried_total + ?, quarantined_total = quarantined_total + ?, "
-    "redriven_total = redriven_total + ?, claim_lag = coalesce(?, claim_lag) WHERE id = 1"
+    "redriven_total = redriven_total + ?, discarded_total = discarded_total + ?, "
+    "claim_lag = coalesce(?, claim_lag) WHERE id = 1"
 )
 
 # Where each state's count and each TOTALS counter sits in a transaction's
 # list of changes, in the order of _WRITE_STATE_ROW's parameters.
-_STATE_SLOT = {"ready": 0, "inflight": 1, "acked": 2, "quarantined": 3}
-_TOTAL_SLOT = {name: 4 + i for i, name in enumerate(TOTALS)}
+_STATE_SLOT = {"ready": 0, "inflight": 1, "acked": 2, "quarantined": 3, "discarded": 4}
+_TOTAL_SLOT = {name: 5 + i for i, name in enumerate(TOTALS)}
 _NO_CHANGES = [0] * (len(_STATE_SLOT) + len(_TOTAL_SLOT))
-assert TOTALS == ("enqueued", "claimed", "expired", "acked", "retried", "quarantined", "redriven")
+assert TOTALS == ("enqueued", "claimed", "expired", "acked", "retried", "quarantined", "redriven", "discarded")
 
 
 class TxnCore(AuditTrail):
