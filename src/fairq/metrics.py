@@ -56,7 +56,12 @@ def exposition(stats: Stats, tenants: Sequence[TenantInfo] = ()) -> str:
     family("fairq_events", "gauge", "Events stored in each state.")
     for state, n in stats.counts.items():
         sample("fairq_events", n, state=state)
-    family("fairq_flows", "gauge", "Flows with an unacked event (a quarantined head blocks its flow).")
+    family("fairq_claimable_now", "gauge",
+           "Heads a claim could take now: due, in a flow not paused, of a tenant no limit holds back.")
+    sample("fairq_claimable_now", stats.claimable_now)
+    family("fairq_blocked_flows", "gauge", "Flows whose head is quarantined, or that are paused, with an event waiting.")
+    sample("fairq_blocked_flows", stats.blocked_flows)
+    family("fairq_flows", "gauge", "Flows with an event not yet acked or discarded (a quarantined head blocks its flow).")
     sample("fairq_flows", stats.flows)
     family("fairq_oldest_ready_age_seconds", "gauge",
            "How long the longest-waiting claimable head has been claimable.")

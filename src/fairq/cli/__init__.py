@@ -107,6 +107,8 @@ def _run(argv: Sequence[str] | None) -> int:
     try:
         args = parser.parse_args(argv)
         problem = target_problem(args)
+        if problem is None and getattr(args, "check", None) is not None:
+            problem = args.check(args)  # a command's own usage rule beyond what argparse checks
         if problem is not None:
             parser.error(problem)
     except SystemExit as exc:  # argparse exits 2 on usage errors, 0 on --help

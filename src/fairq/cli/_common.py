@@ -25,8 +25,8 @@ EXIT_PIPE_CLOSED = 141  # 128 + SIGPIPE: the reader of stdout went away (`| head
 
 
 #: Commands that run against a server given by --url or $FAIRQ_URL (through open_target).
-REMOTE_COMMANDS = frozenset({"status", "events", "show", "explain", "redrive", "set-weight", "tenants", "set-tenant",
-                             "metrics", "work"})
+REMOTE_COMMANDS = frozenset({"status", "events", "show", "explain", "redrive", "discard", "pause", "resume",
+                             "set-weight", "tenants", "set-tenant", "metrics", "work", "enqueue"})
 
 
 def server_url(args: argparse.Namespace) -> str | None:
@@ -43,11 +43,13 @@ def target_problem(args: argparse.Namespace) -> str | None:
     if getattr(args, "url", None) and args.db:
         return "give --url (a server) or --db (a file), not both"
     url = server_url(args)
-    if url is None or args.command in REMOTE_COMMANDS:
+    remote = args.command in REMOTE_COMMANDS and not (args.command == "enqueue" and args.file is not None)
+    if url is None or remote:  # `enqueue FILE` reads a file on this host: only one event goes to a server
         return None
     if args.command in ("serve", "ui") and not getattr(args, "url", None):
         return None  # a server reads its own file; $FAIRQ_URL is for its clients
-    return (f"fairq {args.command} does not run against a server ({url}); run it on the server's host "
+    what = "enqueue FILE" if args.command == "enqueue" else args.command
+    return (f"fairq {what} does not run against a server ({url}); run it on the server's host "
             f"with --db, or unset FAIRQ_URL. Against a server: {', '.join(sorted(REMOTE_COMMANDS))}")
 
 
@@ -94,6 +96,8 @@ def open_to_read(args: argparse.Namespace) -> Queue:
     """The queue at the chosen path, opened read-only: never creates, upgrades
     or writes the file; refuses a missing, empty, foreign or older one."""
     path = database_path(args)
+    if not names_server(path) and os.path.isdir(path):
+        raise FairqError(f"{path} is a directory, not a fairq database (set --db or FAIRQ_DB)")
     return Queue(path, readonly=True, **queue_clock(path))
 
 

@@ -24,7 +24,7 @@ REASON_WIDTH = 60  # characters of a reason shown in the events table
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser("status", help="counts by state, flows, oldest ready age, claim lag, backlogs")
+    p = sub.add_parser("status", help="claimable now, blocked flows, counts by state, flows, oldest ready age, claim lag, backlogs")
     p.add_argument("--json", action="store_true", help="one JSON object on stdout")
     p.set_defaults(func=status)
 
@@ -47,10 +47,11 @@ def status(args: argparse.Namespace) -> int:
     if args.json:
         print_json(stats_json(stats))
         return EXIT_OK
-    width = max(len(k) for k in stats.counts)
+    print(f"claimable now     {stats.claimable_now}")
+    print(f"blocked flows     {stats.blocked_flows}  (head quarantined or flow paused: fairq explain FLOW)")
     for state, n in stats.counts.items():
-        print(f"{state:<{width}}  {n}")
-    print(f"{'flows':<{width}}  {stats.flows}")
+        print(f"{state:<16}  {n}")
+    print(f"flows             {stats.flows}  (with an event not yet acked or discarded)")
     print(f"oldest ready age  {stats.oldest_ready_age:.3f}s")
     if stats.claim_lag_median is not None:
         print(f"claim lag         median <= {stats.claim_lag_median}s, p99 <= {stats.claim_lag_p99}s")

@@ -1,5 +1,6 @@
-"""Subcommands for operators: redrive a quarantined event, set a flow's weight,
-explain a stuck flow, export metrics, purge old acked events."""
+"""Subcommands for operators: redrive a quarantined event, discard an event,
+pause and resume a flow, set a flow's weight, explain a stuck flow, export
+metrics, purge old acked events."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import time
 from ..errors import InvalidInput
 from ..metrics import RANKED_TENANTS, exposition
 from ..limits import DEDUP_WINDOW
-from ._common import EXIT_OK, open_existing, open_target, read_target, print_json
+from ._common import EXIT_OK, EXIT_REFUSED, open_existing, open_target, read_target, print_json
 
 _UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86_400}
 
@@ -24,6 +25,26 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--reason", required=True, metavar="TEXT", help="why, for the audit trail")
     p.add_argument("--actor", metavar="NAME", help="who decided, for the audit trail")
     p.set_defaults(func=redrive)
+
+    p = sub.add_parser("discard", help="settle a ready or quarantined event as discarded: its flow moves on (audited)")
+    p.add_argument("event_id", metavar="ID")
+    p.add_argument("--expected-generation", type=int, required=True, metavar="N",
+                   help="the generation `fairq show ID` reports; refused if the event has moved on")
+    p.add_argument("--reason", required=True, metavar="TEXT", help="why, for the audit trail")
+    p.add_argument("--actor", metavar="NAME", help="who decided, for the audit trail")
+    p.set_defaults(func=discard)
+
+    p = sub.add_parser("pause", help="stop claims of a flow's head until resume (audited)")
+    p.add_argument("flow", metavar="FLOW")
+    p.add_argument("--reason", required=True, metavar="TEXT", help="why, for the audit trail")
+    p.add_argument("--actor", metavar="NAME", help="who decided, for the audit trail")
+    p.set_defaults(func=pause)
+
+    p = sub.add_parser("resume", help="let a paused flow's head be claimed again (audited)")
+    p.add_argument("flow", metavar="FLOW")
+    p.add_argument("--reason", metavar="TEXT", help="why, for the audit trail")
+    p.add_argument("--actor", metavar="NAME", help="who decided, for the audit trail")
+    p.set_defaults(func=resume)
 
     p = sub.add_parser("set-weight", help="give a flow WEIGHT claims per rotation round (1 to 1000)")
     p.add_argument("flow", metavar="FLOW")
@@ -58,6 +79,28 @@ def redrive(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def discard(args: argparse.Namespace) -> int:
+    with open_target(args) as q:
+        generation = q.discard(args.event_id, expected_generation=args.expected_generation,
+                               reason=args.reason, actor=args.actor)
+    print_json({"event_id": args.event_id, "generation": generation, "state": "discarded"})
+    return EXIT_OK
+
+
+def pause(args: argparse.Namespace) -> int:
+    with open_target(args) as q:
+        q.pause(args.flow, reason=args.reason, actor=args.actor)
+    print_json({"flow": args.flow, "paused": True})
+    return EXIT_OK
+
+
+def resume(args: argparse.Namespace) -> int:
+    with open_target(args) as q:
+        q.resume(args.flow, reason=args.reason, actor=args.actor)
+    print_json({"flow": args.flow, "paused": False})
+    return EXIT_OK
+
+
 def set_weight(args: argparse.Namespace) -> int:
     with open_target(args) as q:
         q.set_weight(args.flow, args.weight)
@@ -80,7 +123,8 @@ def explain(args: argparse.Namespace) -> int:
         print_json({**dataclasses.asdict(blocked), "answer": str(blocked)})
     else:
         print(blocked)
-    return EXIT_OK
+    # An unknown flow is most often a mistyped name: the answer is printed, and the status says so.
+    return EXIT_REFUSED if blocked.why == "unknown" else EXIT_OK
 
 
 def metrics(args: argparse.Namespace) -> int:

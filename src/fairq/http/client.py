@@ -85,12 +85,16 @@ class Client:
             raise InvalidInput("token", f"must be a str, not {type(token).__name__}")
         if token is not None and not (token and all("!" <= ch <= "~" for ch in token)):
             raise InvalidInput("token", "must be non-empty printable ASCII without spaces, as the server's is")
+        # The routes carry /v1 themselves: a URL copied with it (http://host:port/v1) names the same server.
+        prefix = split.path.rstrip("/")
+        prefix = prefix[: -len("/v1")] if prefix.endswith("/v1") else prefix
         self.url = url.rstrip("/")
+        self.url = self.url[: -len("/v1")] if self.url.endswith("/v1") else self.url
         self.timeout = v.seconds(timeout, "timeout", positive=True)
         self.lease_seconds = v.seconds(lease_seconds, "lease_seconds", positive=True)
         self._http = Transport(self.url, scheme=split.scheme, host=split.hostname,
                                port=port or (443 if split.scheme == "https" else 80),
-                               prefix=split.path.rstrip("/"), token=token, timeout=self.timeout)
+                               prefix=prefix, token=token, timeout=self.timeout)
 
     def __repr__(self) -> str:
         return f"fairq.Client({self.url!r})"

@@ -101,6 +101,9 @@ class Transport:
         try:
             status, raw = self._connections.exchange(method, target, data, headers)
         except (OSError, http.client.HTTPException) as exc:
+            if method in ("GET", "HEAD"):  # a read changes nothing: there is no effect to wonder about
+                raise Unavailable(self.url, f"fairq at {self.url} is unreachable ({_reason(exc)}); "
+                                  f"is `fairq serve` running there?") from exc
             raise Unavailable(self.url, f"no answer from fairq at {self.url} ({_reason(exc)}); "
                               f"the call may or may not have taken effect") from exc
         if not 200 <= status < 300:

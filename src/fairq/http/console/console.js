@@ -148,7 +148,9 @@ function explain(b) {
   const until = b.until === null || b.until === undefined ? "" : " " + relative(b.until, b.now);
   switch (b.why) {
     case "unknown": return "unknown: no event was ever enqueued in it";
-    case "empty": return "empty: every event is acked";
+    case "empty": return "empty: every event is acked or discarded";
+    case "paused": return `paused${b.actor ? " by " + b.actor : ""} (${b.reason === null ? "no reason given" : b.reason})`
+      + `${until ? " since" + until : ""}` + (b.event_id ? `: ${head} waits until the flow is resumed${behind}` : "");
     case "ready": return `not blocked: ${head} is claimable now and waits only for its turn${behind}`;
     case "quarantined": return `blocked: ${head} is quarantined (${b.reason === null ? "no reason given" : b.reason})${behind}`;
     case "delayed": return `waiting: ${head} is delayed until${until}${behind}`;
@@ -285,10 +287,17 @@ async function overview(arg, params) {
        el("td", { class: "num" }, n))))) : el("p", { class: "muted" }, "no named flow has a backlog");
   return el("section", { id: "page-overview" },
     el("h1", {}, "Overview"),
+    // What can move comes first: ready events behind a quarantined or paused head are not claimable,
+    // so "ready" looks healthy (green) only when no flow is blocked.
     el("div", { class: "cards" },
-      card("ready", counts.ready, "state-ready"), card("inflight", counts.inflight, "state-inflight"),
+      card("claimable now", stats.claimable_now, stats.claimable_now ? "state-ready" : ""),
+      card("blocked flows", stats.blocked_flows, stats.blocked_flows ? "state-quarantined" : ""),
+      card(stats.blocked_flows ? "ready (some behind blocked heads)" : "ready", counts.ready,
+           stats.blocked_flows ? "" : "state-ready"),
+      card("inflight", counts.inflight, "state-inflight"),
       card("quarantined", counts.quarantined, counts.quarantined ? "state-quarantined" : ""),
-      card("acked", counts.acked, "state-acked"), card("flows with work", stats.flows),
+      card("acked", counts.acked, "state-acked"), card("discarded", counts.discarded || 0, "state-acked"),
+      card("flows with work", stats.flows),
       card("oldest ready", span(stats.oldest_ready_age)), card("tombstones", stats.tombstones)),
     el("div", { class: "grid2" },
       el("div", { class: "panel" }, el("h2", {}, "Claim lag (due → first claim)"),
@@ -401,7 +410,42 @@ function flowRow(f) {
     el("td", {}, h ? span(now - h.due_at) : "—"),
     el("td", { class: "num" }, f.backlog),
     el("td", {}, weight),
-    el("td", { class: "wrap why-" + b.why }, explain(b)));
+    el("td", { class: "wrap why-" + b.why }, explain(b),
+       readOnly() ? null : el("button", { type: "button", class: "pause-open", onclick: (click) => {
+         const row = click.target.closest("tr");
+         if (row.nextSibling && row.nextSibling.classList.contains("pause-row")) return;
+         const form = pauseForm(f);
+         form.querySelector("form").classList.add("dirty"); // an open form is not redrawn away
+         row.parentNode.insertBefore(el("tr", { class: "pause-row" }, el("td", { colspan: 12 }, form)), row.nextSibling);
+       } }, f.paused ? "Resume…" : "Pause…")));
+}
+
+function pauseForm(f) {
+  const verb = f.paused ? "resume" : "pause", Verb = f.paused ? "Resume" : "Pause";
+  const reason = el("input", { name: "reason", required: !f.paused, maxlength: 4096, size: 30,
+                               placeholder: f.paused ? "why (optional, kept in the audit)" : "why (kept in the audit)" });
+  const actor = actorInput();
+  const message = el("div", { id: "pause-result" });
+  const form = el("form", { class: "inline", id: "pause-form", onsubmit: async (e) => {
+    e.preventDefault();
+    clear(message);
+    const ask = f.paused ? `Resume flow ${f.name}? Its head can be claimed again, in its place in the rotation.`
+      : `Pause flow ${f.name}? Its head is not claimed until it is resumed (a running lease goes on).`;
+    if (!window.confirm(ask)) return;
+    rememberActor(actor.value.trim());
+    try {
+      await api("POST", "/v1/" + verb, { flow: f.name, reason: reason.value.trim() || null, actor: actor.value.trim() });
+      form.classList.remove("dirty");
+      state.flash = f.paused ? `Resumed: flow ${f.name} can be claimed again.` : `Paused: flow ${f.name} is not claimed until resumed.`;
+      render(); // the page as it is now, the result on top
+    } catch (error) {
+      message.appendChild(el("p", { class: "error" }, "Refused: " + problem(error)));
+    }
+  } }, reason, actor, el("button", { type: "submit", class: "danger" }, Verb));
+  return el("div", { class: "panel" }, el("p", { class: "muted" },
+    f.paused ? `Flow ${f.name} is paused. Resuming writes an audit row with your name.`
+      : `Pausing flow ${f.name} stops claims of its head until it is resumed. Writes an audit row with your reason and name.`),
+    dirtyOnInput(form), message);
 }
 
 function weightForm(f) {
@@ -533,7 +577,8 @@ async function quarantine(arg, params) {
          ? el("a", { href: link("quarantine", null, { ...params, after: data.events[data.events.length - 1].event_id }) }, "next page") : null,
        data.events.length === 500 ? ")" : ""),
     shown.length ? el("div", { class: "scroll" }, table) : el("p", { class: "muted" }, "Nothing is quarantined here."),
-    shown.length && !readOnly() ? bulkForm(shown, result) : null, result);
+    shown.length && !readOnly() ? bulkForm(shown, result, "redrive") : null,
+    shown.length && !readOnly() ? bulkForm(shown, result, "discard") : null, result);
 }
 
 function quarantineRow(e) {
@@ -545,30 +590,42 @@ function quarantineRow(e) {
     el("td", { class: "num" }, `${e.attempts} (${e.lifetime_attempts} in all)`),
     el("td", { class: "wrap" }, e.reason === null ? "—" : e.reason),
     el("td", { class: "wrap optional" }, e.owner === null ? "—" : e.owner),
-    el("td", {}, readOnly() ? null : el("button", { type: "button", class: "redrive-open", onclick: (click) => {
-      const row = click.target.closest("tr");
-      if (row.nextSibling && row.nextSibling.classList.contains("redrive-row")) return;
-      const form = redriveForm(e);
-      form.querySelector("form").classList.add("dirty"); // an open form is not redrawn away
-      row.parentNode.insertBefore(el("tr", { class: "redrive-row" }, el("td", { colspan: 8 }, form)), row.nextSibling);
-    } }, "Redrive…")));
+    el("td", {}, readOnly() ? null : [openButton(e, "redrive", "Redrive…"), openButton(e, "discard", "Discard…")]));
 }
 
-function bulkForm(shown, result) {
+function openButton(e, verb, label) {
+  return el("button", { type: "button", class: verb + "-open", onclick: (click) => {
+    const row = click.target.closest("tr");
+    if (row.nextSibling && row.nextSibling.classList.contains(verb + "-row")) return;
+    const form = fencedForm(e, verb);
+    form.querySelector("form").classList.add("dirty"); // an open form is not redrawn away
+    row.parentNode.insertBefore(el("tr", { class: verb + "-row" }, el("td", { colspan: 8 }, form)), row.nextSibling);
+  } }, label);
+}
+
+const FENCED = {
+  redrive: { Verb: "Redrive", done: "redriven", Done: "Redriven",
+             note: "Each is redriven only if it is still quarantined at the generation shown; the others are listed as refused." },
+  discard: { Verb: "Discard", done: "discarded", Done: "Discarded",
+             note: "Each is discarded (settled for good: its flow moves on) only if it is still at the generation shown; the others are listed as refused." },
+};
+
+function bulkForm(shown, result, verb) {
+  const v = FENCED[verb];
   const reason = el("input", { name: "reason", required: true, placeholder: "why (kept in the audit)", maxlength: 4096 });
   const actor = actorInput();
-  const form = el("form", { class: "inline", id: "bulk-redrive", onsubmit: async (e) => {
+  const form = el("form", { class: "inline", id: "bulk-" + verb, onsubmit: async (e) => {
     e.preventDefault();
-    if (!window.confirm(`Redrive the ${shown.length} events shown, each at the generation listed?`)) return;
+    if (!window.confirm(`${v.Verb} the ${shown.length} events shown, each at the generation listed?`)) return;
     clear(result);
     rememberActor(actor.value.trim());
     try {
-      const done = await api("POST", "/v1/redrive_many", {
+      const done = await api("POST", `/v1/${verb}_many`, {
         items: shown.map((x) => ({ event_id: x.event_id, expected_generation: x.generation })),
         reason: reason.value, actor: actor.value.trim() });
       form.classList.remove("dirty");
-      result.appendChild(el("div", { class: "ok" }, `Redriven: ${done.redriven.length}`,
-        el("ul", { class: "results" }, done.redriven.map((r) => el("li", {}, `${r.event_id} → generation ${r.generation}`)))));
+      result.appendChild(el("div", { class: "ok" }, `${v.Done}: ${done[v.done].length}`,
+        el("ul", { class: "results" }, done[v.done].map((r) => el("li", {}, `${r.event_id} → generation ${r.generation}`)))));
       if (done.refused.length) {
         result.appendChild(el("div", { class: "error" }, `Refused: ${done.refused.length}`,
           el("ul", { class: "results" }, done.refused.map((r) => el("li", {}, `${r.event_id}: ${r.message}`)))));
@@ -578,10 +635,9 @@ function bulkForm(shown, result) {
       result.appendChild(el("div", { class: "error" }, "Refused: " + problem(error)));
     }
   } },
-    el("strong", {}, `Redrive the ${shown.length} shown:`), reason, actor,
-    el("button", { type: "submit", class: "danger" }, `Redrive ${shown.length}`));
-  return el("div", { class: "panel" }, dirtyOnInput(form),
-    el("p", { class: "muted" }, "Each is redriven only if it is still quarantined at the generation shown; the others are listed as refused."));
+    el("strong", {}, `${v.Verb} the ${shown.length} shown:`), reason, actor,
+    el("button", { type: "submit", class: "danger" }, `${v.Verb} ${shown.length}`));
+  return el("div", { class: "panel" }, dirtyOnInput(form), el("p", { class: "muted" }, v.note));
 }
 
 // -- Event ---------------------------------------------------------------------------------
@@ -622,33 +678,43 @@ async function eventPage(id) {
     el("div", { class: "grid2" },
       el("div", { class: "panel" }, el("h2", {}, "State and lease"), fields),
       el("div", { class: "panel" }, el("h2", {}, "Body"), body)),
-    info.state === "quarantined" && !readOnly() ? redriveForm(info) : null,
+    info.state === "quarantined" && !readOnly() ? fencedForm(info, "redrive") : null,
+    ["ready", "quarantined"].includes(info.state) && !readOnly() ? fencedForm(info, "discard") : null,
     el("div", { class: "panel" }, el("h2", {}, "Audit timeline"), timeline));
 }
 
-function redriveForm(info) {
+const FENCED_FORM = {
+  redrive: { confirm: null, flash: (d) => `Redriven: ${d.event_id} is ready again at generation ${d.generation}.`,
+             note: "Gives the event a new round of attempts, only if it is still quarantined at the expected generation. Writes an audit row with your reason and name." },
+  discard: { confirm: (id) => `Discard ${id}? It is settled for good and its flow moves on to its next event.`,
+             flash: (d) => `Discarded: ${d.event_id} is settled for good at generation ${d.generation}; its flow moves on.`,
+             note: "Settles the event for good (for one no handler will ever accept), only if it is still at the expected generation and not leased; its flow moves on to its next event. Writes an audit row with your reason and name." },
+};
+
+function fencedForm(info, verb) {
+  const v = FENCED[verb], f = FENCED_FORM[verb];
   const generation = el("input", { type: "number", name: "expected_generation", min: 0, required: true, value: info.generation });
   const reason = el("input", { name: "reason", required: true, placeholder: "why (kept in the audit)", maxlength: 4096, size: 30 });
   const actor = actorInput();
-  const message = el("div", { id: "redrive-result" });
-  const form = el("form", { class: "inline", id: "redrive-form", onsubmit: async (e) => {
+  const message = el("div", { id: verb + "-result" });
+  const form = el("form", { class: "inline", id: verb + "-form", onsubmit: async (e) => {
     e.preventDefault();
     clear(message);
+    if (f.confirm && !window.confirm(f.confirm(info.event_id))) return;
     rememberActor(actor.value.trim());
     try {
-      const done = await api("POST", "/v1/redrive", { event_id: info.event_id, expected_generation: Number(generation.value),
+      const done = await api("POST", "/v1/" + verb, { event_id: info.event_id, expected_generation: Number(generation.value),
                                                       reason: reason.value, actor: actor.value.trim() });
       form.classList.remove("dirty");
-      state.flash = `Redriven: ${done.event_id} is ready again at generation ${done.generation}.`;
+      state.flash = f.flash(done);
       render(); // the page as it is now, the result on top
     } catch (error) {
       message.appendChild(el("p", { class: "error" }, "Refused: " + problem(error)));
     }
   } },
     el("label", {}, "expected generation ", generation), reason, actor,
-    el("button", { type: "submit", class: "danger" }, "Redrive"));
-  return el("div", { class: "panel" }, el("h2", {}, "Redrive"),
-    el("p", { class: "muted" }, "Gives the event a new round of attempts, only if it is still quarantined at the expected generation. Writes an audit row with your reason and name."),
+    el("button", { type: "submit", class: "danger" }, v.Verb));
+  return el("div", { class: "panel" }, el("h2", {}, v.Verb), el("p", { class: "muted" }, f.note),
     dirtyOnInput(form), message);
 }
 
