@@ -1,6 +1,7 @@
 """A queue's Stats and tenants in the Prometheus text exposition format (version 0.0.4).
 
-Pure formatting: no I/O, no SQL. Names and meanings are listed in
+Formatting, and the paging that reads every tenant through a reader's
+`tenants` (every_tenant); no SQL. Names and meanings are listed in
 docs/operations.md; counters come from Stats.totals and only grow, gauges are
 the current counts. The claim-lag histogram has buckets and a count but no
 _sum: the queue keeps bucket counts only. Per-tenant gauges are bounded: the
@@ -10,12 +11,14 @@ are summed into one series labelled tenant="other".
 
 from __future__ import annotations
 
+import heapq
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator
+from typing import Any
 
 from .types import Stats, TenantInfo
 
-__all__ = ["CONTENT_TYPE", "OTHER", "RANKED_TENANTS", "TOP_TENANTS", "exposition", "top_tenants"]
+__all__ = ["CONTENT_TYPE", "OTHER", "TENANT_PAGE", "TOP_TENANTS", "every_tenant", "exposition", "top_tenants"]
 
 #: The HTTP Content-Type of the text this module writes.
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -24,8 +27,8 @@ CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 TOP_TENANTS = 20
 #: The label of the one series that sums every other tenant (a tenant of this name is summed there too).
 OTHER = "other"
-#: The most tenants ranked: a reader lists at most so many (the first by name) for one exposition.
-RANKED_TENANTS = 1000
+#: Tenants read a page at a time for one exposition (each page its own snapshot).
+TENANT_PAGE = 1000
 
 _TOTAL_HELP = {
     "enqueued": "Events stored by enqueue since the file was created.",
@@ -40,7 +43,20 @@ _TOTAL_HELP = {
 }
 
 
-def exposition(stats: Stats, tenants: Sequence[TenantInfo] = ()) -> str:
+def every_tenant(reader: Any) -> Iterator[TenantInfo]:
+    """Every tenant of a Queue or Client (`reader.tenants`), by name, a page
+    of TENANT_PAGE at a time: memory stays bounded by one page whatever the
+    number of tenants, and each page is its own snapshot."""
+    after: str | None = None
+    while True:
+        page = reader.tenants(after=after, limit=TENANT_PAGE)
+        yield from page
+        if len(page) < TENANT_PAGE:
+            return
+        after = page[-1].name
+
+
+def exposition(stats: Stats, tenants: Iterable[TenantInfo] = ()) -> str:
     """Every metric of `stats`, and per-tenant gauges of `tenants` (see
     top_tenants), as Prometheus text, one sample per line, ending with a newline."""
     lines: list[str] = []
@@ -82,12 +98,18 @@ def exposition(stats: Stats, tenants: Sequence[TenantInfo] = ()) -> str:
         cumulative += n
         sample("fairq_claim_lag_seconds_bucket", cumulative, le=_number(bound))
     sample("fairq_claim_lag_seconds_count", cumulative)
-    top, other = top_tenants(tenants)
+    all_held = [0]
+
+    def counting() -> Iterator[TenantInfo]:
+        for t in tenants:
+            all_held[0] += t.limited_by is not None
+            yield t
+
+    top, other = top_tenants(counting())
     held = {t.name: int(t.limited_by is not None) for t in top}
     series = [(t.name, t.inflight, t.ready, held[t.name]) for t in top]
     if other is not None:
-        rest_held = sum(t.limited_by is not None for t in tenants) - sum(held.values())
-        series.append((OTHER, other.inflight, other.ready, rest_held))
+        series.append((OTHER, other.inflight, other.ready, all_held[0] - sum(held.values())))
     for name, column, help_text in (
         ("fairq_tenant_inflight", 1, "Events of the tenant leased now."),
         ("fairq_tenant_ready", 2, "Events of the tenant in state ready (due or not)."),
@@ -101,19 +123,28 @@ def exposition(stats: Stats, tenants: Sequence[TenantInfo] = ()) -> str:
     return "\n".join(lines) + "\n"
 
 
-def top_tenants(tenants: Sequence[TenantInfo], n: int = TOP_TENANTS) -> tuple[list[TenantInfo], TenantInfo | None]:
+def top_tenants(tenants: Iterable[TenantInfo], n: int = TOP_TENANTS) -> tuple[list[TenantInfo], TenantInfo | None]:
     """The n tenants with the most ready events (ties by name), and the rest
-    summed as one TenantInfo named OTHER (None when there is no rest). A
-    tenant named OTHER is always summed with the rest, so no two series share
-    a label."""
-    ranked = sorted((t for t in tenants if t.name != OTHER), key=lambda t: (-t.ready, t.name))
-    top = ranked[:n]
-    rest = ranked[n:] + [t for t in tenants if t.name == OTHER]
-    if not rest:
+    summed as one TenantInfo named OTHER (None when there is no rest), in one
+    pass that keeps only the n. A tenant named OTHER is always summed with
+    the rest, so no two series share a label."""
+    sums = [0, 0, 0, 0]  # tenants, inflight, ready, flows
+
+    def ranked() -> Iterator[TenantInfo]:
+        for t in tenants:
+            sums[0] += 1
+            sums[1] += t.inflight
+            sums[2] += t.ready
+            sums[3] += t.flows
+            if t.name != OTHER:
+                yield t
+
+    top = heapq.nsmallest(n, ranked(), key=lambda t: (-t.ready, t.name))
+    if sums[0] == len(top):
         return top, None
     return top, TenantInfo(OTHER, weight=0, max_inflight=0, rate=0, burst=0,
-                           inflight=sum(t.inflight for t in rest), ready=sum(t.ready for t in rest),
-                           flows=sum(t.flows for t in rest))
+                           inflight=sums[1] - sum(t.inflight for t in top),
+                           ready=sums[2] - sum(t.ready for t in top), flows=sums[3] - sum(t.flows for t in top))
 
 
 def _number(x: float) -> str:

@@ -5,7 +5,7 @@ series together adds up to the queue's totals."""
 from __future__ import annotations
 
 import fairq
-from fairq.metrics import OTHER, RANKED_TENANTS, exposition
+from fairq.metrics import OTHER, every_tenant, exposition
 from helpers import parse
 
 
@@ -17,7 +17,7 @@ def test_25_tenants_give_20_named_series_and_one_other_that_sum_to_the_totals(q:
         q.set_tenant(f"t{i:02d}", max_inflight=1, now=0)
     leases = q.claim_many(25, now=0, lease_seconds=60)  # one per flow: the even tenants reach their cap
     assert len(leases) == 25
-    _, samples = parse(exposition(q.stats(now=0), q.tenants(limit=RANKED_TENANTS, now=0)))
+    _, samples = parse(exposition(q.stats(now=0), q.tenants(limit=1000, now=0)))
     series: dict[str, dict[str, float]] = {}
     for name, labels, value in samples:
         if name.startswith("fairq_tenant_"):
@@ -32,3 +32,15 @@ def test_25_tenants_give_20_named_series_and_one_other_that_sum_to_the_totals(q:
     counts = q.stats(now=0).counts
     assert sum(series["fairq_tenant_ready"].values()) == counts["ready"]
     assert sum(series["fairq_tenant_inflight"].values()) == counts["inflight"] == 25
+
+
+def test_every_tenant_is_ranked_however_many_pages_they_fill(q: fairq.Queue) -> None:
+    # 1,050 tenants of one event each; the last one by name has the most: it
+    # lies beyond the first page of tenants and must still get its own series.
+    q.enqueue_many([(f"e{i:04d}", {}, f"flow-{i:04d}", f"t{i:04d}") for i in range(1050)]
+                   + [(f"last-{k}", {}, "flow-1049", "t1049") for k in range(4)], now=0)
+    _, samples = parse(exposition(q.stats(now=0), every_tenant(q)))
+    ready = {labels["tenant"]: value for name, labels, value in samples if name == "fairq_tenant_ready"}
+    assert ready["t1049"] == 5
+    assert len(ready) == 21 and ready[OTHER] == 1050 - 20
+    assert sum(ready.values()) == q.stats(now=0).counts["ready"]

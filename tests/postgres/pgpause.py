@@ -35,9 +35,12 @@ $$;
 
 
 def shipped(function: str) -> str:
-    """The CREATE statement of `function` as the migration ships it."""
-    text = resources.files("fairq.stores.postgres").joinpath("migrations/verbs.sql").read_text()
-    start = text.index(f"CREATE OR REPLACE FUNCTION {function}(")
+    """The CREATE statement of `function` as the migrations ship it."""
+    head = f"CREATE OR REPLACE FUNCTION {function}("
+    files = ("migrations/verbs.sql", "migrations/operators.sql")
+    text = next(t for t in (resources.files("fairq.stores.postgres").joinpath(f).read_text() for f in files)
+                if head in t)
+    start = text.index(head)
     return text[start:text.index("\n$$;", start) + 4]
 
 

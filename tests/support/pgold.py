@@ -21,6 +21,17 @@ _UNDO = {
         "ALTER TABLE audit DROP CONSTRAINT audit_action_check",
         "ALTER TABLE audit ADD CONSTRAINT audit_action_check CHECK (action IN ('retry', 'quarantine', "
         "'expired', 'redrive', 'misfire', 'clock_reset', 'policy_set'))"],
+    8: ["DROP INDEX head_paused", "DROP INDEX head_waiting", "ALTER TABLE head DROP COLUMN paused",
+        "CREATE INDEX head_waiting ON head (dispatch_ms) WHERE NOT runnable AND dispatch_ms IS NOT NULL",
+        "ALTER TABLE flow DROP COLUMN paused", "ALTER TABLE flow DROP COLUMN pause_reason",
+        "ALTER TABLE flow DROP COLUMN pause_actor", "ALTER TABLE flow DROP COLUMN paused_ms",
+        "ALTER TABLE flow DROP COLUMN skipped", "ALTER TABLE event DROP CONSTRAINT event_state_known",
+        "ALTER TABLE event DROP CONSTRAINT event_settled_when_final",
+        "ALTER TABLE event ADD CHECK (state IN ('ready', 'inflight', 'acked', 'quarantined'))",
+        "ALTER TABLE event ADD CHECK ((state = 'acked') = (settled_ms IS NOT NULL))",
+        "ALTER TABLE audit DROP CONSTRAINT audit_action_check",
+        "ALTER TABLE audit ADD CONSTRAINT audit_action_check CHECK (action IN ('retry', 'quarantine', "
+        "'expired', 'redrive', 'misfire', 'clock_reset', 'policy_set', 'set_tenant'))"],
 }
 
 

@@ -10,7 +10,7 @@ import re
 import time
 
 from ..errors import InvalidInput
-from ..metrics import RANKED_TENANTS, exposition
+from ..metrics import every_tenant, exposition
 from ..limits import DEDUP_WINDOW
 from ._common import EXIT_OK, EXIT_REFUSED, open_existing, open_target, read_target, print_json
 
@@ -132,8 +132,8 @@ def metrics(args: argparse.Namespace) -> int:
         raise InvalidInput("--top", f"must be >= 0, got {args.top}")
     with read_target(args) as q:
         stats = q.stats(top=args.top)
-        tenants = q.tenants(limit=RANKED_TENANTS)
-    print(exposition(stats, tenants), end="")
+        text = exposition(stats, every_tenant(q))
+    print(text, end="")
     return EXIT_OK
 
 

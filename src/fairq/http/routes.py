@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import InvalidInput
-from ..metrics import CONTENT_TYPE, RANKED_TENANTS, exposition
+from ..metrics import CONTENT_TYPE, every_tenant, exposition
 from ..api.queue import Queue
 from ..api.verbs import route_of
 from ..limits import MAX_BATCH
@@ -312,7 +312,7 @@ def stats(q: Queue, req: Request) -> Reply:
 @route("GET", "/metrics")
 def metrics(q: Queue, req: Request) -> Reply:
     stats = q.stats(**req.params(ints=("top",)))
-    return 200, Text(exposition(stats, q.tenants(limit=RANKED_TENANTS)), CONTENT_TYPE)
+    return 200, Text(exposition(stats, every_tenant(q)), CONTENT_TYPE)
 
 
 # -- schedules ---------------------------------------------------------------------------

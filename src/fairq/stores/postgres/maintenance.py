@@ -24,10 +24,15 @@ def purge_acked(tx: TxnCore, after_id: int, *, chunk: int, acked_before_ms: int)
                       "LIMIT %(chunk)s) AS page", {"after": after_id, "chunk": chunk}).fetchone()[0]
     if last is None:
         return 0, None
-    # Only acked events go, and only old ones: never ready, inflight or quarantined.
+    # Only final events go (acked, or discarded: settled_ms is when), and
+    # only old ones: never ready, inflight or quarantined. A discarded event
+    # behind its flow's head waits until the head has passed it, so a flow's
+    # stored events stay one run of seqs (what purge removes is a prefix).
     rows = tx.execute(
-        "SELECT id, event_id, flow_id, seq, body, settled_ms FROM event WHERE id > %(after)s AND id <= %(last)s "
-        "AND state = 'acked' AND settled_ms < %(before)s",
+        "SELECT e.id, e.event_id, e.flow_id, e.seq, e.body, e.settled_ms, e.state FROM event AS e "
+        "WHERE e.id > %(after)s AND e.id <= %(last)s AND e.state IN ('acked', 'discarded') "
+        "AND e.settled_ms < %(before)s AND (e.state = 'acked' OR e.flow_id IS NULL OR NOT EXISTS "
+        "(SELECT FROM head AS h JOIN event AS x ON x.id = h.event_pk WHERE h.flow_id = e.flow_id AND x.seq < e.seq))",
         {"after": after_id, "last": last, "before": acked_before_ms},
     ).fetchall()
     if not rows:
@@ -40,9 +45,10 @@ def purge_acked(tx: TxnCore, after_id: int, *, chunk: int, acked_before_ms: int)
         {"event_id": [r[1] for r in rows], "flow_id": [r[2] for r in rows], "seq": [r[3] for r in rows],
          "hash": [body_hash(r[4]) for r in rows], "acked": [r[5] for r in rows]},
     )
-    # Acked events are never heads, and a flow's acked events are a prefix.
+    # Final events are never heads, and those purged are a prefix of their flow.
     tx.execute("DELETE FROM event WHERE id = ANY(%(ids)s::bigint[])", {"ids": [r[0] for r in rows]})
-    tx.removed("acked", len(rows))
+    tx.removed("acked", sum(r[6] == "acked" for r in rows))
+    tx.removed("discarded", sum(r[6] == "discarded" for r in rows))
     tx.count("tombstones", len(rows))
     tx.count("purged", len(rows))
     return len(rows), int(last)

@@ -18,7 +18,7 @@ from ...kernel.rows import audit_entry, event_info
 from ...kernel.stats import assemble
 from ...types import TOTALS, AuditEntry, EventInfo, Stats, TenantInfo
 from .policy_store import read_policy
-from . import tenants
+from . import operators, tenants
 from .schedules import PgSchedules
 from .txn import SERVER_NOW
 
@@ -32,8 +32,8 @@ _EVENT_COLUMNS = (
 _SELECT_EVENT = "SELECT " + _EVENT_COLUMNS + "FROM event AS e LEFT JOIN flow AS f ON f.flow_id = e.flow_id "
 # A flow, and its head (the flow's one head row names its lowest unacked event; none when all is acked).
 _SELECT_FLOW = ("SELECT f.name, f.weight, f.next_seq, "
-                "(SELECT t.name FROM tenant AS t WHERE t.tenant_id = f.tenant_id), "
-                + _EVENT_COLUMNS + "FROM flow AS f "
+                "(SELECT t.name FROM tenant AS t WHERE t.tenant_id = f.tenant_id), f.paused, f.pause_reason, "
+                "f.pause_actor, f.paused_ms, " + _EVENT_COLUMNS + "FROM flow AS f "
                 "LEFT JOIN head AS h ON h.flow_id = f.flow_id LEFT JOIN event AS e ON e.id = h.event_pk ")
 
 
@@ -116,7 +116,7 @@ class PgReads:
         return None if self.server_clock else now_ms
 
     def flow_pause(self, flow: str) -> Pause | None:
-        return None  # no pauses in this store yet
+        return operators.read_pause(self.connection, flow)
 
     def flows(self, *, after: str | None, limit: int) -> list[FlowHead]:
         # Named flows in byte order of their names (as SQLite orders them),
@@ -129,7 +129,8 @@ class PgReads:
             rows = self.connection.execute(_SELECT_FLOW + 'WHERE f.name COLLATE "C" > %(after)s '
                                            'ORDER BY f.name COLLATE "C" LIMIT %(limit)s',
                                            {"after": after, "limit": limit})
-        return [FlowHead(r[0], int(r[1]), int(r[2]), None if r[4] is None else event_info(r[4:]), r[3]) for r in rows]
+        return [FlowHead(r[0], int(r[1]), int(r[2]), None if r[8] is None else event_info(r[8:]), r[3],
+                         Pause(r[5], r[6], int(r[7])) if r[4] else None) for r in rows]
 
     def audit(self, event_id: str | None, *, after: int, limit: int | None) -> list[AuditEntry]:
         params = {"event_id": event_id, "after": after, "limit": limit}
@@ -156,28 +157,33 @@ class PgReads:
         kept = self.counters()
         # Every flow with unacked events has exactly one head row.
         heads = int(conn.execute("SELECT count(*) FROM head").fetchone()[0])
-        # The longest-claimable ready head: runnable, or due but not yet promoted.
+        # The longest-claimable ready head: runnable, or due but not yet
+        # promoted (never a paused flow's: head_waiting leaves it out).
         oldest = conn.execute(
             "SELECT min(h.dispatch_ms) FROM head AS h JOIN event AS e ON e.id = h.event_pk "
-            "WHERE e.state = 'ready' AND (h.runnable OR (NOT h.runnable AND h.dispatch_ms <= %(now_ms)s))",
+            "WHERE e.state = 'ready' AND (h.runnable OR (NOT h.runnable AND h.dispatch_ms <= %(now_ms)s "
+            "AND NOT h.paused))",
             {"now_ms": now_ms},
         ).fetchone()[0]
-        # A named flow's backlog runs from its head's seq to its last seq.
+        # A named flow's backlog runs from its head's seq to its last seq,
+        # less the discarded events its head will pass (flow.skipped).
         top_flows = conn.execute(
-            "SELECT f.name, f.next_seq - e.seq AS backlog FROM head AS h JOIN event AS e ON e.id = h.event_pk "
+            "SELECT f.name, f.next_seq - e.seq - f.skipped AS backlog FROM head AS h JOIN event AS e ON e.id = h.event_pk "
             "JOIN flow AS f ON f.flow_id = h.flow_id ORDER BY backlog DESC, f.name LIMIT %(top)s",
             {"top": top},
         ).fetchall() if top else []
+        claimable, blocked = operators.read_counts(conn, now_ms)
         return assemble(now_ms=now_ms, counts=kept,
                         totals={name: kept.get(f"total_{name}", 0) for name in TOTALS},
                         purged=kept.get("total_purged", 0),
                         lags=[kept.get(f"lag_{i}", 0) for i in range(policy.CLAIM_LAG_BUCKETS)],
                         flows=heads, oldest_ready_ms=oldest, top_flows=top_flows,
-                        tombstones=kept.get("total_tombstones", 0), claimable_now=0, blocked_flows=0)
+                        tombstones=kept.get("total_tombstones", 0), claimable_now=claimable,
+                        blocked_flows=blocked)
 
     def earliest_ready_ms(self) -> int | None:
         """The earliest dispatch time of a waiting head (head_waiting's first entry)."""
         row = self.connection.execute(
-            "SELECT dispatch_ms FROM head WHERE NOT runnable AND dispatch_ms IS NOT NULL "
+            "SELECT dispatch_ms FROM head WHERE NOT runnable AND dispatch_ms IS NOT NULL AND NOT paused "
             "ORDER BY dispatch_ms LIMIT 1").fetchone()
         return None if row is None else int(row[0])

@@ -28,14 +28,15 @@ from .failures import reraise
 #: STEPS[v] upgrades a schema's tables from version v - 1 to version v
 #: (None: the step changes only the functions). Steps 4 and 5 brought the
 #: one-statement verbs; step 6 made them cheaper to run (FUNCTIONS); step 7
-#: brought tenants.
+#: brought tenants; step 8 discard and pause.
 STEPS: dict[int, str | None] = {1: "migrations/0001_initial.sql", 2: "migrations/0002_console.sql",
                                 3: "migrations/0003_clock_mode.sql", 4: None, 5: None, 6: None,
-                                7: "migrations/0004_tenants.sql"}
-LATEST = 7
+                                7: "migrations/0004_tenants.sql", 8: "migrations/0005_operators.sql"}
+LATEST = 8
 #: The functions as this fairq defines them, applied in order after the steps
 #: of every upgrade.
-FUNCTIONS = ("migrations/tenants.sql", "migrations/verbs.sql", "migrations/enqueue.sql")
+FUNCTIONS = ("migrations/tenants.sql", "migrations/verbs.sql", "migrations/enqueue.sql",
+             "migrations/operators.sql")
 #: The first version that records the queue's clock (queue_clock.mode).
 CLOCK_VERSION = 3
 #: The first version with the one-statement verbs (fairq_claim, fairq_settle, fairq_extend).
@@ -44,6 +45,8 @@ VERBS_VERSION = 4
 ENQUEUE_VERSION = 5
 #: The first version with tenants (fairq_enqueue takes each item's tenant).
 TENANTS_VERSION = 7
+#: The first version with discard and pause (fairq_discard, fairq_set_paused).
+OPERATORS_VERSION = 8
 #: The receipts table of an Inbox: made with step 1, or alone (ensure_receipts).
 RECEIPTS = "migrations/receipts.sql"
 

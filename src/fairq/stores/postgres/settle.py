@@ -90,9 +90,11 @@ def redrive_many(tx: TxnCore, items: Sequence[tuple[str, int]], *, reason: str, 
         if changed != 1:
             raise RedriveRefused(row.event_id, f"event {row.event_id!r} changed while it was redriven; look again")
         # (A tenanted head waits for the next claim to make it runnable and
-        # count it on its tenant: see fairq_claim.)
-        tx.execute("UPDATE head SET dispatch_ms = %(now_ms)s, runnable = tenant_id IS NULL WHERE event_pk = %(id)s",
-                   {"id": row.id, "now_ms": now_ms})
-        tx.wake()
+        # count it on its tenant: see fairq_claim; a paused flow's stays out
+        # of the rotation until it is resumed.)
+        paused = tx.execute("UPDATE head SET dispatch_ms = %(now_ms)s, runnable = tenant_id IS NULL AND NOT paused "
+                            "WHERE event_pk = %(id)s RETURNING paused", {"id": row.id, "now_ms": now_ms}).fetchone()
+        if not (paused and paused[0]):
+            tx.wake()
 
     return redrive_each(tx, items, rows, write, reason=reason, actor=actor, now_ms=now_ms)

@@ -23,7 +23,7 @@ from ..backend import NewEvent, SettleItem
 from ...errors import InvalidInput, LeaseLost, RedriveRefused, UsageError
 from ...kernel.policy import Policy, to_ms
 from ...types import ClockReset, Enqueued, Lease, Settled, TenantInfo
-from . import claim, enqueue_one, maintenance, settle, tenants, verbs
+from . import claim, enqueue_one, maintenance, operators, settle, tenants, verbs
 from .connection import PgDatabase
 from .listen import Listener, connector
 from .policy_store import change_policy, store_policy
@@ -111,7 +111,7 @@ def clock_name(server_clock: bool) -> str:
 #: settle with an effect, or a verb joined to an application's transaction,
 #: calls the same function inside its transaction; extend runs from Python).
 #: tests/postgres/test_pg_one_statement.py empties it to compare the two.
-ONE_STATEMENT: frozenset[str] = frozenset({"claim", "settle", "extend", "enqueue"})
+ONE_STATEMENT: frozenset[str] = frozenset({"claim", "settle", "extend", "enqueue", "discard", "pause", "resume"})
 
 class PgTxn(TxnCore):
     """Every verb, bound to one transaction (a context manager). An enqueue,
@@ -232,10 +232,20 @@ class PgTxn(TxnCore):
 
     def discard_many(self, items: Sequence[tuple[str, int]], *, reason: str, actor: str | None,
                      now_ms: int) -> list[int | RedriveRefused]:
-        raise UsageError("discard is not supported by this store yet")
+        """Discard each ready or quarantined event; its new generation or refusal in its slot."""
+        requested = self._one_statement()
+        if requested is not None:
+            return operators.call_discard(self, items, reason=reason, actor=actor, requested=requested)
+        return operators.call_discard(self, items, reason=reason, actor=actor, requested=(self._at(now_ms), False),
+                                      in_txn=True)
 
     def set_paused(self, flow: str, paused: bool, *, reason: str | None, actor: str | None, now_ms: int) -> bool:
-        raise UsageError("pause is not supported by this store yet")
+        """Pause or resume a named flow, audited; False when it already was so."""
+        requested = self._one_statement()
+        if requested is not None:
+            return operators.call_set_paused(self, flow, paused, reason=reason, actor=actor, requested=requested)
+        return operators.call_set_paused(self, flow, paused, reason=reason, actor=actor,
+                                         requested=(self._at(now_ms), False), in_txn=True)
 
     def set_weight(self, name: str, weight: int) -> None:
         """Set a flow's weight, creating the flow if it has never been seen."""

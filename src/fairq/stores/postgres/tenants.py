@@ -73,8 +73,9 @@ def judge_batch(items: Sequence[NewEvent], stored: Mapping[str, StoredId], tenan
 
 #: A tenant as TenantInfo needs it, in one query: its settings and bucket,
 #: its live leases and their earliest end (through head_tenant), its ready
-#: events (each head's flow runs from the head's seq to its last; every one
-#: but a head that is inflight or quarantined is ready), its named flows.
+#: events (each head's flow runs from the head's seq to its last, less the
+#: discarded events its head will pass, flow.skipped; every one but a head
+#: that is inflight or quarantined is ready), its named flows.
 _SELECT_TENANT = (
     # The read's time: the one given, else (server clock) the server's.
     "WITH n AS (SELECT coalesce(%(now)s::bigint, (extract(epoch FROM clock_timestamp()) * 1000)::bigint) AS ms) "
@@ -84,7 +85,7 @@ _SELECT_TENANT = (
     "LEFT JOIN LATERAL (SELECT count(*) AS n, min(h.dispatch_ms) AS lease_end FROM head AS h "
     "JOIN event AS e ON e.id = h.event_pk WHERE h.tenant_id = t.tenant_id AND h.dispatch_ms > (SELECT n.ms FROM n) "
     "AND NOT h.runnable AND e.state = 'inflight') AS l ON true "
-    "LEFT JOIN LATERAL (SELECT sum(CASE WHEN h.flow_id IS NULL THEN 1 ELSE f.next_seq - e.seq END "
+    "LEFT JOIN LATERAL (SELECT sum(CASE WHEN h.flow_id IS NULL THEN 1 ELSE f.next_seq - e.seq - f.skipped END "
     "- CASE WHEN e.state = 'ready' THEN 0 ELSE 1 END) AS ready FROM head AS h "
     "JOIN event AS e ON e.id = h.event_pk LEFT JOIN flow AS f ON f.flow_id = h.flow_id "
     "WHERE h.tenant_id = t.tenant_id) AS r ON true "

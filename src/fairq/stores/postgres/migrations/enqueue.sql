@@ -95,6 +95,7 @@ DECLARE
     v_any boolean;
     v_n_joined bigint;
     v_fl_tids bigint[];
+    v_fl_paused boolean[];
 BEGIN
     SELECT t.call_ms, t.stored_ms INTO v_now, v_stored FROM fairq_call_time(p_model, p_requested, p_explicit) AS t;
     IF v_now IS NULL THEN
@@ -203,10 +204,10 @@ BEGIN
                 ORDER BY c.name
                 ON CONFLICT (name) DO UPDATE SET next_seq = flow.next_seq + excluded.next_seq - 1,
                     tenant_id = CASE WHEN flow.next_seq = 1 THEN excluded.tenant_id ELSE flow.tenant_id END
-                RETURNING flow.flow_id, flow.name, flow.next_seq, flow.tenant_id)
+                RETURNING flow.flow_id, flow.name, flow.next_seq, flow.tenant_id, flow.paused)
             SELECT array_agg(a.name), array_agg(a.flow_id), array_agg(a.next_seq - c.n),
-                   bool_or(a.tenant_id IS DISTINCT FROM c.tid)
-            INTO v_fl_names, v_fl_ids, v_fl_first, v_conflict
+                   bool_or(a.tenant_id IS DISTINCT FROM c.tid), array_agg(a.paused)
+            INTO v_fl_names, v_fl_ids, v_fl_first, v_conflict, v_fl_paused
             FROM allocated AS a JOIN unnest(v_names, v_counts, v_fl_tids) AS c(name, n, tid) ON c.name = a.name;
             IF v_conflict THEN
                 -- Another enqueue fixed a flow's tenant after the check above: nothing is written.
@@ -224,39 +225,44 @@ BEGIN
         -- New events are ready; only heads get a rotation place (untenanted:
         -- the queue's tail, read without a lock; tenanted: its tenant's
         -- tail, and a tenant with no head at all joins at the queue's tail
-        -- with a new turn, taken before its first head's) and a dispatch time.
+        -- with a new turn, taken before its first head's) and a dispatch
+        -- time; a paused flow's new head stays out of the rotation (its flow
+        -- is locked above, so a pause or resume cannot pass between).
         WITH p AS (SELECT n.i, n.event_id, fl.flow_id, p.o_seq AS seq, n.body, p.o_head AS head,
                           p.o_next_at AS next_at,
-                          (SELECT te.tenant_id FROM tenant AS te WHERE te.name = n.tenant) AS tenant_id
+                          (SELECT te.tenant_id FROM tenant AS te WHERE te.name = n.tenant) AS tenant_id,
+                          coalesce(fl.paused, false) AS paused
                    FROM unnest(v_f_ids, v_f_flows, v_f_bodies, v_f_tenants)
                         WITH ORDINALITY AS n(event_id, flow, body, tenant, i)
                    JOIN fairq_placed(v_f_flows, v_f_delays, v_f_ats, v_now, v_fl_names, v_fl_first, v_fl_busy) AS p
                         ON p.o_i = n.i
-                   LEFT JOIN unnest(v_fl_names, v_fl_ids) AS fl(name, flow_id) ON fl.name = n.flow),
+                   LEFT JOIN unnest(v_fl_names, v_fl_ids, v_fl_paused) AS fl(name, flow_id, paused)
+                        ON fl.name = n.flow),
              new AS (INSERT INTO event (event_id, flow_id, seq, body, state, created_ms, due_ms, next_at_ms, tenant_id)
                      SELECT p.event_id, p.flow_id, p.seq, p.body, 'ready', v_now, p.next_at, p.next_at, p.tenant_id
                      FROM p ORDER BY p.i
                      RETURNING event.id, event.event_id, event.flow_id, event.tenant_id),
              j AS (SELECT p.event_id, p.tenant_id,
                           p.tenant_id IS NOT NULL AND row_number() OVER (PARTITION BY p.tenant_id ORDER BY p.i) = 1
-                          AND NOT EXISTS (SELECT FROM head AS h WHERE h.tenant_id = p.tenant_id) AS joins, p.i, p.next_at
+                          AND NOT EXISTS (SELECT FROM head AS h WHERE h.tenant_id = p.tenant_id) AS joins, p.i, p.next_at,
+                          p.paused
                    FROM p WHERE p.head),
-             h AS (SELECT j.event_id, j.tenant_id, j.joins, j.next_at,
+             h AS (SELECT j.event_id, j.tenant_id, j.joins, j.next_at, j.paused,
                           CASE WHEN j.joins THEN nextval('turn_seq') END AS t_turn, nextval('turn_seq') AS turn
                    FROM j ORDER BY j.i),
-             heads AS (INSERT INTO head (event_pk, flow_id, pass, turn, dispatch_ms, runnable, tenant_id)
+             heads AS (INSERT INTO head (event_pk, flow_id, pass, turn, dispatch_ms, runnable, tenant_id, paused)
                        SELECT new.id, new.flow_id,
                               CASE WHEN h.tenant_id IS NULL THEN fairq_join_pass((SELECT max(r.tail) FROM rotation AS r))
                                    ELSE fairq_join_pass((SELECT te.tail FROM tenant AS te WHERE te.tenant_id = h.tenant_id))
                               END,
-                              h.turn, h.next_at, h.next_at <= v_now, h.tenant_id
+                              h.turn, h.next_at, h.next_at <= v_now AND NOT h.paused, h.tenant_id, h.paused
                        FROM new JOIN h ON h.event_id = new.event_id
-                       RETURNING head.dispatch_ms, head.tenant_id, head.runnable),
+                       RETURNING head.dispatch_ms, head.tenant_id, head.runnable, head.paused),
              joined AS (UPDATE tenant AS te SET pass = fairq_join_pass((SELECT max(r.tail) FROM rotation AS r)),
                             turn = h.t_turn
                         FROM h WHERE h.joins AND te.tenant_id = h.tenant_id RETURNING te.tenant_id)
         SELECT (SELECT array_agg(p.event_id ORDER BY p.i) FROM p), (SELECT array_agg(p.seq ORDER BY p.i) FROM p),
-               (SELECT array_agg(heads.dispatch_ms) FROM heads),
+               (SELECT array_agg(heads.dispatch_ms) FROM heads WHERE NOT heads.paused),
                (SELECT array_agg(heads.tenant_id) FROM heads WHERE heads.runnable AND heads.tenant_id IS NOT NULL),
                (SELECT count(*) FROM joined)
         INTO v_n_ids, v_n_seqs, v_head_times, v_t_ids, v_n_joined;

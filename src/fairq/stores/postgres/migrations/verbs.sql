@@ -326,8 +326,10 @@ BEGIN
     v_until := v_now + v_lease;
     -- Heads whose time has come enter the rotation indexes, locked in event
     -- order, skipping heads another transaction holds; counted per tenant.
+    -- A paused flow's head stays out (through head_waiting, which leaves it out).
     WITH p AS (UPDATE head SET runnable = true WHERE event_pk = ANY(ARRAY(SELECT h.event_pk FROM head AS h
-                   WHERE NOT h.runnable AND h.dispatch_ms <= v_now ORDER BY h.event_pk FOR UPDATE SKIP LOCKED))
+                   WHERE NOT h.runnable AND h.dispatch_ms <= v_now AND NOT h.paused
+                   ORDER BY h.event_pk FOR UPDATE SKIP LOCKED))
                RETURNING head.tenant_id),
          g AS (SELECT p.tenant_id, count(*)::integer AS n FROM p GROUP BY p.tenant_id)
     SELECT coalesce(sum(g.n), 0)::integer, array_agg(g.tenant_id) FILTER (WHERE g.tenant_id IS NOT NULL),
@@ -736,18 +738,33 @@ BEGIN
         END IF;
         -- The event leaves its head row for good.
         DELETE FROM head WHERE event_pk = ANY(v_ack_pk);
-        -- The next seq (there are no gaps) becomes the head and inherits the
-        -- flow's rotation place; no such event: the flow is idle now. A
-        -- tenanted head waits for the next claim to make it runnable (and
-        -- count it on its tenant): a settle never writes the tenant row for it.
-        WITH n AS (INSERT INTO head (event_pk, flow_id, pass, turn, dispatch_ms, runnable, tenant_id)
-                   SELECT e.id, e.flow_id, c.pass, c.turn, e.next_at_ms,
-                          e.next_at_ms <= v_now AND e.tenant_id IS NULL, e.tenant_id
-                   FROM unnest(v_ack_flow, v_ack_seq, v_ack_pass, v_ack_turn) AS c(flow, seq, pass, turn)
-                   JOIN event AS e ON e.flow_id = c.flow AND e.seq = c.seq + 1
-                   WHERE c.flow IS NOT NULL
-                   RETURNING head.runnable, head.dispatch_ms)
-        SELECT count(*) FILTER (WHERE n.dispatch_ms <= v_now), min(n.dispatch_ms) FILTER (WHERE n.dispatch_ms > v_now)
+        -- The next event that is not final (the next seq, past any
+        -- discarded ones) becomes the head and inherits the flow's rotation
+        -- place; no such event: the flow is idle now. A tenanted head waits
+        -- for the next claim to make it runnable (and count it on its
+        -- tenant): a settle never writes the tenant row for it. In a paused
+        -- flow it stays out of the rotation (flow.paused, under the flow lock).
+        -- The discarded events it passes leave the flow's count of them
+        -- (written only for a flow that has any).
+        WITH nx AS (SELECT c.flow, c.seq AS old_seq, c.pass, c.turn, f.paused, f.skipped, e.id, e.seq,
+                           e.next_at_ms, e.tenant_id
+                    FROM unnest(v_ack_flow, v_ack_seq, v_ack_pass, v_ack_turn) AS c(flow, seq, pass, turn)
+                    JOIN flow AS f ON f.flow_id = c.flow
+                    LEFT JOIN LATERAL (SELECT x.id, x.seq, x.next_at_ms, x.tenant_id FROM event AS x
+                                       WHERE x.flow_id = c.flow AND x.seq > c.seq
+                                             AND x.state NOT IN ('acked', 'discarded')
+                                       ORDER BY x.seq LIMIT 1) AS e ON true
+                    WHERE c.flow IS NOT NULL),
+             sk AS (UPDATE flow AS f SET skipped = CASE WHEN nx.id IS NULL THEN 0
+                                                        ELSE f.skipped - (nx.seq - nx.old_seq - 1) END
+                    FROM nx WHERE nx.skipped > 0 AND f.flow_id = nx.flow),
+             n AS (INSERT INTO head (event_pk, flow_id, pass, turn, dispatch_ms, runnable, tenant_id, paused)
+                   SELECT nx.id, nx.flow, nx.pass, nx.turn, nx.next_at_ms,
+                          nx.next_at_ms <= v_now AND nx.tenant_id IS NULL AND NOT nx.paused, nx.tenant_id, nx.paused
+                   FROM nx WHERE nx.id IS NOT NULL
+                   RETURNING head.runnable, head.dispatch_ms, head.paused)
+        SELECT count(*) FILTER (WHERE n.dispatch_ms <= v_now AND NOT n.paused),
+               min(n.dispatch_ms) FILTER (WHERE n.dispatch_ms > v_now AND NOT n.paused)
         INTO v_ready, v_due FROM n;
     END IF;
     IF cardinality(v_rdy_pk) > 0 THEN
@@ -765,11 +782,15 @@ BEGIN
         IF v_changed <> cardinality(v_rdy_pk) THEN
             RAISE EXCEPTION 'a settled event changed under its lock; nothing was written';
         END IF;
-        -- (A tenanted head waits for the next claim to make it runnable.)
-        UPDATE head AS h SET dispatch_ms = c.at, runnable = c.at <= v_now AND h.tenant_id IS NULL
-        FROM unnest(v_rdy_pk, v_rdy_at) AS c(pk, at) WHERE h.event_pk = ANY(v_rdy_pk) AND h.event_pk = c.pk;
-        v_ready := v_ready + (SELECT count(*) FROM unnest(v_rdy_at) AS a WHERE a <= v_now);
-        v_due := (SELECT min(a) FROM unnest(v_rdy_at || v_due) AS a WHERE a > v_now);
+        -- (A tenanted head waits for the next claim to make it runnable; a
+        -- paused flow's stays out of the rotation.)
+        WITH u AS (UPDATE head AS h SET dispatch_ms = c.at, runnable = c.at <= v_now AND h.tenant_id IS NULL
+                                                                        AND NOT h.paused
+                   FROM unnest(v_rdy_pk, v_rdy_at) AS c(pk, at) WHERE h.event_pk = ANY(v_rdy_pk) AND h.event_pk = c.pk
+                   RETURNING h.dispatch_ms, h.paused)
+        SELECT v_ready + count(*) FILTER (WHERE u.dispatch_ms <= v_now AND NOT u.paused),
+               least(v_due, min(u.dispatch_ms) FILTER (WHERE u.dispatch_ms > v_now AND NOT u.paused))
+        INTO v_ready, v_due FROM u;
     END IF;
     IF cardinality(v_q_pk) > 0 THEN
         -- Each judged event is still inflight at the generation and lease end read.
