@@ -67,6 +67,9 @@ def test_a_stale_discard_shows_the_refusal_and_changes_nothing(browser, served) 
     assert "generation" in refusal.text and refusal.text.startswith("Refused: redrive_refused")
     assert q.get("poison-9101").state is fairq.State.READY
     assert not [a for a in q.audit("poison-9101") if a.action == "discard"]
+    # The refusal's 409 is the only error logged; read off here so later tests on this browser see their own.
+    errors = [e["message"] for e in browser.get_log("browser") if e["level"] == "SEVERE"]
+    assert all("401 (Unauthorized)" in m or "/v1/discard" in m and "409" in m for m in errors), errors
 
 
 def test_a_bulk_discard_of_the_filtered_list_shows_what_was_discarded_and_refused(browser, served) -> None:

@@ -32,7 +32,7 @@ from ..worker.core import Call, Core, Steps
 from ..worker.job import RELEASE, Decision
 from ..worker.outage import Outage
 from ..worker.settings import check_settings
-from ..worker.signals import exit_now
+from ..worker.signals import exit_now, first_note
 from ..worker.stops import stop_mode
 from ..worker.together import AsyncSettleTogether
 from ..worker.verbs import REQUIRED, waiter
@@ -255,6 +255,7 @@ class AsyncWorker:
         """The first SIGINT / SIGTERM stops the worker gracefully; a second exits the process now."""
         if self._stop.is_set():
             exit_now(signum)
+        first_note(signum, self.stop_timeout)
         log.info("worker.stopping signal=%s stop_timeout=%s", signal.Signals(signum).name, self.stop_timeout)
         self.stop()
 

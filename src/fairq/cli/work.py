@@ -86,13 +86,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def work(args: argparse.Namespace) -> int:
+    configure_logging(args.log_level, args.log_format)  # first: --log-level DEBUG shows an import's traceback
     handler = load_handler(args.handler)
     run_async = is_async(handler)
     if run_async and args.processes:
         print(f"fairq work: usage error: {args.handler} is an async function: it runs as --concurrency N tasks "
               "on one event loop; --processes is for plain handlers", file=sys.stderr)
         return EXIT_USAGE
-    configure_logging(args.log_level, args.log_format)
     if run_async:
         counts = asyncio.run(work_async(args, handler))
         return report(args, counts)
@@ -147,15 +147,19 @@ def source(queue: Any) -> str:
 def load_handler(spec: str) -> Callable[..., Any]:
     """The function named by MODULE:FUNCTION, importing MODULE from the current directory if need be;
     refused (FairqError) if it cannot be a handler (see fairq.worker.check_handler)."""
-    module_name, _, attribute = spec.partition(":")
+    module_name, _, attribute = spec.rpartition(":")
     if not module_name or not attribute:
         raise FairqError(f"handler {spec!r}: expected MODULE:FUNCTION, e.g. examples.handlers:handle")
+    if module_name.endswith(".py") or os.sep in module_name:
+        module_name = module_of_file(spec, module_name)
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())
     try:
         found: Any = importlib.import_module(module_name)
     except (Exception, SystemExit) as exc:  # SyntaxError, or whatever the module raises at import
-        raise FairqError(f"handler {spec!r}: cannot import {module_name}: {type(exc).__name__}: {exc}") from exc
+        log.debug("work.import_failed handler=%s", spec, exc_info=True)
+        debug = "" if log.isEnabledFor(logging.DEBUG) else " (--log-level DEBUG shows the traceback)"
+        raise FairqError(f"handler {spec!r}: cannot import {module_name}: {type(exc).__name__}: {exc}{debug}") from exc
     for part in attribute.split("."):
         try:
             found = getattr(found, part)
@@ -165,6 +169,21 @@ def load_handler(spec: str) -> Callable[..., Any]:
         return aio.check_async_handler(found) if is_async(found) else check_handler(found)
     except InvalidInput as exc:
         raise FairqError(f"handler {spec!r}: {exc.problem}") from None
+
+
+def module_of_file(spec: str, path: str) -> str:
+    """The module name of the Python file `path` under the current directory
+    (jobs/handlers.py: jobs.handlers), so worker processes import it alike."""
+    if not os.path.isfile(path):
+        raise FairqError(f"handler {spec!r}: there is no file {path}; give MODULE:FUNCTION, "
+                         "e.g. examples.handlers:handle")
+    relative = os.path.relpath(os.path.abspath(path), os.getcwd())
+    parts = relative[: -len(".py")].split(os.sep) if relative.endswith(".py") else []
+    if not parts or parts[0] == ".." or not all(part.isidentifier() for part in parts):
+        raise FairqError(f"handler {spec!r}: {path} is not a module under the current directory; "
+                         "run fairq work from the folder above it and give a module name (MODULE:FUNCTION, "
+                         "e.g. handlers:handle for ./handlers.py)")
+    return ".".join(parts)
 
 
 def configure_logging(level: str, fmt: str = "text") -> None:

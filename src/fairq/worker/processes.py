@@ -72,7 +72,8 @@ def run_processes(worker: Any, mode: str | None, *, signals: bool) -> dict[str, 
     failure: FairqError | None = None
     deadline: float | None = None  # set when the children were told to stop
     killed: list[Any] = []  # children SIGKILLed at the deadline: counted as abandoned, not as failed
-    with StopSignals((signal.SIGTERM, signal.SIGINT) if signals else (), on_second=kill_all) as received:
+    with StopSignals((signal.SIGTERM, signal.SIGINT) if signals else (), on_second=kill_all,
+                     stop_timeout=worker.stop_timeout) as received:
         children.extend(start(i) for i in range(worker.concurrency))
         # A child that ends after a timeout between its replacement check and
         # this one still counts as live (it is replaced on the next round):

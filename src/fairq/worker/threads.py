@@ -172,7 +172,8 @@ class Worker:
         try:
             if self.processes:
                 return run_processes(self, mode, signals=signals)
-            with StopSignals((signal.SIGTERM, signal.SIGINT) if signals else ()) as received:
+            with StopSignals((signal.SIGTERM, signal.SIGINT) if signals else (),
+                             stop_timeout=self.stop_timeout) as received:
                 return self.run_threads(mode, received)
         finally:
             self._stop = threading.Event()  # a step() after run() returned is not stopping
