@@ -86,32 +86,3 @@ def test_a_bulk_discard_of_the_filtered_list_shows_what_was_discarded_and_refuse
     assert "Refused: 1" in result and "poison-951: event 'poison-951' is at generation" in result
     assert {e: q.get(e).state for e in generations} == {e: fairq.State.DISCARDED for e in generations}
     assert [a.actor for a in q.audit("poison-950") if a.action == "discard"] == ["ops-ann"]
-
-
-def test_pause_and_resume_a_flow_from_the_flows_page(browser, served) -> None:
-    q = served.queue
-    q.enqueue("held-1", {}, flow="pause-click")
-
-    def click_pause_button(label: str) -> Any:
-        row = next(r for r in css(browser, "#flows-table tbody tr") if r.get_attribute("data-flow") == "pause-click")
-        button = row.find_element("css selector", "button.pause-open")
-        assert button.text == label
-        button.click()
-        return wait(browser, lambda d: css(d, "#pause-form"))[0]
-
-    open_page(browser, served, "#/flows?sort=name", "page-flows")
-    form = click_pause_button("Pause…")
-    fill(form, "vendor down", "ops-ann")
-    form.find_element("css selector", "button[type=submit]").click()
-    wait(browser, lambda d: d.switch_to.alert).accept()
-    wait(browser, lambda d: [p for p in css(d, "#flash") if p.text.startswith("Paused: flow pause-click")])
-    assert q.why_blocked("pause-click").why == "paused"
-    row = next(r for r in css(browser, "#flows-table tbody tr") if r.get_attribute("data-flow") == "pause-click")
-    assert "paused by ops-ann (vendor down)" in row.text
-    form = click_pause_button("Resume…")
-    form.find_element("css selector", "button[type=submit]").click()
-    wait(browser, lambda d: d.switch_to.alert).accept()
-    wait(browser, lambda d: [p for p in css(d, "#flash") if p.text.startswith("Resumed: flow pause-click")])
-    assert q.why_blocked("pause-click").why != "paused"
-    assert [(a.action, a.actor) for a in q.audit() if a.action in ("pause", "resume")][-2:] == [
-        ("pause", "ops-ann"), ("resume", "ops-ann")]

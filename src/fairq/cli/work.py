@@ -158,8 +158,7 @@ def load_handler(spec: str) -> Callable[..., Any]:
         found: Any = importlib.import_module(module_name)
     except (Exception, SystemExit) as exc:  # SyntaxError, or whatever the module raises at import
         log.debug("work.import_failed handler=%s", spec, exc_info=True)
-        debug = "" if log.isEnabledFor(logging.DEBUG) else " (--log-level DEBUG shows the traceback)"
-        raise FairqError(f"handler {spec!r}: cannot import {module_name}: {type(exc).__name__}: {exc}{debug}") from exc
+        raise FairqError(f"handler {spec!r}: cannot import {module_name}: {type(exc).__name__}: {exc}") from exc
     for part in attribute.split("."):
         try:
             found = getattr(found, part)
