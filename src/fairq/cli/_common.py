@@ -29,6 +29,12 @@ REMOTE_COMMANDS = frozenset({"status", "events", "show", "explain", "redrive", "
                              "set-weight", "tenants", "set-tenant", "metrics", "work", "enqueue"})
 
 
+def audit_args(p: argparse.ArgumentParser, *, reason_required: bool = True) -> None:
+    """The --reason and --actor of a command an operator decides (kept in the audit row)."""
+    p.add_argument("--reason", required=reason_required, metavar="TEXT", help="why, for the audit trail")
+    p.add_argument("--actor", metavar="NAME", help="who decided, for the audit trail")
+
+
 def server_url(args: argparse.Namespace) -> str | None:
     """--url, else $FAIRQ_URL unless --db is given; None: the commands work on a local file."""
     if getattr(args, "url", None):

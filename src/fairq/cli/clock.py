@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 
 from .._json import to_json
-from ._common import EXIT_OK, open_existing, print_json
+from ._common import audit_args, EXIT_OK, open_existing, print_json
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -14,8 +14,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     verbs = p.add_subparsers(dest="clock_command", metavar="VERB")
     verbs.required = True
     r = verbs.add_parser("reset", help="move the stored clock (and leases, backoffs) back to the system clock")
-    r.add_argument("--reason", required=True, metavar="TEXT", help="why, for the audit trail")
-    r.add_argument("--actor", metavar="NAME", help="who decided, for the audit trail")
+    audit_args(r)
     r.add_argument("--to", type=float, metavar="SECONDS",
                    help="the Unix time to move it back to (default: the system clock now)")
     r.set_defaults(func=reset)

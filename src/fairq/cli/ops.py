@@ -12,7 +12,7 @@ import time
 from ..errors import InvalidInput
 from ..metrics import every_tenant, exposition
 from ..limits import DEDUP_WINDOW
-from ._common import EXIT_OK, EXIT_REFUSED, open_existing, open_target, read_target, print_json
+from ._common import audit_args, EXIT_OK, EXIT_REFUSED, open_existing, open_target, read_target, print_json
 
 _UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86_400}
 
@@ -22,28 +22,24 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("event_id", metavar="ID")
     p.add_argument("--expected-generation", type=int, required=True, metavar="N",
                    help="the generation `fairq show ID` reports; refused if the event has moved on")
-    p.add_argument("--reason", required=True, metavar="TEXT", help="why, for the audit trail")
-    p.add_argument("--actor", metavar="NAME", help="who decided, for the audit trail")
+    audit_args(p)
     p.set_defaults(func=redrive)
 
     p = sub.add_parser("discard", help="settle a ready or quarantined event as discarded: its flow moves on (audited)")
     p.add_argument("event_id", metavar="ID")
     p.add_argument("--expected-generation", type=int, required=True, metavar="N",
                    help="the generation `fairq show ID` reports; refused if the event has moved on")
-    p.add_argument("--reason", required=True, metavar="TEXT", help="why, for the audit trail")
-    p.add_argument("--actor", metavar="NAME", help="who decided, for the audit trail")
+    audit_args(p)
     p.set_defaults(func=discard)
 
     p = sub.add_parser("pause", help="stop claims of a flow's head until resume (audited)")
     p.add_argument("flow", metavar="FLOW")
-    p.add_argument("--reason", required=True, metavar="TEXT", help="why, for the audit trail")
-    p.add_argument("--actor", metavar="NAME", help="who decided, for the audit trail")
+    audit_args(p)
     p.set_defaults(func=pause)
 
     p = sub.add_parser("resume", help="let a paused flow's head be claimed again (audited)")
     p.add_argument("flow", metavar="FLOW")
-    p.add_argument("--reason", metavar="TEXT", help="why, for the audit trail")
-    p.add_argument("--actor", metavar="NAME", help="who decided, for the audit trail")
+    audit_args(p, reason_required=False)
     p.set_defaults(func=resume)
 
     p = sub.add_parser("set-weight", help="give a flow WEIGHT claims per rotation round (1 to 1000)")

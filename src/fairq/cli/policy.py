@@ -7,7 +7,7 @@ import argparse
 
 from ..errors import InvalidInput
 from ..kernel.policy import policy_json
-from ._common import EXIT_OK, open_existing, print_json
+from ._common import audit_args, EXIT_OK, open_existing, print_json
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -23,8 +23,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     c.add_argument("--backoff-factor", type=float, metavar="X", help="how much each further delay grows")
     c.add_argument("--backoff-cap", type=float, metavar="S", help="the longest retry delay")
     c.add_argument("--backoff-jitter", choices=("on", "off"), help="spread retries of different events")
-    c.add_argument("--reason", required=True, metavar="TEXT", help="why, for the audit trail")
-    c.add_argument("--actor", metavar="NAME", help="who decided, for the audit trail")
+    audit_args(c)
     c.set_defaults(func=set_)
 
 

@@ -10,7 +10,7 @@ import sys
 from .._json import to_json
 from ..limits import MAX_FLOWS_LISTED
 from ..types import TenantInfo
-from ._common import EXIT_OK, open_target, print_json, print_table, read_target, when
+from ._common import audit_args, EXIT_OK, open_target, print_json, print_table, read_target, when
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -28,8 +28,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                    help="at most K of its events leased at once, across every worker (0: no limit)")
     p.add_argument("--rate", type=int, metavar="R", help="at most R claims per second on average (0: no limit)")
     p.add_argument("--burst", type=int, metavar="B", help="at most B claims at once (default with a rate: R)")
-    p.add_argument("--reason", metavar="TEXT", help="why, for the audit trail")
-    p.add_argument("--actor", metavar="NAME", help="who decided, for the audit trail")
+    audit_args(p, reason_required=False)
     p.set_defaults(func=set_tenant)
 
 
