@@ -125,6 +125,8 @@ def test_an_oversize_body_is_413_before_it_is_read(make_queue) -> None:
         with pytest.raises(fairq.InvalidInput) as caught:
             fairq.Client(server.url, token=TOKEN).enqueue(**body)
         assert "over the limit of 1000" in str(caught.value)
+        # It names the limit the body would meet next, once the request limit is raised.
+        assert f"max_body_bytes ({make_queue().max_body_bytes} bytes" in str(caught.value)
     assert make_queue().events() == []
 
 

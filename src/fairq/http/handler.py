@@ -224,7 +224,11 @@ class Handler(BaseHTTPRequestHandler):
             raise Refusal("length_required", "send Content-Length with the body (a JSON object; {} for none)")
         limit = self.server.max_request_bytes
         if length > limit:
-            raise Refusal("too_large", f"the request body is {length} bytes, over the limit of {limit}")
+            # The limit met next is the queue's own, on each event body: name both.
+            body_limit = self.server.queue.max_body_bytes
+            raise Refusal("too_large", f"the request body is {length} bytes, over the limit of {limit} "
+                                       f"(fairq serve --max-request-bytes); beyond it, each event body must "
+                                       f"also fit the queue's max_body_bytes ({body_limit} bytes of canonical JSON)")
         if not is_json_type(self.headers.get("Content-Type")):
             raise Refusal("unsupported_media_type",
                           "send Content-Type: application/json (UTF-8, with an optional charset=utf-8)")
