@@ -7,8 +7,13 @@ import multiprocessing
 from collections import Counter
 from typing import Any
 
+import pytest
+
 import fairq
 import tenant_workers
+
+# Eight processes on one store for seconds each: CI runs them on one Python only.
+pytestmark = pytest.mark.slow
 
 CTX = multiprocessing.get_context("spawn")
 HANG = 180  # seconds; only to stop a hung test
