@@ -9,22 +9,26 @@ from ..errors import RedriveRefused
 from .rows import Held
 
 
-def discard_refusal(row: Held | None, event_id: str, expected_generation: int) -> RedriveRefused | None:
-    """Why a discard of this row is refused (None: it may go on): only a
-    ready or quarantined event at the generation the caller saw."""
-    if row is None:
+def discard_refusal(event_id: str, expected_generation: int, *, state: str | None, generation: int | None,
+                    owner: str | None, lease_until_ms: int | None) -> RedriveRefused | None:
+    """Why a discard of this event, as stored, is refused (None: it may go
+    on): only a ready or quarantined event at the generation the caller saw.
+    state None: no such event. A lease is named before the generation: a
+    discard that waited for a claim hears "inflight", which says what to do.
+    Both stores word their refusals here."""
+    if state is None:
         return RedriveRefused(event_id, f"no event {event_id!r}")
-    if row.generation != expected_generation:
+    if state == "inflight":
+        until = "?" if lease_until_ms is None else f"{lease_until_ms / 1000:g}"
         return RedriveRefused(
-            event_id, f"event {event_id!r} is at generation {row.generation}, not {expected_generation}")
-    if row.state == "inflight":
-        until = "?" if row.lease_until_ms is None else f"{row.lease_until_ms / 1000:g}"
-        return RedriveRefused(
-            event_id, f"event {event_id!r} is inflight (leased to {row.owner} until {until}): it must be "
+            event_id, f"event {event_id!r} is inflight (leased to {owner or 'a worker'} until {until}): it must be "
                       "settled, or its lease must end, before it can be discarded")
-    if row.state == "acked":
+    if generation != expected_generation:
+        return RedriveRefused(
+            event_id, f"event {event_id!r} is at generation {generation}, not {expected_generation}")
+    if state == "acked":
         return RedriveRefused(event_id, f"event {event_id!r} is acked: it is done, there is nothing to discard")
-    if row.state == "discarded":
+    if state == "discarded":
         return RedriveRefused(event_id, f"event {event_id!r} is already discarded")
     return None
 

@@ -2,8 +2,8 @@
 (migrations/operators.sql's fairq_discard) and pause/resume
 (fairq_set_paused), in autocommit like the common verbs (verbs.run), or
 inside a transaction already begun. The functions judge and write; what
-stays here is the wording of a refusal, made from the stored values the
-function returns (discard_refusal), and the reads of a flow's pause.
+stays here is the refusal, worded by fairq.kernel.discards from the stored
+values the function returns, and the reads of a flow's pause.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ...errors import RedriveRefused
+from ...kernel.discards import discard_refusal
 from ...kernel.records import Pause
 from ...kernel.tenants import Bucket, blocked_by
 from .txn import TxnCore, fold
@@ -23,23 +24,6 @@ _DISCARD = ("SELECT * FROM fairq_discard(%(ids)s::text[], %(gens)s::bigint[], %(
 # Pause or resume a named flow: one row.
 _SET_PAUSED = ("SELECT * FROM fairq_set_paused(%(flow)s, %(paused)s, %(reason)s, %(actor)s, %(model)s, "
                "%(requested)s, %(explicit)s, %(fold)s)")
-
-
-def discard_refusal(event_id: str, expected: int, state: str | None, generation: int | None,
-                    owner: str | None, lease_until_ms: int | None) -> RedriveRefused:
-    """Why a discard of this event, as stored, is refused (state None: no such event)."""
-    if state is None:
-        return RedriveRefused(event_id, f"no event {event_id!r}")
-    if state == "inflight":
-        until = "?" if lease_until_ms is None else f"{lease_until_ms / 1000:g}"
-        return RedriveRefused(event_id, f"event {event_id!r} is inflight (leased to {owner or 'a worker'} until "
-                                        f"{until}): it must be settled, or its lease must end, before it can be "
-                                        "discarded")
-    if state == "acked":
-        return RedriveRefused(event_id, f"event {event_id!r} is acked: it is done, and stays done")
-    if state == "discarded":
-        return RedriveRefused(event_id, f"event {event_id!r} is already discarded")
-    return RedriveRefused(event_id, f"event {event_id!r} is at generation {generation}, not {expected}")
 
 
 def call_discard(tx: TxnCore, items: Sequence[tuple[str, int]], *, reason: str, actor: str | None,
@@ -56,7 +40,10 @@ def call_discard(tx: TxnCore, items: Sequence[tuple[str, int]], *, reason: str, 
         if kind == "discarded":
             out.append(int(generation))
         else:
-            out.append(discard_refusal(event_id, expected, state, generation, owner, until))
+            refused = discard_refusal(event_id, expected, state=state, generation=generation, owner=owner,
+                                      lease_until_ms=until)
+            assert refused is not None, f"fairq_discard refused {event_id!r} as it stands: {state}"
+            out.append(refused)
     return out
 
 
@@ -117,4 +104,4 @@ def read_counts(conn: Any, now_ms: int) -> tuple[int, int]:
     return claimable, blocked
 
 
-__all__ = ["discard_refusal", "call_discard", "call_set_paused", "read_pause", "read_counts"]
+__all__ = ["call_discard", "call_set_paused", "read_pause", "read_counts"]

@@ -45,10 +45,14 @@ def discard_many(tx: TxnCore, items: Sequence[tuple[str, int]], *, reason: str, 
         tenants: dict[int, int] = {}
         paused: set[int] = set()
         row = held_rows(tx, [event_id], tenants, paused).get(event_id)
-        refused = discard_refusal(row, event_id, expected)
-        if refused is not None or row is None:
-            results.append(refused or RedriveRefused(event_id, f"no event {event_id!r}"))
+        refused = discard_refusal(event_id, expected, state=None if row is None else row.state,
+                                  generation=None if row is None else row.generation,
+                                  owner=None if row is None else row.owner,
+                                  lease_until_ms=None if row is None else row.lease_until_ms)
+        if refused is not None:
+            results.append(refused)
             continue
+        assert row is not None  # a missing event is refused above
         tenant = tenants.get(row.id)
         generation = row.generation + 1
         # Whether it was in a rotation index (a runnable head) before it leaves.
