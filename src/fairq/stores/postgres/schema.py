@@ -28,11 +28,12 @@ from .failures import reraise
 #: STEPS[v] upgrades a schema's tables from version v - 1 to version v
 #: (None: the step changes only the functions). Steps 4 and 5 brought the
 #: one-statement verbs; step 6 made them cheaper to run (FUNCTIONS); step 7
-#: brought tenants; step 8 discard and pause.
+#: brought tenants; step 8 discard and pause; step 9 has a settle or extend
+#: of a lease whose end a claim has already seen judged expired (FUNCTIONS).
 STEPS: dict[int, str | None] = {1: "migrations/0001_initial.sql", 2: "migrations/0002_console.sql",
                                 3: "migrations/0003_clock_mode.sql", 4: None, 5: None, 6: None,
-                                7: "migrations/0004_tenants.sql", 8: "migrations/0005_operators.sql"}
-LATEST = 8
+                                7: "migrations/0004_tenants.sql", 8: "migrations/0005_operators.sql", 9: None}
+LATEST = 9
 #: The functions as this fairq defines them, applied in order after the steps
 #: of every upgrade.
 FUNCTIONS = ("migrations/tenants.sql", "migrations/verbs.sql", "migrations/enqueue.sql",

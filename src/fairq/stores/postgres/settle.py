@@ -25,8 +25,11 @@ from ...types import Lease, Settled
 from .txn import TxnCore
 
 
-def _held(tx: TxnCore, event_ids: list[str], *, lock_flows: bool) -> dict[str, Held]:
-    """The rows the fence judges, locked (flows if asked, then heads) and read afresh."""
+def _held(tx: TxnCore, event_ids: list[str], *, lock_flows: bool,
+          seen_expired: set[str] | None = None) -> dict[str, Held]:
+    """The rows the fence judges, locked (flows if asked, then heads) and read
+    afresh; `seen_expired`, if given, gets the ids of inflight events whose
+    head a claim has put back in the rotation (it saw their lease end)."""
     ids = sorted(set(event_ids))
     # An event's flow and row id never change: the locks can find them by id.
     if lock_flows:
@@ -38,21 +41,35 @@ def _held(tx: TxnCore, event_ids: list[str], *, lock_flows: bool) -> dict[str, H
                "WHERE event_id = ANY(%(ids)s::text[])) ORDER BY event_pk FOR UPDATE", {"ids": ids})
     rows = tx.execute(
         "SELECT e.event_id, e.id, e.flow_id, e.seq, e.state, e.generation, e.attempts, e.lifetime_attempts, "
-        "e.lease_until_ms, e.owner, h.pass, h.turn, e.reason FROM event AS e "
-        "LEFT JOIN head AS h ON h.event_pk = e.id WHERE e.event_id = ANY(%(ids)s::text[])",
+        "e.lease_until_ms, e.owner, h.pass, h.turn, e.reason, h.runnable AND e.state = 'inflight' "
+        "FROM event AS e LEFT JOIN head AS h ON h.event_pk = e.id WHERE e.event_id = ANY(%(ids)s::text[])",
         {"ids": ids},
-    )
-    return {row[0]: Held._make(row) for row in rows}
+    ).fetchall()
+    if seen_expired is not None:
+        seen_expired.update(row[0] for row in rows if row[13])
+    return {row[0]: Held._make(row[:13]) for row in rows}
+
+
+def _live(tx: TxnCore, event_id: str, generation: int, now_ms: int, *, lock_flows: bool) -> tuple[Held, int]:
+    """The row of a lease that may settle or extend, and the time it is
+    judged at: no earlier than its lease end once a claim has seen that end
+    (this transaction's time was fixed when it began, maybe before that
+    claim read the clock), as fairq_settle judges it."""
+    seen_expired: set[str] = set()
+    row = _held(tx, [event_id], lock_flows=lock_flows, seen_expired=seen_expired).get(event_id)
+    if row is not None and event_id in seen_expired and row.lease_until_ms is not None:
+        now_ms = max(now_ms, row.lease_until_ms)
+    return held_live(row, event_id, generation, now_ms), now_ms
 
 
 def check_fence(tx: TxnCore, event_id: str, generation: int, now_ms: int) -> None:
     """Raise StaleLease or LeaseExpired unless this lease may settle now."""
-    held_live(_held(tx, [event_id], lock_flows=True).get(event_id), event_id, generation, now_ms)
+    _live(tx, event_id, generation, now_ms, lock_flows=True)
 
 
 def extend(tx: TxnCore, event_id: str, generation: int, *, lease_ms: int, now_ms: int) -> Lease:
     """Move a live lease's end to now + lease_ms (fenced like settle)."""
-    row = held_live(_held(tx, [event_id], lock_flows=False).get(event_id), event_id, generation, now_ms)
+    row, now_ms = _live(tx, event_id, generation, now_ms, lock_flows=False)
     until = now_ms + lease_ms
     # Only the current holder's lease moves (compare-and-set on generation,
     # state and lease end); the head's dispatch time follows it.

@@ -277,6 +277,7 @@ DECLARE
     v_tail bigint;
     v_promoted integer;
     v_pt bigint[];
+    v_t_lock bigint[];
     v_pn integer[];
     v_claims integer := 0;
     v_from_ready integer := 0;
@@ -335,19 +336,22 @@ BEGIN
     SELECT coalesce(sum(g.n), 0)::integer, array_agg(g.tenant_id) FILTER (WHERE g.tenant_id IS NOT NULL),
            array_agg(g.n) FILTER (WHERE g.tenant_id IS NOT NULL)
     INTO v_promoted, v_pt, v_pn FROM g;
-    -- Tenants with heads promoted count them, and holds that are over end
-    -- (their rows locked in tenant_id order, through tenant_held).
-    IF v_pt IS NOT NULL OR EXISTS (SELECT FROM tenant AS te WHERE te.held_until_ms > 0 AND te.held_until_ms <= v_now)
-    THEN
-        WITH c AS (SELECT c.t, c.n FROM unnest(v_pt, v_pn) AS c(t, n)),
-             locked AS (SELECT te.tenant_id, coalesce(c.n, 0) AS n FROM tenant AS te LEFT JOIN c ON c.t = te.tenant_id
-                        WHERE te.tenant_id = ANY(coalesce(v_pt, '{}'))
-                              OR (te.held_until_ms > 0 AND te.held_until_ms <= v_now)
-                        ORDER BY te.tenant_id FOR NO KEY UPDATE OF te),
-             u AS (UPDATE tenant AS te SET runnable = te.runnable + locked.n,
-                       held_until_ms = CASE WHEN te.held_until_ms <= v_now THEN 0 ELSE te.held_until_ms END
-                   FROM locked WHERE te.tenant_id = locked.tenant_id RETURNING te.tenant_id)
-        SELECT coalesce(max(u.tenant_id), 0) INTO v_t_held FROM u;
+    -- Tenants with heads promoted count them, and holds that are over end.
+    -- Their rows are locked by key alone, in tenant_id order, then judged:
+    -- a lock whose condition could change while it waits might be taken and
+    -- then filtered out unseen, and the loop below must know the highest
+    -- tenant this claim holds (v_t_held) to wait only above it.
+    SELECT array_agg(te.tenant_id ORDER BY te.tenant_id) INTO v_t_lock FROM tenant AS te
+    WHERE te.tenant_id = ANY(coalesce(v_pt, '{}')) OR (te.held_until_ms > 0 AND te.held_until_ms <= v_now);
+    IF v_t_lock IS NOT NULL THEN
+        PERFORM FROM tenant AS te WHERE te.tenant_id = ANY(v_t_lock) ORDER BY te.tenant_id FOR NO KEY UPDATE;
+        v_t_held := v_t_lock[cardinality(v_t_lock)];
+        UPDATE tenant AS te
+        SET runnable = te.runnable + coalesce((SELECT sum(c.n) FROM unnest(v_pt, v_pn) AS c(t, n)
+                                               WHERE c.t = te.tenant_id), 0),
+            held_until_ms = CASE WHEN te.held_until_ms <= v_now THEN 0 ELSE te.held_until_ms END
+        WHERE te.tenant_id = ANY(v_t_lock)
+              AND (te.tenant_id = ANY(coalesce(v_pt, '{}')) OR (te.held_until_ms > 0 AND te.held_until_ms <= v_now));
     END IF;
     WHILE v_claims < p_n LOOP
         v_want := p_n - v_claims;
@@ -644,9 +648,15 @@ BEGIN
     FOR v_i IN 1 .. coalesce(cardinality(p_ids), 0) LOOP
         -- The row as it is now, under the locks.
         SELECT e.id, e.flow_id, e.seq, e.state, e.generation, e.attempts, e.lifetime_attempts, e.lease_until_ms,
-               e.owner, h.pass, h.turn, h.tenant_id
+               e.owner, h.pass, h.turn, h.tenant_id, h.runnable
         INTO r FROM event AS e LEFT JOIN head AS h ON h.event_pk = e.id WHERE e.event_id = p_ids[v_i];
         v_found := FOUND;
+        IF v_found AND r.runnable THEN
+            -- A claim (whose clock read may come after this call's) has seen
+            -- this lease end and put its head back in the rotation: this
+            -- call runs no earlier than that, so the holder hears it expired.
+            v_now := greatest(v_now, r.lease_until_ms);
+        END IF;
         v_verdict := fairq_fence(p_gens[v_i], v_now, CASE WHEN v_found THEN r.state END,
                                  CASE WHEN v_found THEN r.generation END,
                                  CASE WHEN v_found THEN r.lease_until_ms END, p_ids[v_i] = ANY(v_settled));
@@ -863,8 +873,12 @@ BEGIN
     END IF;
     -- The head judged, locked: a claim skips it, a settle waits.
     PERFORM FROM head WHERE event_pk = (SELECT e.id FROM event AS e WHERE e.event_id = p_id) FOR UPDATE;
-    SELECT e.id, e.state, e.generation, e.lease_until_ms INTO r FROM event AS e WHERE e.event_id = p_id;
+    SELECT e.id, e.state, e.generation, e.lease_until_ms, h.runnable INTO r
+    FROM event AS e LEFT JOIN head AS h ON h.event_pk = e.id WHERE e.event_id = p_id;
     v_found := FOUND;
+    IF v_found AND r.runnable THEN
+        v_now := greatest(v_now, r.lease_until_ms);  -- a claim saw its lease end (as in fairq_settle)
+    END IF;
     o_kind := fairq_fence(p_gen, v_now, CASE WHEN v_found THEN r.state END, CASE WHEN v_found THEN r.generation END,
                           CASE WHEN v_found THEN r.lease_until_ms END, false);
     IF o_kind IS NOT NULL THEN
