@@ -167,20 +167,34 @@ def test_sigterm_stops_claiming_and_the_running_handler_finishes_and_is_settled(
     asyncio.run(main())
 
 
-def test_a_handler_still_running_after_the_stop_timeout_is_cancelled_and_retried(db_path: Path) -> None:
+def test_a_handler_still_running_after_the_stop_timeout_is_cancelled_and_abandoned_to_expire(
+        db_path: Path) -> None:
+    cancelled = []
+
     async def handler(job: fairq.Job) -> None:
         worker.stop()
-        await asyncio.sleep(30)
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            cancelled.append(job.event_id)
+            raise
 
     async def main() -> None:
         global worker
         async with fairq.aio.AsyncQueue(db_path) as q:
             await q.enqueue("a", {})
-            worker = fairq.aio.AsyncWorker(q, handler, stop_timeout=0.2)
+            worker = fairq.aio.AsyncWorker(q, handler, stop_timeout=0.2, lease_seconds=0.5)
             counts = await asyncio.wait_for(worker.run(signals=False), 20)  # the timeout only stops a hang
+            assert cancelled == ["a"]
             assert counts["abandoned"] == 1 and counts["retried"] == 0
             info = await q.get("a")
-            assert info is not None and info.state is fairq.State.READY and info.reason == "stop_timeout"
+            # Not settled as a handler failure: its lease runs out, as a killed worker's would.
+            assert info is not None and info.state is fairq.State.INFLIGHT and info.reason is None
+            await asyncio.sleep(max(0.0, info.lease_until - time.time()) + 0.05)
+            again = await q.claim()
+            assert again is not None and again.event_id == "a" and again.attempts == 2
+            assert [(a.action, a.reason) for a in await q.audit("a")] == [
+                ("expired", "lease expired before the holder settled")]
 
     asyncio.run(main())
 
@@ -318,8 +332,9 @@ def test_cancelling_a_running_worker_strands_nothing(db_path: Path) -> None:
                 await running
             assert worker.counts()["abandoned"] == 1 and worker.counts()["released"] == 2
             infos = {e: await q.get(e) for e in "abc"}
-            assert all(info is not None and info.state is fairq.State.READY for info in infos.values())
-            assert infos["a"].reason == "stop_timeout"  # type: ignore[union-attr]
+            # The cancelled handler's event keeps its lease until it runs out; the rest are given back.
+            assert [infos[e].state for e in "abc"] == [  # type: ignore[union-attr]
+                fairq.State.INFLIGHT, fairq.State.READY, fairq.State.READY]
             assert [infos[e].attempts for e in "abc"] == [1, 0, 0]  # type: ignore[union-attr]
 
     asyncio.run(main())

@@ -101,6 +101,32 @@ def test_handlers_still_running_after_the_stop_timeout_make_work_exit_1(tmp_path
     assert counts(db)["inflight"] == 1
 
 
+def test_the_audit_tells_a_killed_run_from_a_handler_failure(tmp_path, marks) -> None:
+    # A handler that raised is retried with the error as its reason; a run
+    # whose process was killed is settled by nobody: the claim that takes its
+    # event again, once the lease ran out, records it expired.
+    db = tmp_path / "q.db"
+    with fairq.Queue(db, max_attempts=5, backoff=fairq.Backoff(base=60)) as q:
+        q.enqueue_many([("bad", {"fail": True}, "f1"), ("hung", {"sleep": 30}, "f2")])
+    proc = start(db, "work_handlers:fails_or_sleeps", "--concurrency", "2", "--lease-seconds", "1", marks=marks)
+    wait_for_marks(marks, 1)  # "hung" runs
+    with fairq.Queue(db) as q:
+        deadline = time.monotonic() + HANG
+        while q.get("bad").state is not fairq.State.READY:
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        proc.kill()
+        proc.communicate(timeout=HANG)
+        assert [(a.action, a.reason) for a in q.audit("bad")] == [("retry", "ValueError: card declined")]
+        hung = q.get("hung")
+        assert hung.state is fairq.State.INFLIGHT and q.audit("hung") == []
+        time.sleep(max(0.0, hung.lease_until - time.time()) + 0.05)
+        again = q.claim()
+        assert again is not None and again.event_id == "hung" and again.attempts == 2
+        assert [(a.action, a.reason) for a in q.audit("hung")] == [
+            ("expired", "lease expired before the holder settled")]
+
+
 def test_worker_processes_stop_together_on_sigterm(tmp_path, marks) -> None:
     db = tmp_path / "q.db"
     backlog(db, 4, UNTIL_STOPPING)

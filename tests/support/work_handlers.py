@@ -32,6 +32,13 @@ def slow(job: fairq.Job) -> None:
         time.sleep(job.body.get("sleep", 1.0))
 
 
+def fails_or_sleeps(job: fairq.Job) -> None:
+    """Raise ValueError when body["fail"], else as `slow`."""
+    if job.body.get("fail"):
+        raise ValueError("card declined")
+    slow(job)
+
+
 def exits_when_stopping(job: fairq.Job) -> None:
     """Leave a mark, wait until the worker stops, then end the process with status 5:
     a worker process that fails while stopping."""

@@ -25,7 +25,6 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
 from ..errors import InvalidInput
-from ..types import Outcome
 from ..worker import Handled, Job
 from ..worker.ahead import AsyncClaimAhead
 from ..worker.core import Call, Core, Steps
@@ -43,8 +42,6 @@ from .waits import Waits
 
 log = logging.getLogger("fairq.worker")
 
-#: The retry reason of a handler still running when the stop timeout ended (it was cancelled).
-STOPPED = "stop_timeout"
 R = TypeVar("R")
 
 
@@ -118,9 +115,11 @@ class AsyncWorker:
 
         If the worker is stopping when a later job of the batch would start,
         that job is released. A cancelled step (run() past its stop timeout,
-        or its caller cancelled): the running handler is cancelled and its
-        event retried with reason "stop_timeout" (counted abandoned), finished
-        jobs are settled as decided, unstarted ones released; then
+        or its caller cancelled): the running handler is cancelled and
+        abandoned, as fairq.Worker abandons one (not settled: its lease runs
+        out, and the claim that takes the event again records it expired, not
+        as a handler failure; counted abandoned), finished jobs are settled as
+        decided, unstarted ones released; then
         CancelledError. Once the handlers are done, the settle is written even
         if the step is cancelled while it waits for the database thread (then
         CancelledError follows it). A claim cancelled midway gives its leases back.
@@ -137,8 +136,8 @@ class AsyncWorker:
                 release = i > 0 and self._stop.is_set()
                 decisions.append(RELEASE if release else await run_handler(self.handler, job, self.timeout))
         except asyncio.CancelledError:
-            abandoned = self._cut_short(jobs, decisions)
-            await completing(self._end_batch(beating, jobs, decisions, abandoned))
+            kept = self._cut_short(jobs, decisions)
+            await completing(self._end_batch(beating, jobs[:kept] + jobs[kept + 1:], decisions))
             raise
         except BaseException:
             beating.cancel()
@@ -148,27 +147,27 @@ class AsyncWorker:
             raise failures[0]
         return handled
 
-    def _cut_short(self, jobs: Sequence[AsyncJob], decisions: list[Decision]) -> int | None:
+    def _cut_short(self, jobs: Sequence[AsyncJob], decisions: list[Decision]) -> int:
         """The step was cancelled while the handler of jobs[len(decisions)] ran: decide the
         rest of the batch in `decisions`. That handler, unless it ended by itself meanwhile,
-        is abandoned (retried "stop_timeout"); its index is returned. Later jobs are released."""
+        is abandoned: left out of the settle, so its lease runs out. Later jobs are released.
+        Returns the index of the abandoned job (len(jobs) if none was)."""
         running = len(decisions)
         decision = ended(jobs[running])
-        abandoned = None
         if decision is None:
-            abandoned = running
             self.core.tally.add("abandoned")
             log.warning("worker.abandoned event_id=%s", jobs[running].event_id)
-            decision = (Outcome.RETRY, STOPPED, None)
+            decisions += [RELEASE] * (len(jobs) - running - 1)
+            return running
         decisions += [decision] + [RELEASE] * (len(jobs) - running - 1)
-        return abandoned
+        return len(jobs)
 
     async def _end_batch(self, beating: asyncio.Future[None], jobs: Sequence[AsyncJob],
-                         decisions: Sequence[Decision], abandoned: int | None = None) -> list[Handled]:
+                         decisions: Sequence[Decision]) -> list[Handled]:
         """Stop the batch's heartbeat, then settle its jobs as decided."""
         beating.cancel()
         await asyncio.wait({beating})
-        return await drive(self.core.settle(jobs, decisions, abandoned))
+        return await drive(self.core.settle(jobs, decisions))
 
     async def _release_left(self) -> None:
         """Give back the leases claimed ahead that no round took (its task was
@@ -185,7 +184,7 @@ class AsyncWorker:
 
         signals=True (on the main thread's loop): SIGINT or SIGTERM stops
         claiming; running handlers get `stop_timeout` seconds to finish and
-        be settled, then are cancelled (abandoned: retried "stop_timeout").
+        be settled, then are cancelled and abandoned (their leases run out).
         A second signal exits the process at once (status 128 + signal).
         Raises the first error the queue raised (Unavailable is waited out, reconnecting).
         """

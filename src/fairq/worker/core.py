@@ -103,11 +103,9 @@ class Core:
             self.tally.add("claimed", len(leases))
         return list(leases)
 
-    def settle(self, jobs: Sequence[Job], decisions: Sequence[Decision],
-               abandoned: int | None = None) -> Steps[list[Handled]]:
+    def settle(self, jobs: Sequence[Job], decisions: Sequence[Decision]) -> Steps[list[Handled]]:
         """Settle as decided every job whose lease was not found lost, in one settle_many;
-        count and log each (the job at index `abandoned` was given up at the stop timeout:
-        counted abandoned by the driver, not as its settle)."""
+        count and log each."""
         out: list[Handled | None] = [None] * len(jobs)
         items, slots = [], []
         for i, (job, (outcome, reason, delay)) in enumerate(zip(jobs, decisions)):
@@ -123,7 +121,7 @@ class Core:
                 out[i] = h = Handled(jobs[i].event_id, outcome, reason, None, result)
             else:
                 out[i] = h = Handled(jobs[i].event_id, outcome, reason, result)
-            count(self.tally, jobs[i], h, settled=i != abandoned)
+            count(self.tally, jobs[i], h)
         return [h for h in out if h is not None]
 
     def release(self, jobs: Sequence[Job]) -> Steps[list[Handled]]:

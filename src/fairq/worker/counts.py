@@ -38,15 +38,13 @@ class Tally:
             return dict(zip(COUNTS, self.values[:]))
 
 
-def count(tally: Tally, job: Job, h: Handled, *, settled: bool = True) -> None:
-    """Count and log one handled job: lost (not settled), or what its settle made of it
-    (settled=False: a job abandoned at the stop timeout, counted as such elsewhere)."""
+def count(tally: Tally, job: Job, h: Handled) -> None:
+    """Count and log one handled job: lost (not settled), or what its settle made of it."""
     if h.settled is None:
         tally.add("lost")
         log.warning("lease.lost event_id=%s outcome=%s error=%r", h.event_id, h.outcome, str(h.lost))
         return
-    if settled:
-        tally.add("released" if h.outcome is Outcome.RELEASE else COUNT_FOR[h.settled.state])
+    tally.add("released" if h.outcome is Outcome.RELEASE else COUNT_FOR[h.settled.state])
     if h.settled.state is State.QUARANTINED:
         log.error("event.quarantined event_id=%s attempts=%d reason=%r", h.event_id, job.attempts, h.reason)
     else:
