@@ -105,7 +105,7 @@ def test_a_version_7_file_migrates_to_exactly_the_fresh_schema(files: tuple[Path
     fairq.Queue(old).close()
     migrated = schema(old)
     assert migrated == schema(new)
-    assert migrated["user_version"] == migrate.LATEST == 8
+    assert migrated["user_version"] == migrate.LATEST == 9
     # The rebuilt event table keeps every row, with its id and every column.
     assert sqlite3.connect(old).execute("SELECT * FROM event ORDER BY id").fetchall() == rows
     check_invariants(old)
