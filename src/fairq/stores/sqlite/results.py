@@ -28,8 +28,11 @@ def store_results(tx: TxnCore, items: Sequence[tuple[str, str]], *, now_ms: int)
 
 def read_result(conn: sqlite3.Connection, event_id: str) -> StoredResult | None:
     """The event's state, reason and result (None: no such event)."""
-    # By the event_id index, then the result's key.
+    # By the event_id index, then the result's key; a discarded event's reason
+    # is its discard's audit row (the newest, by the audit's event index).
     row = conn.execute(
-        "SELECT e.state, e.reason, r.body FROM event AS e LEFT JOIN event_result AS r ON r.event_pk = e.id "
+        "SELECT e.state, CASE WHEN e.state = 'discarded' AND e.reason IS NULL THEN (SELECT a.reason FROM audit AS a "
+        "WHERE a.event_id = e.event_id AND a.action = 'discard' ORDER BY a.id DESC LIMIT 1) ELSE e.reason END, "
+        "r.body FROM event AS e LEFT JOIN event_result AS r ON r.event_pk = e.id "
         "WHERE e.event_id = :event_id", {"event_id": event_id}).fetchone()
     return None if row is None else StoredResult(State(row[0]), row[1], row[2])
