@@ -109,7 +109,7 @@ def returned(result: Any, job: Job, max_bytes: int) -> Decision:
     try:
         v.body(result, "result", max_bytes=max_bytes)
     except InvalidInput as exc:
-        text = f"bad_result: {exc.problem}".replace("\x00", "\\0")
+        text = f"bad_result: {exc.field}: {exc.problem}".replace("\x00", "\\0")
         reason = text.encode("utf-8", "backslashreplace").decode("utf-8")[:MAX_REASON_CHARS]
         log.error("handler.bad_result event_id=%s attempts=%d error=%r", job.event_id, job.attempts, reason)
         return Decision(Outcome.FAIL, reason, None)
