@@ -50,7 +50,7 @@ PUBLIC = [
     "Blocked", "FlowInfo", "Purged", "Worker", "Job", "Handled", "Retry", "Fail",
     "UnknownSchedule",
     "StoreError", "DiskFull", "ReadOnly", "Corrupt", "UsageError", "TransientError",
-    "Policy", "PolicyMismatch", "TenantInfo",
+    "Policy", "PolicyMismatch", "TenantInfo", "ResultNotReady",
 ]
 
 

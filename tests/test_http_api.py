@@ -135,7 +135,7 @@ def test_settle_many_refuses_what_a_local_queue_refuses(client, make_queue) -> N
         client.settle_many([(a, "ack"), (b, "ack", None, 5)])
     assert caught.value.field == "items[1].delay"  # refused by the server's Queue: an ack takes no delay
     with pytest.raises(fairq.InvalidInput) as caught:
-        client.settle_many([(a, "ack", None, None, "extra")])
+        client.settle_many([(a, "ack", None, None, "result", "extra")])
     assert caught.value.field == "items[0]"
     assert {e.state for e in make_queue().events()} == {fairq.State.INFLIGHT}
 

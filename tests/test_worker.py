@@ -162,7 +162,12 @@ def test_a_stop_during_a_batch_releases_the_unstarted_events_without_spending_an
     q = make_queue(max_attempts=1)
     q.enqueue_many([("a1", {}, "A"), ("b1", {}, "B"), ("b2", {}, "B")])
     ran = []
-    worker = fairq.Worker(q, lambda job: (ran.append(job.event_id), worker.stop()), batch=2)
+
+    def handler(job: fairq.Job) -> None:
+        ran.append(job.event_id)
+        worker.stop()
+
+    worker = fairq.Worker(q, handler, batch=2)
     handled = worker.step()
     assert ran == ["a1"]
     assert [(h.event_id, h.outcome, h.settled.state) for h in handled] == [
@@ -366,7 +371,7 @@ def test_a_stop_lets_the_running_handler_finish_and_settles_it(q: fairq.Queue) -
 def test_a_handler_still_running_after_the_stop_timeout_is_abandoned_to_its_lease(q: fairq.Queue) -> None:
     q.enqueue("slow", {})
     started, release = threading.Event(), threading.Event()
-    worker = fairq.Worker(q, lambda job: (started.set(), release.wait(HANG)), stop_timeout=0.2)
+    worker = fairq.Worker(q, lambda job: (started.set(), release.wait(HANG)) and None, stop_timeout=0.2)
     stop_once_started(worker, started)
     counts = worker.run()
     assert counts["abandoned"] == 1 and counts["acked"] == 0

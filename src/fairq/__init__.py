@@ -20,6 +20,7 @@ from .errors import (
     ReadOnly,
     RedriveRefused,
     RemoteError,
+    ResultNotReady,
     SchemaError,
     StaleLease,
     StoreError,
@@ -108,4 +109,5 @@ __all__ = [
     "TransientError",
     "Policy",
     "PolicyMismatch",
+    "ResultNotReady",
 ]

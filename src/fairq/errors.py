@@ -38,6 +38,7 @@ __all__ = [
     "Unavailable",
     "RemoteError",
     "PolicyMismatch",
+    "ResultNotReady",
 ]
 
 
@@ -114,6 +115,25 @@ class RedriveRefused(FairqError):
 
     def __init__(self, event_id: str, message: str | None = None) -> None:
         self.event_id = event_id
+        super().__init__(message)
+
+
+class ResultNotReady(FairqError):
+    """The event has no result to give: it is not acked (or no such event is stored).
+
+    `state` is the event's fairq.State (None: no such event, or it was
+    purged); `reason` its stored reason (a quarantine's or a discard's), if any.
+    """
+
+    def __init__(self, event_id: str, state: object | None, reason: str | None = None) -> None:
+        self.event_id = event_id
+        self.state = state
+        self.reason = reason
+        if state is None:
+            message = f"no event {event_id!r} is stored (never enqueued, or purged)"
+        else:
+            name = getattr(state, "value", state)
+            message = f"event {event_id!r} is {name}, not acked" + (f": {reason}" if reason else "")
         super().__init__(message)
 
 

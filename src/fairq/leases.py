@@ -2,7 +2,7 @@
 
 A lease is known by its key, (event_id, generation): all that settle and
 extend need from it. A settle_many item is a tuple (lease, outcome[, reason[,
-delay]]). Both are checked here, before any transaction or request, so a
+delay[, result]]]). Both are checked here, before any transaction or request, so a
 refusal (InvalidInput naming the field) writes nothing.
 """
 
@@ -39,12 +39,12 @@ def lease_attempts(lease: Any) -> int | None:
     return None
 
 
-def settle_parts(item: Any) -> tuple[Any, Any, Any, Any]:
-    """(lease, outcome, reason, delay) of one settle_many item; absent parts are None."""
-    if not isinstance(item, tuple) or len(item) not in (2, 3, 4):
-        raise InvalidInput("", "must be (lease, outcome), (lease, outcome, reason) "
-                           "or (lease, outcome, reason, delay)")
-    return item + (None,) * (4 - len(item))
+def settle_parts(item: Any) -> tuple[Any, Any, Any, Any, Any]:
+    """(lease, outcome, reason, delay, result) of one settle_many item; absent parts are None."""
+    if not isinstance(item, tuple) or len(item) not in (2, 3, 4, 5):
+        raise InvalidInput("", "must be (lease, outcome), (lease, outcome, reason), "
+                           "(lease, outcome, reason, delay) or (lease, \"ack\", None, None, result)")
+    return item + (None,) * (5 - len(item))
 
 
 def redrive_command(option: str, value: str, event_id: str, generation: int) -> str:

@@ -36,3 +36,7 @@ MAX_FLOWS_LISTED = 10_000
 #: Queue.ingest's and `fairq ingest`'s default caps: the file's bytes, its non-blank lines.
 INGEST_MAX_BYTES = 16 * 1024 * 1024
 INGEST_MAX_LINES = 10_000
+
+#: The longest `fairq serve` holds a GET /v1/wait request (seconds): a
+#: Client's wait asks again until its own timeout.
+WAIT_CAP = 20.0

@@ -7,6 +7,8 @@ cost does not depend on the backlog or on blocked flows."""
 
 from __future__ import annotations
 
+import re
+
 import time
 from typing import Any
 
@@ -98,7 +100,8 @@ def test_the_one_statement_verbs_read_no_event_sequentially_beside_a_large_backl
         assert sorted(r[0] for r in added) == ["new", "new", "stored"], added
     assert any("head_rotation" in p for p in found), "\n\n".join(found)
     assert all(any(f in p for p in found) for f in ("fairq_settle", "fairq_extend", "fairq_enqueue"))
-    scans = [p for p in found if "Seq Scan on event" in p or "Seq Scan on head" in p]
+    # (event_result_waiter, empty unless someone waits, may be read whole)
+    scans = [p for p in found if re.search(r"Seq Scan on (event|head)\b", p)]
     assert not scans, "\n\n".join(scans)
 
 
@@ -133,7 +136,8 @@ def test_the_verbs_run_from_python_read_no_event_sequentially_beside_a_large_bac
         q.extend(q.claim(), 60)
     assert all(any(f in sql for sql, _ in recorded) for f in ("fairq_claim", "fairq_settle"))
     found = plans(pg_url, recorded)
-    scans = [p for p in found if "Seq Scan on event" in p or "Seq Scan on head" in p]
+    # (event_result_waiter, empty unless someone waits, may be read whole)
+    scans = [p for p in found if re.search(r"Seq Scan on (event|head)\b", p)]
     assert not scans, "\n\n".join(scans)
 
 

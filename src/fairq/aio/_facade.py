@@ -9,11 +9,13 @@ it committed.
 
 from __future__ import annotations
 
+import asyncio
 import functools
 from collections.abc import Callable, Coroutine
 from typing import Any, Concatenate, Generic, ParamSpec, Protocol, TypeVar
 
 from ..api.verbs import claims
+from ..errors import InvalidInput
 from ..types import Lease, Outcome
 from ._thread import DbThread
 
@@ -97,6 +99,35 @@ def verb(method: Callable[Concatenate[Any, P], R]) -> Verb[P, R]:
 def loose_verb(method: Callable[..., R]) -> Callable[..., Coroutine[Any, Any, R]]:
     """verb() for a method taking **kw (ack, retry, fail, release): typed loosely."""
     return verb(method)
+
+
+#: Seconds of one slice of an async wait: a cancelled wait leaves at most this
+#: much of a sync wait running on its own thread.
+WAIT_SLICE = 1.0
+
+
+def waiting(method: Callable[..., R]) -> Callable[..., Coroutine[Any, Any, R]]:
+    """The coroutine form of a blocking wait (Queue.wait, Client.wait): the sync
+    wait run in slices of at most WAIT_SLICE seconds, each on a thread of its own
+    (never the object's: its other calls go on meanwhile), until the timeout."""
+    name = method.__name__
+
+    async def call(self: Facade[Any], event_id: str, *, timeout: float) -> R:
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout >= 0:
+            raise InvalidInput("timeout", f"must be a number of seconds >= 0, got {timeout!r}")
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        sync_wait = getattr(self.sync, name)
+        while True:
+            ask = max(0.0, min(deadline - loop.time(), WAIT_SLICE))
+            try:
+                result: R = await asyncio.to_thread(sync_wait, event_id, timeout=ask)
+                return result
+            except TimeoutError:
+                if loop.time() >= deadline:
+                    raise
+
+    return _named(call, method)
 
 
 def _claiming(name: str) -> Verb[Any, Any]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..http.client import Client
-from ._facade import Facade, loose_verb, verb
+from ._facade import Facade, loose_verb, verb, waiting
 from .schedules import AsyncSchedules
 
 
@@ -58,6 +58,8 @@ class AsyncClient(Facade[Client]):
     tenants = verb(Client.tenants)
     tick = verb(Client.tick)
     get = verb(Client.get)
+    result = verb(Client.result)
+    wait = waiting(Client.wait)
     events = verb(Client.events)
     audit = verb(Client.audit)
     why_blocked = verb(Client.why_blocked)

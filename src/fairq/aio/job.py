@@ -15,6 +15,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from ..errors import LeaseLost
+from ..limits import DEFAULT_MAX_BODY_BYTES
 from ..types import Outcome
 from ..worker import Job
 from ..worker.handler import check_callable, decide
@@ -51,7 +52,8 @@ def check_async_handler(handler: Any) -> Callable[[Job], Awaitable[Any]]:
     return checked
 
 
-async def run_handler(handler: Callable[[Job], Awaitable[Any]], job: AsyncJob, timeout: float | None) -> Decision:
+async def run_handler(handler: Callable[[Job], Awaitable[Any]], job: AsyncJob, timeout: float | None,
+                      max_bytes: int = DEFAULT_MAX_BODY_BYTES) -> Decision:
     """Run the handler on the job as a task: its decision, retry "timeout" past `timeout`.
 
     A job lost before it starts is not run (RELEASE: it will not be settled).
@@ -68,32 +70,32 @@ async def run_handler(handler: Callable[[Job], Awaitable[Any]], job: AsyncJob, t
             task.cancel()
             await asyncio.wait({task})  # a handler that swallows the cancel is waited for
             _consume(task)
-            return Outcome.RETRY, TIMEOUT, None
+            return Decision(Outcome.RETRY, TIMEOUT, None)
     except asyncio.CancelledError:
         task.cancel()  # nothing if it has returned already: ended() reads its outcome
         raise
-    return _decision(job, task)
+    return _decision(job, task, max_bytes)
 
 
-def ended(job: AsyncJob) -> Decision | None:
+def ended(job: AsyncJob, max_bytes: int = DEFAULT_MAX_BODY_BYTES) -> Decision | None:
     """The decision of a handler that ended by itself (returned or raised), though the
     run_handler() awaiting it was cancelled before it saw so; None if its task was
     cancelled, still runs, or never started."""
     task = job.task
     if task is None or not task.done() or task.cancelled():
         return None
-    return _decision(job, task)
+    return _decision(job, task, max_bytes)
 
 
-def _decision(job: AsyncJob, task: asyncio.Task[Any]) -> Decision:
+def _decision(job: AsyncJob, task: asyncio.Task[Any], max_bytes: int) -> Decision:
     """What the finished handler task says: release if the lease was lost meanwhile."""
     if job.lost:
         _consume(task)
         return RELEASE
     if task.cancelled():
         log.warning("handler.error event_id=%s attempts=%d error=%r", job.event_id, job.attempts, CANCELLED)
-        return Outcome.RETRY, CANCELLED, None
-    return decide(lambda _job: task.result(), job)
+        return Decision(Outcome.RETRY, CANCELLED, None)
+    return decide(lambda _job: task.result(), job, max_bytes=max_bytes)
 
 
 def _consume(task: asyncio.Task[Any]) -> None:

@@ -13,7 +13,7 @@ from typing import Any
 
 from ..errors import InvalidInput
 from ..api.queue import Queue
-from ._facade import Facade, loose_verb, verb
+from ._facade import Facade, loose_verb, verb, waiting
 from .schedules import AsyncSchedules
 
 
@@ -61,6 +61,8 @@ class AsyncQueue(Facade[Queue]):
     flows = verb(Queue.flows)
     tick = verb(Queue.tick)
     get = verb(Queue.get)
+    result = verb(Queue.result)
+    wait = waiting(Queue.wait)
     events = verb(Queue.events)
     audit = verb(Queue.audit)
     stats = verb(Queue.stats)

@@ -28,7 +28,7 @@ from ..errors import InvalidInput
 from ..worker import Handled, Job
 from ..worker.ahead import AsyncClaimAhead
 from ..worker.core import Call, Core, Steps
-from ..worker.job import RELEASE, Decision
+from ..worker.job import RELEASE, Decision, result_limit
 from ..worker.outage import Outage
 from ..worker.settings import check_settings
 from ..worker.signals import exit_now, first_note
@@ -134,7 +134,8 @@ class AsyncWorker:
         try:
             for i, job in enumerate(jobs):
                 release = i > 0 and self._stop.is_set()
-                decisions.append(RELEASE if release else await run_handler(self.handler, job, self.timeout))
+                decisions.append(RELEASE if release else await run_handler(self.handler, job, self.timeout,
+                                                                       result_limit(self.queue)))
         except asyncio.CancelledError:
             kept = self._cut_short(jobs, decisions)
             await completing(self._end_batch(beating, jobs[:kept] + jobs[kept + 1:], decisions))
@@ -153,7 +154,7 @@ class AsyncWorker:
         is abandoned: left out of the settle, so its lease runs out. Later jobs are released.
         Returns the index of the abandoned job (len(jobs) if none was)."""
         running = len(decisions)
-        decision = ended(jobs[running])
+        decision = ended(jobs[running], result_limit(self.queue))
         if decision is None:
             self.core.tally.add("abandoned")
             log.warning("worker.abandoned event_id=%s", jobs[running].event_id)

@@ -30,13 +30,14 @@ from ..kernel.policy import DEFAULT_MAX_CLOCK_SKEW, Backoff, Policy
 from ..leases import lease_key, settle_parts
 from ..limits import DEFAULT_MAX_BODY_BYTES, INGEST_MAX_BYTES, INGEST_MAX_LINES, MAX_BODY_CEILING, MAX_COUNT
 from ..stores import open_store, uses_server_clock
-from ..stores.backend import AppConnection, NewEvent
+from ..stores.backend import AppConnection, NewEvent, SettleItem
 from ..types import Enqueued, Lease, Outcome, Settled, State
 from . import policy_args as _policy_args
 from .configuration import QueueConfig
 from .maintenance import QueueMaintenance
 from .operators import QueueOperators
 from .reads import QueueReads
+from .results import QueueResults, result_text
 from .requests import batch_item, call_lease_ms, new_event, settle_item, store_path, wall_clock
 from .scheduling import QueueScheduling
 from .tenants import QueueTenants
@@ -50,7 +51,7 @@ Effect = Callable[[AppConnection], Any]
 
 
 class Queue(QueueReads, QueueOperators, QueueTenants, QueueMaintenance, QueueConfig, QueueScheduling,
-            QueueWaits):
+            QueueWaits, QueueResults):
     """A durable, fair, fenced work queue in one SQLite file (or a PostgreSQL database).
 
     The retry policy is stored in the file, so every process decides an
@@ -126,6 +127,7 @@ class Queue(QueueReads, QueueOperators, QueueTenants, QueueMaintenance, QueueCon
     def close(self) -> None:
         """Close the connection. The file stays consistent whatever state it is in."""
         self._close_waits()
+        self._close_results()
         self._store.close()
 
     def __enter__(self) -> Queue:
@@ -278,6 +280,7 @@ class Queue(QueueReads, QueueOperators, QueueTenants, QueueMaintenance, QueueCon
     def settle(
         self, lease: Lease, outcome: Outcome | str, *, reason: str | None = None,
         delay: float | None = None, effect: Effect | None = None, now: float | None = None,
+        result: Any = None,
     ) -> Settled:
         """Record what became of a leased event: ack, retry, fail or release.
 
@@ -287,12 +290,16 @@ class Queue(QueueReads, QueueOperators, QueueTenants, QueueMaintenance, QueueCon
         after the fence check and before the state write; if it raises,
         everything rolls back and the error propagates. The lease is checked
         again after the effect, which may have taken long.
+        result: an ack's result (any JSON value of at most max_body_bytes of
+        canonical JSON, else InvalidInput naming "result"), stored in the
+        ack's transaction for Queue.result and Queue.wait; None: no result.
         """
         item = settle_item(lease, outcome, reason, delay)
+        text = result_text(result, item.outcome, self.max_body_bytes)
         if effect is not None and not callable(effect):
             raise InvalidInput("effect", "must be callable")
         requested = self._requested(now)
-        with self._store.transaction("settle") as tx:
+        with self._store.transaction("settle" if text is None else "settle_result") as tx:
             now_ms = tx.now(*requested)
             if effect is not None:
                 tx.check_fence(item.event_id, item.generation, now_ms)
@@ -300,15 +307,18 @@ class Queue(QueueReads, QueueOperators, QueueTenants, QueueMaintenance, QueueCon
                 _crash.point("settle", "after_effect")
                 if now is None:
                     now_ms = tx.now(*self._requested(None))
-            result = tx.settle_many([item], now_ms=now_ms)[0]
-            if isinstance(result, LeaseLost):
-                raise result
-        _log_settled(result)
-        return result
+            settled = tx.settle_many([item], now_ms=now_ms)[0]
+            if isinstance(settled, LeaseLost):
+                raise settled
+            if text is not None:
+                tx.store_results([(item.event_id, text)], now_ms=now_ms)
+        _log_settled(settled)
+        return settled
 
-    def ack(self, lease: Lease, **kw: Any) -> Settled:
-        """settle(lease, "ack", ...)."""
-        return self.settle(lease, Outcome.ACK, **kw)
+    def ack(self, lease: Lease, *, result: Any = None, **kw: Any) -> Settled:
+        """settle(lease, "ack", ...). result: a JSON value stored with the ack
+        (Queue.result, Queue.wait); None: none."""
+        return self.settle(lease, Outcome.ACK, result=result, **kw)
 
     def retry(self, lease: Lease, reason: str | None = None, **kw: Any) -> Settled:
         """settle(lease, "retry", reason=reason, ...): again after a backoff (or `delay`)."""
@@ -328,18 +338,32 @@ class Queue(QueueReads, QueueOperators, QueueTenants, QueueMaintenance, QueueCon
         """Settle many leases in one transaction, each judged on its own.
 
         items: (lease, outcome), (lease, outcome, reason) or (lease, outcome,
-        reason, delay). A lost lease is returned in its slot as the
-        StaleLease / LeaseExpired it would have raised; the others are settled.
+        reason, delay), or (lease, "ack", None, None, result) to store an
+        ack's result with it (as ack(result=...)). A lost lease is returned in
+        its slot as the StaleLease / LeaseExpired it would have raised (no
+        result is stored for it); the others are settled.
         """
-        batch = v.each(items, lambda item: settle_item(*settle_parts(item)))
+        checked = v.each(items, self._settle_part)
+        batch = [item for item, _ in checked]
+        texts = [(item.event_id, text) for item, text in checked if text is not None]
         requested = self._requested(now)
         if not batch:
             return []
-        with self._store.transaction("settle") as tx:
-            results = tx.settle_many(batch, now_ms=tx.now(*requested))
+        with self._store.transaction("settle_result" if texts else "settle") as tx:
+            now_ms = tx.now(*requested)
+            results = tx.settle_many(batch, now_ms=now_ms)
+            if texts:
+                acked = {r.event_id for r in results if isinstance(r, Settled) and r.state is State.ACKED}
+                tx.store_results([(event_id, text) for event_id, text in texts if event_id in acked], now_ms=now_ms)
         for result in results:
             _log_settled(result)
         return results
+
+    def _settle_part(self, item: Any) -> tuple[SettleItem, str | None]:
+        """One settle_many item checked: its request, and its result's JSON (None: none)."""
+        lease, outcome, reason, delay, result = settle_parts(item)
+        settle = settle_item(lease, outcome, reason, delay)
+        return settle, result_text(result, settle.outcome, self.max_body_bytes)
 
     def extend(self, lease: Lease, seconds: float | None = None, *, now: float | None = None) -> Lease:
         """Heartbeat: the lease now ends at now + seconds (default: the stored

@@ -81,6 +81,8 @@ _TABLE = (
         Place.HTTP: "a Client replaces a closed connection by itself",
         Place.ASYNC: "AsyncWorker reconnects the Queue it runs after an outage, on the queue's thread"}),
     Verb("get", "reads", "GET /v1/events/{event_id}"),
+    Verb("result", "results", "GET /v1/result/{event_id}"),
+    Verb("wait", "results", "GET /v1/wait/{event_id}"),
     Verb("events", "reads", "GET /v1/events"),
     Verb("flows", "reads", "GET /v1/flows"),
     Verb("why_blocked", "reads", "GET /v1/flows/{flow}/why_blocked"),

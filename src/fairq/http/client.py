@@ -22,15 +22,16 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
 from .. import _validate as v
-from ..errors import InvalidInput, LeaseLost, RedriveRefused, RemoteError
+from ..errors import InvalidInput, LeaseLost, RedriveRefused, RemoteError, ResultNotReady
 from ..leases import lease_attempts, lease_key, redrive_command, settle_parts
 from ..api.queue import Queue
-from ..limits import MAX_AUDIT_LISTED, MAX_BATCH, MAX_EVENTS_LISTED, MAX_FLOWS_LISTED
+from ..limits import MAX_AUDIT_LISTED, MAX_BATCH, MAX_EVENTS_LISTED, MAX_FLOWS_LISTED, WAIT_CAP
 from ..types import (
     AuditEntry,
     Blocked,
@@ -47,7 +48,7 @@ from ..types import (
 from .paths import query
 from .remote_schedules import RemoteSchedules
 from .transport import Transport
-from .wire import error_from_json, from_json
+from .wire import check_json, error_from_json, from_json
 
 __all__ = ["Client"]
 
@@ -150,10 +151,12 @@ class Client:
     # -- settle ----------------------------------------------------------------------
 
     def settle(self, lease: Lease, outcome: Outcome | str, *, reason: str | None = None,
-               delay: float | None = None, effect: None = None, now: None = None) -> Settled:
+               delay: float | None = None, effect: None = None, now: None = None, result: Any = None) -> Settled:
         """Queue.settle on the server, fenced the same way (StaleLease, LeaseExpired)."""
         _server_side(now=now, effect=effect)
-        data = self._http.post("settle", lease=_wire_lease(lease), outcome=outcome, reason=reason, delay=delay)
+        extra = {} if result is None else {"result": result}
+        data = self._http.post("settle", lease=_wire_lease(lease), outcome=outcome, reason=reason, delay=delay,
+                               **extra)
         return from_json(Settled, data)
 
     # The shorthands are Queue's own: they only call self.settle.
@@ -265,6 +268,30 @@ class Client:
         data = self._http.send("get", {"event_id": event_id}, absent="unknown_event")
         return None if data is None else from_json(EventInfo, data)
 
+    def result(self, event_id: str) -> Any:
+        """Queue.result on the server: an acked event's result, else ResultNotReady."""
+        data = self._http.send("result", {"event_id": event_id}, absent="unknown_event")
+        if data is None:
+            raise ResultNotReady(event_id, None)
+        return data["result"]
+
+    def wait(self, event_id: str, *, timeout: float) -> Any:
+        """Queue.wait on the server: long polls of at most WAIT_CAP seconds each
+        (and well within this Client's own timeout), until `timeout` passes."""
+        timeout = v.seconds(timeout, "timeout")
+        deadline = time.monotonic() + timeout
+        while True:
+            left = max(0.0, deadline - time.monotonic())
+            ask = min(left, WAIT_CAP, self.timeout / 2)
+            data = self._http.send("wait", {"event_id": event_id}, query={"timeout": f"{ask:.3f}"},
+                                   absent="unknown_event")
+            if data is None:
+                raise ResultNotReady(event_id, None)
+            if data.get("done"):
+                return data["result"]
+            if time.monotonic() >= deadline:
+                raise TimeoutError(f"event {event_id!r} is still {data.get('state')} after {timeout} s")
+
     def events(self, *, state: State | str | None = None, flow: str | None = None,
                limit: int = 100, after: str | None = None) -> list[EventInfo]:
         """Queue.events on the server, a page of at most MAX_PAGE events a request."""
@@ -334,8 +361,12 @@ def _server_side(*, now: Any = None, effect: Any = None, conn: Any = None) -> No
 
 
 def _wire_settle_item(item: Any) -> dict[str, Any]:
-    lease, outcome, reason, delay = settle_parts(item)
-    return {"lease": _wire_lease(lease), "outcome": outcome, "reason": reason, "delay": delay}
+    lease, outcome, reason, delay, result = settle_parts(item)
+    wire = {"lease": _wire_lease(lease), "outcome": outcome, "reason": reason, "delay": delay}
+    if result is not None:
+        check_json(result, "result")
+        wire["result"] = result
+    return wire
 
 
 def _wire_lease(lease: Any) -> dict[str, Any]:

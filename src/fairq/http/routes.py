@@ -22,7 +22,7 @@ from ..errors import InvalidInput
 from ..metrics import CONTENT_TYPE, every_tenant, exposition
 from ..api.queue import Queue
 from ..api.verbs import route_of
-from ..limits import MAX_BATCH
+from ..limits import MAX_BATCH, WAIT_CAP
 from ..types import Settled
 from .wire import lease_ref, queue_error_json, to_json
 
@@ -97,6 +97,12 @@ def take(obj: dict[str, Any], required: Sequence[str], optional: Sequence[str], 
         if name not in obj:
             raise InvalidInput(prefix + name, "is required")
     return dict(obj)
+
+
+def _seconds(text: str, name: str) -> float:
+    if not re.fullmatch(r"[0-9]{1,9}(\.[0-9]{1,6})?", text):
+        raise InvalidInput(name, f"must be a number of seconds >= 0, got {text!r}")
+    return float(text)
 
 
 def _int(text: str, name: str) -> int:
@@ -227,7 +233,7 @@ def claim_many(q: Queue, req: Request) -> Reply:
 
 @serves("settle")
 def settle(q: Queue, req: Request) -> Reply:
-    args = req.fields("lease", "outcome", optional=("reason", "delay"))
+    args = req.fields("lease", "outcome", optional=("reason", "delay", "result"))
     args["lease"] = lease_ref(args["lease"], "lease")
     return 200, to_json(q.settle(**args))
 
@@ -237,10 +243,11 @@ def settle_many(q: Queue, req: Request) -> Reply:
     batch = []
     for i, item in enumerate(_array(req.fields("items")["items"], "items")):
         if not isinstance(item, dict):
-            raise InvalidInput(f"items[{i}]", "must be an object with lease, outcome and optionally reason, delay")
-        args = take(item, ("lease", "outcome"), ("reason", "delay"), within=f"items[{i}]")
+            raise InvalidInput(f"items[{i}]", "must be an object with lease, outcome and optionally reason, delay, "
+                                             "result")
+        args = take(item, ("lease", "outcome"), ("reason", "delay", "result"), within=f"items[{i}]")
         batch.append((lease_ref(args["lease"], f"items[{i}].lease"), args["outcome"], args.get("reason"),
-                      args.get("delay")))
+                      args.get("delay"), args.get("result")))
     results = q.settle_many(batch)
     return 200, {"results": [to_json(r) if isinstance(r, Settled) else queue_error_json(r) for r in results]}
 
@@ -297,6 +304,28 @@ def get(q: Queue, req: Request) -> Reply:
     if info is None:
         raise Refusal("unknown_event", f"no event {req.path['event_id']!r}", field="event_id")
     return 200, to_json(info)
+
+
+@serves("result")
+def result(q: Queue, req: Request) -> Reply:
+    # Not acked: 409 result_not_ready with the state and reason; no such event: 404 unknown_event.
+    event_id = req.path["event_id"]
+    return 200, {"event_id": event_id, "result": q.result(event_id)}
+
+
+@serves("wait")
+def wait(q: Queue, req: Request) -> Reply:
+    # A long poll of at most WAIT_CAP seconds (a client asks again until its own
+    # timeout): done, the result; not yet, the state it is still in.
+    args = req.params(text=("timeout",))
+    timeout = min(_seconds(args.get("timeout", "0"), "timeout"), WAIT_CAP)
+    event_id = req.path["event_id"]
+    try:
+        return 200, {"event_id": event_id, "done": True, "result": q.wait(event_id, timeout=timeout)}
+    except TimeoutError:
+        info = q.get(event_id)
+        state = None if info is None else info.state.value
+        return 200, {"event_id": event_id, "done": False, "state": state}
 
 
 @serves("why_blocked", console=True)

@@ -29,6 +29,7 @@ from ..errors import (
     LeaseExpired,
     ReadOnly,
     RedriveRefused,
+    ResultNotReady,
     RemoteError,
     StaleLease,
     StoreError,
@@ -68,6 +69,7 @@ STATUS = {
     "stale_lease": 409,
     "lease_expired": 409,
     "redrive_refused": 409,
+    "result_not_ready": 409,
     "length_required": 411,
     "too_large": 413,
     "unsupported_media_type": 415,
@@ -88,6 +90,7 @@ _CODES: tuple[tuple[type[FairqError], str], ...] = (
     (LeaseExpired, "lease_expired"),
     (Conflict, "conflict"),
     (RedriveRefused, "redrive_refused"),
+    (ResultNotReady, "result_not_ready"),
     (Busy, "busy"),
     (DiskFull, "disk_full"),
     (ReadOnly, "read_only"),
@@ -263,6 +266,8 @@ def _encodes(text: str) -> bool:
 
 def error_code(exc: FairqError) -> str | None:
     """The machine code of a queue refusal, or None for an unexpected error."""
+    if isinstance(exc, ResultNotReady) and exc.state is None:
+        return "unknown_event"  # no such event: 404, as GET /v1/events/{event_id}
     for cls, code in _CODES:
         if isinstance(exc, cls):
             return code
@@ -283,6 +288,9 @@ def queue_error_json(exc: FairqError) -> dict[str, Any]:
         return error_json(code, exc.problem, field=exc.field)
     if code in _STORE_FAILURES:
         return error_json(code, _STORE_FAILURES[code])
+    if isinstance(exc, ResultNotReady):
+        state = exc.state.value if isinstance(exc.state, State) else None
+        return error_json(code, str(exc), event_id=exc.event_id, state=state, reason=exc.reason)
     return error_json(code, str(exc), field=getattr(exc, "field", None),
                       event_id=getattr(exc, "event_id", None), generation=getattr(exc, "generation", None))
 
@@ -312,6 +320,9 @@ def error_from_json(status: int, data: Any, where: str = "the server") -> FairqE
         return Conflict(event_id, field, message)
     if code == "redrive_refused":
         return RedriveRefused(event_id, message)
+    if code == "result_not_ready" and data.get("state") in {s.value for s in State}:
+        reason = data.get("reason")
+        return ResultNotReady(str(event_id), State(data["state"]), reason if isinstance(reason, str) else None)
     if code == "busy":
         return Busy(message)
     if code in _STORE_FAILURES:  # `path` is the server's address: its file is its own

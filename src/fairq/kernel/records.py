@@ -6,9 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from ..types import EventInfo, Misfire, Outcome
+from ..types import EventInfo, Misfire, Outcome, State
 
-__all__ = ["NewEvent", "SettleItem", "Pause", "FlowHead", "NewSchedule", "Advance"]
+__all__ = ["NewEvent", "SettleItem", "Pause", "FlowHead", "NewSchedule", "Advance", "StoredResult"]
 
 
 class NewEvent(NamedTuple):
@@ -82,3 +82,12 @@ class Advance:
     name: str
     last_slot_ms: int
     next_slot_ms: int | None
+
+
+class StoredResult(NamedTuple):
+    """An event's state and reason, and its result's canonical JSON text (None:
+    not acked, or acked without a result), read in one snapshot."""
+
+    state: State
+    reason: str | None
+    body: str | None

@@ -21,12 +21,12 @@ from typing import Any, Protocol, TypeVar
 
 from ..errors import LeaseLost, RedriveRefused
 from ..kernel.policy import Policy
-from ..kernel.records import Advance, FlowHead, NewEvent, NewSchedule, Pause, SettleItem
+from ..kernel.records import Advance, FlowHead, NewEvent, NewSchedule, Pause, SettleItem, StoredResult
 from ..types import (AuditEntry, ClockReset, Enqueued, EventInfo, Lease, Receipt, Schedule, Settled,
                     Stats, TenantInfo)
 
 __all__ = ["NewEvent", "SettleItem", "NewSchedule", "Advance", "FlowHead", "Pause", "AppConnection", "ScheduleStatements", "Snapshot", "WriteTxn", "Wakeups",
-           "Store", "InboxStore"]
+           "ResultWaits", "Store", "InboxStore", "StoredResult"]
 
 T = TypeVar("T")
 
@@ -55,6 +55,10 @@ class Snapshot(Protocol):
     """The reads, all from one consistent snapshot; never writes."""
 
     def get(self, event_id: str) -> EventInfo | None: ...
+
+    def result(self, event_id: str) -> StoredResult | None:
+        """The event's state and reason, and its stored result (None: no such event)."""
+
     def events(self, *, state: str | None, flow: str | None, limit: int,
                after: str | None = None) -> list[EventInfo]:
         """Up to `limit` events in listing order (a flow's: by seq; else by
@@ -131,6 +135,13 @@ class WriteTxn(Protocol):
     def extend(self, event_id: str, generation: int, *, lease_ms: int | None, now_ms: int) -> Lease:
         """Move a live lease's end to now + lease_ms (None: the stored policy's lease)."""
 
+    def store_results(self, items: Sequence[tuple[str, str]], *, now_ms: int) -> None:
+        """Store (event_id, canonical JSON) as the result of each event this
+        transaction has just acked (an event not acked gets none). A store
+        whose plain settle runs as one statement (PostgreSQL) runs a settle
+        in the transaction "settle_result" inside it, so both commit together.
+        """
+
     def redrive_many(self, items: Sequence[tuple[str, int]], *, reason: str, actor: str | None,
                      now_ms: int) -> list[int | RedriveRefused]:
         """Give each quarantined head (event_id, expected_generation) a new
@@ -188,6 +199,24 @@ class Wakeups(Protocol):
     def close(self) -> None: ...
 
 
+class ResultWaits(Protocol):
+    """News of events that ended (acked, quarantined, discarded), from a store
+    that tells of them: one listening connection of a Queue's own."""
+
+    def register(self, event_id: str) -> object | None:
+        """Ask to hear of the event; a token for wait() and unregister(), or None
+        when nobody listens now (the caller polls). Then look at the event
+        with Store.settled_look(event_id), which sees every settle that did not
+        hear of the registration."""
+
+    def wait(self, token: object, timeout: float) -> bool:
+        """Sleep up to `timeout` seconds, less once the event was heard of; True if it was."""
+
+    def unregister(self, token: object) -> None: ...
+
+    def close(self) -> None: ...
+
+
 class Store(Protocol):
     """An open queue database: hands out write transactions and read snapshots."""
 
@@ -215,6 +244,14 @@ class Store(Protocol):
     def reconnect(self) -> None:
         """A new connection in place of the store's own, now (after Unavailable);
         nothing for a store without a connection to lose."""
+
+    def result_waits(self) -> ResultWaits | None:
+        """A new listener for events that end (the caller closes it), or None
+        for a store that does not tell of them: a wait polls."""
+
+    def settled_look(self, event_id: str) -> StoredResult | None:
+        """The event's state and result, after any settle of it that has begun
+        has committed (PostgreSQL: a locking read; SQLite: a plain read)."""
 
 
 class InboxStore(Protocol):

@@ -108,12 +108,14 @@ class Core:
         count and log each."""
         out: list[Handled | None] = [None] * len(jobs)
         items, slots = [], []
-        for i, (job, (outcome, reason, delay)) in enumerate(zip(jobs, decisions)):
+        for i, (job, (outcome, reason, delay, result)) in enumerate(zip(jobs, decisions)):
             if job.loss is not None:
                 out[i] = h = Handled(job.event_id, outcome, reason, None, job.loss)
                 count(self.tally, job, h)
             else:
-                items.append((job.lease, outcome, reason, delay))
+                # An ack's result goes with it, in the settle's one transaction.
+                items.append((job.lease, outcome, reason, delay) if result is None
+                             else (job.lease, outcome, reason, delay, result))
                 slots.append((i, outcome, reason))
         results: list[Settled | LeaseLost] = (yield (self._settle, (items,))) if items else []
         for (i, outcome, reason), result in zip(slots, results):

@@ -12,7 +12,9 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from .. import _validate as v
 from ..errors import InvalidInput
+from ..limits import DEFAULT_MAX_BODY_BYTES, MAX_REASON_CHARS
 from ..types import Outcome
 from .job import Decision, Fail, Job, Retry, describe
 
@@ -63,29 +65,52 @@ def is_async(handler: Any) -> bool:
         not inspect.isroutine(handler) and call is not None and inspect.iscoroutinefunction(call))
 
 
-def decide(handler: Callable[[Job], Any], job: Job) -> Decision:
-    """Run the handler on one job: (outcome, reason, delay) for its settle.
+def decide(handler: Callable[[Job], Any], job: Job, *, max_bytes: int = DEFAULT_MAX_BODY_BYTES) -> Decision:
+    """Run the handler on one job: (outcome, reason, delay, result) for its settle.
 
-    Return: ack, unless it returned an awaitable (closed unrun, a retry).
-    Retry and Fail: their decision. Any other Exception: a retry named by
-    describe(). BaseException propagates.
+    Return: ack, unless it returned an awaitable (closed unrun, a retry); a
+    value other than None is the ack's result (returned(): a JSON value of at
+    most max_bytes, else the event is quarantined with reason "bad_result:
+    ..."). Retry and Fail, raised or returned: their decision. Any other
+    Exception: a retry named by describe(). BaseException propagates.
     """
     try:
         result = handler(job)
     except Retry as decision:
-        return Outcome.RETRY, decision.reason, decision.delay
+        return Decision(Outcome.RETRY, decision.reason, decision.delay)
     except Fail as decision:
-        return Outcome.FAIL, decision.reason, None
+        return Decision(Outcome.FAIL, decision.reason, None)
     except Exception as exc:
         reason = describe(exc)
         if not job.lost:  # giving up on a lost lease (job.check()) is no handler error
             log.warning("handler.error event_id=%s attempts=%d error=%r", job.event_id, job.attempts, reason,
                         exc_info=exc)
-        return Outcome.RETRY, reason, None
+        return Decision(Outcome.RETRY, reason, None)
     if inspect.isawaitable(result):
         close = getattr(result, "close", None)
         if callable(close):
             close()  # a coroutine never awaited: closed, so no "never awaited" warning
         log.warning("handler.error event_id=%s attempts=%d error=%r", job.event_id, job.attempts, AWAITABLE)
-        return Outcome.RETRY, AWAITABLE, None
-    return Outcome.ACK, None, None
+        return Decision(Outcome.RETRY, AWAITABLE, None)
+    return returned(result, job, max_bytes)
+
+
+def returned(result: Any, job: Job, max_bytes: int) -> Decision:
+    """The decision a handler's return value makes: None (or fairq.ACK) a plain
+    ack; a Retry or Fail returned instead of raised, its decision; any other
+    value the ack's result, if it is JSON within max_bytes (the queue's body
+    limit) -- else the event is quarantined (a retry would return it again)."""
+    if result is None or result is Outcome.ACK:
+        return Decision(Outcome.ACK, None, None)
+    if isinstance(result, Retry):
+        return Decision(Outcome.RETRY, result.reason, result.delay)
+    if isinstance(result, Fail):
+        return Decision(Outcome.FAIL, result.reason, None)
+    try:
+        v.body(result, "result", max_bytes=max_bytes)
+    except InvalidInput as exc:
+        text = f"bad_result: {exc.field}: {exc.problem}".replace("\x00", "\\0")
+        reason = text.encode("utf-8", "backslashreplace").decode("utf-8")[:MAX_REASON_CHARS]
+        log.error("handler.bad_result event_id=%s attempts=%d error=%r", job.event_id, job.attempts, reason)
+        return Decision(Outcome.FAIL, reason, None)
+    return Decision(Outcome.ACK, None, None, result)

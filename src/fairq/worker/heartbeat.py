@@ -221,7 +221,7 @@ class Heartbeat:
                     if self._held.pop(id(other.job), None) is None:
                         continue
                     if other.phase == RUNNING:
-                        decisions.append((Outcome.RETRY, TIMEOUT, None))
+                        decisions.append(Decision(Outcome.RETRY, TIMEOUT, None))
                     elif other.phase == DONE and other.decision is not None:
                         decisions.append(other.decision)
                     else:

@@ -5,17 +5,32 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from .. import _validate as v
 from ..errors import LeaseLost
-from ..limits import MAX_REASON_CHARS
+from ..limits import DEFAULT_MAX_BODY_BYTES, MAX_REASON_CHARS
 from ..types import Lease, Outcome, Settled
 
-#: A handler's decision: (outcome, reason, delay) for its settle.
-Decision = tuple[Outcome, str | None, float | None]
+class Decision(NamedTuple):
+    """A handler's decision: (outcome, reason, delay) for its settle, and an
+    ack's result (the JSON value the handler returned; None: none)."""
+
+    outcome: Outcome
+    reason: str | None
+    delay: float | None
+    result: Any = None
+
+
 #: The decision for a job the worker gives back unused.
-RELEASE: Decision = (Outcome.RELEASE, None, None)
+RELEASE = Decision(Outcome.RELEASE, None, None)
+
+
+def result_limit(queue: Any) -> int:
+    """The most canonical JSON a result may take on `queue` (a Queue's, or an async
+    facade's Queue's, max_body_bytes); a Client's server: the default limit."""
+    limit = getattr(getattr(queue, "sync", queue), "max_body_bytes", None)
+    return limit if isinstance(limit, int) else DEFAULT_MAX_BODY_BYTES
 
 
 class Retry(Exception):

@@ -30,7 +30,7 @@ from .counts import COUNTS, Tally
 from .handler import check_handler, decide
 from .heartbeat import Heartbeat, HeldJob
 from .outage import Outage
-from .job import RELEASE, Decision, Handled, Job
+from .job import RELEASE, Decision, Handled, Job, result_limit
 from .processes import check_sendable, run_processes, shared_counts
 from .settings import check_settings
 from .signals import StopSignals
@@ -141,7 +141,7 @@ class Worker:
             return
         decision: Decision = RELEASE
         try:
-            decision = decide(self.handler, held.job)
+            decision = decide(self.handler, held.job, max_bytes=result_limit(self.queue))
         finally:
             self._heartbeat.done(held, decision)
 

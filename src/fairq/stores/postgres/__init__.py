@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["DUE_CHANNEL", "READY_CHANNEL", "is_postgres_url", "stored_clock"]
+__all__ = ["DUE_CHANNEL", "READY_CHANNEL", "RESULT_CHANNEL", "is_postgres_url", "stored_clock"]
 
 #: The LISTEN/NOTIFY channel a transaction notifies (once, with an empty
 #: payload) when it makes a head claimable now; workers LISTEN on it.
@@ -22,6 +22,10 @@ READY_CHANNEL = "fairq_ready"
 #: a backoff, a delayed release) and makes nothing claimable now: a worker
 #: asleep past that time wakes at it instead.
 DUE_CHANNEL = "fairq_due"
+
+#: The channel a settle or discard of an event someone waits for (a row in
+#: event_result_waiter) notifies, with the event's id as payload: Queue.wait LISTENs on it.
+RESULT_CHANNEL = "fairq_result"
 
 #: The URL schemes that name a PostgreSQL database.
 SCHEMES = ("postgresql://", "postgres://")

@@ -47,6 +47,8 @@ def purge_acked(tx: TxnCore, after_id: int, *, chunk: int, acked_before_ms: int)
     )
     # Final events are never heads, and those purged are a prefix of their flow.
     tx.execute("DELETE FROM event WHERE id = ANY(%(ids)s::bigint[])", {"ids": [r[0] for r in rows]})
+    # A result goes with its event, in the same transaction.
+    tx.execute("DELETE FROM event_result WHERE event_pk = ANY(%(ids)s::bigint[])", {"ids": [r[0] for r in rows]})
     tx.removed("acked", sum(r[6] == "acked" for r in rows))
     tx.removed("discarded", sum(r[6] == "discarded" for r in rows))
     tx.count("tombstones", len(rows))

@@ -11,14 +11,14 @@ from __future__ import annotations
 from typing import Any
 
 from ...kernel import policy
-from ..backend import FlowHead, Pause
+from ..backend import FlowHead, Pause, StoredResult
 from ...errors import InvalidInput
 from ...kernel.policy import Policy
 from ...kernel.rows import audit_entry, event_info
 from ...kernel.stats import assemble
 from ...types import TOTALS, AuditEntry, EventInfo, Stats, TenantInfo
 from .policy_store import read_policy
-from . import operators, tenants
+from . import operators, results, tenants
 from .schedules import PgSchedules
 from .txn import SERVER_NOW
 
@@ -61,6 +61,9 @@ class PgReads:
         row = conn.execute(_SELECT_EVENT + "JOIN head AS h ON h.event_pk = e.id WHERE h.flow_id = %(flow_id)s",
                            {"flow_id": flow_id}).fetchone()
         return next_seq, None if row is None else event_info(row)
+
+    def result(self, event_id: str) -> StoredResult | None:
+        return results.read_result(self.connection, event_id)
 
     def get(self, event_id: str) -> EventInfo | None:
         # By the event_id key.

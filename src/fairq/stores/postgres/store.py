@@ -19,13 +19,14 @@ import functools
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-from ..backend import NewEvent, SettleItem
+from ..backend import NewEvent, SettleItem, StoredResult
 from ...errors import InvalidInput, LeaseLost, RedriveRefused, UsageError
 from ...kernel.policy import Policy, to_ms
 from ...types import ClockReset, Enqueued, Lease, Settled, TenantInfo
-from . import claim, enqueue_one, maintenance, operators, settle, tenants, verbs
+from . import claim, enqueue_one, maintenance, operators, results, settle, tenants, verbs
 from .connection import PgDatabase
 from .listen import Listener, connector
+from .result_listen import ResultListener
 from .policy_store import change_policy, store_policy
 from .reads import PgReads
 from .schedules import PgSchedules
@@ -94,6 +95,17 @@ class PgStore:
     def wakeups(self) -> Listener:
         """A new Listener on its own connection: NOTIFY of claimable work, and due times."""
         return Listener(connector(self._target), due=self.earliest_ready_ms)
+
+    def result_waits(self) -> ResultListener | None:
+        """A new ResultListener on its own connection (None on a read-only queue,
+        which cannot register a wait: its waits poll)."""
+        return None if self.db.readonly else ResultListener(connector(self._target), self.db)
+
+    def settled_look(self, event_id: str) -> StoredResult | None:
+        """The event's state and result once every settle of it that has begun has ended."""
+        if self.db.readonly:
+            return self.read(lambda reads: reads.result(event_id))
+        return results.locked_result(self.db, event_id)
 
     def earliest_ready_ms(self) -> int | None:
         """When the next waiting head becomes claimable (ms of the queue's
@@ -252,6 +264,11 @@ class PgTxn(TxnCore):
         # Only the weight changes; a new flow's seqs start at 1.
         self.execute("INSERT INTO flow (name, weight) VALUES (%(name)s, %(weight)s) "
                      "ON CONFLICT (name) DO UPDATE SET weight = excluded.weight", {"name": name, "weight": weight})
+
+    def store_results(self, items: Sequence[tuple[str, str]], *, now_ms: int) -> None:
+        """Store each result in this transaction, which the settle before it has begun
+        (a "settle_result" transaction is never one statement)."""
+        results.store_results(self, items, now_ms=self._at(now_ms))
 
     def reset_clock(self, to_ms: int, *, reason: str, actor: str | None) -> ClockReset:
         return maintenance.reset_clock(self, to_ms, reason=reason, actor=actor)

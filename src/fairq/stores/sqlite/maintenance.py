@@ -52,10 +52,10 @@ def purge_acked(tx: TxnCore, after_id: int, *, chunk: int, acked_before_ms: int)
     # Acked and discarded events are never heads, and those removed lie
     # before their flow's head: deleting them leaves every head, every
     # event behind a head and every index in place.
-    conn.execute(
-        "DELETE FROM event WHERE id IN (SELECT value FROM json_each(:ids))",
-        {"ids": json.dumps([r[0] for r in rows])},
-    )
+    ids = json.dumps([r[0] for r in rows])
+    conn.execute("DELETE FROM event WHERE id IN (SELECT value FROM json_each(:ids))", {"ids": ids})
+    # A result goes with its event, in the same transaction (a row id may be used again).
+    conn.execute("DELETE FROM event_result WHERE event_pk IN (SELECT value FROM json_each(:ids))", {"ids": ids})
     discarded = sum(1 for r in rows if r[6] == "discarded")
     tx.removed("acked", len(rows) - discarded)
     if discarded:

@@ -240,3 +240,13 @@ CREATE TABLE policy (
 ) STRICT;
 -- The defaults; the open that creates the file replaces them with its own values.
 INSERT INTO policy VALUES (1, 5, 30000, 1.0, 2.0, 300.0, 1, 1);
+
+-- The result of an acked event (Queue.ack(result=...)), by the event's row id
+-- (event.id), written in the ack's transaction. Only an acked event has one; it
+-- never changes (an acked event is final), and it goes in the transaction that
+-- purges its event.
+CREATE TABLE event_result (
+    event_pk    INTEGER PRIMARY KEY,  -- event.id of the acked event
+    body        TEXT NOT NULL,        -- canonical JSON
+    created_ms  INTEGER NOT NULL      -- the ack's time (the queue's clock)
+) STRICT;

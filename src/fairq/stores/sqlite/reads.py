@@ -13,7 +13,7 @@ import json
 import sqlite3
 
 from ...kernel import policy
-from ..backend import FlowHead, Pause
+from ..backend import FlowHead, Pause, StoredResult
 from ...errors import InvalidInput
 from ...kernel.policy import Policy
 from ...kernel.rows import audit_entry, event_info
@@ -22,7 +22,7 @@ from ...kernel.tenants import Bucket, blocked_by
 from ...types import TOTALS, AuditEntry, EventInfo, State, Stats, TenantInfo
 from .policy_store import read_policy
 from .schedules import ScheduleTxn
-from . import heads, tenant_reads
+from . import heads, results, tenant_reads
 
 
 class SqliteReads:
@@ -67,6 +67,9 @@ class SqliteReads:
             _SELECT_EVENT + "WHERE e.event_id = :event_id", {"event_id": event_id}
         ).fetchone()
         return None if row is None else event_info(row)
+
+    def result(self, event_id: str) -> StoredResult | None:
+        return results.read_result(self.connection, event_id)
 
     def events(self, *, state: str | None, flow: str | None, limit: int,
                after: str | None = None) -> list[EventInfo]:

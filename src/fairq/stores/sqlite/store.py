@@ -32,11 +32,11 @@ import sqlite3
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-from ..backend import NewEvent, SettleItem
+from ..backend import NewEvent, SettleItem, StoredResult
 from ...errors import LeaseLost, RedriveRefused, SchemaError
 from ...kernel.policy import Policy, to_ms
 from ...types import ClockReset, Enqueued, Lease, Settled, TenantInfo
-from . import claim, enqueue, maintenance, operators, settle, tenant_rows
+from . import claim, enqueue, maintenance, operators, results, settle, tenant_rows
 from .policy_store import change_policy, store_policy
 from .schema import LATEST, ensure_schema, refuse_foreign, refuse_outdated
 from .reads import SqliteReads
@@ -80,6 +80,14 @@ class SqliteStore:
 
     def reconnect(self) -> None:
         """Nothing to do: a file has no connection to lose."""
+
+    def result_waits(self) -> None:
+        """None: nothing tells of settled events in a file; a wait polls."""
+        return None
+
+    def settled_look(self, event_id: str) -> StoredResult | None:
+        """The event's state and result: a snapshot sees every committed settle."""
+        return self.read(lambda reads: reads.result(event_id))
 
     def transaction(self, name: str, conn: sqlite3.Connection | None = None) -> SqliteTxn:
         """``with store.transaction(name) as tx:`` -- a write transaction; `name`
@@ -160,6 +168,10 @@ class SqliteTxn(TxnCore):
         """Store a tenant's settings (None: as stored) with one 'set_tenant' audit row."""
         return tenant_rows.set_tenant(self, name, weight=weight, max_inflight=max_inflight, rate=rate, burst=burst,
                                       reason=reason, actor=actor, now_ms=now_ms)
+
+    def store_results(self, items: Sequence[tuple[str, str]], *, now_ms: int) -> None:
+        """Store each (event_id, canonical JSON) as the result of the event this transaction acked."""
+        results.store_results(self, items, now_ms=now_ms)
 
     def reset_clock(self, to_ms: int, *, reason: str, actor: str | None) -> ClockReset:
         """Move the stored clock back to to_ms, with every lease end and ready time beyond it."""

@@ -832,6 +832,9 @@ BEGIN
     IF cardinality(v_freed) > 0 THEN
         PERFORM fairq_tenants_touched('{}', '{}', v_freed);
     END IF;
+    -- Whoever waits for an event settled here (Queue.wait, table event_result_waiter)
+    -- hears of it at commit; with no waiter, one look at an empty index.
+    PERFORM pg_notify('fairq_result', w.event_id) FROM event_result_waiter AS w WHERE w.event_id = ANY(v_settled);
     -- A wake-up makes waiters look again at the earliest time: no due notice
     -- beside it. A call that settled nothing (every lease lost) writes
     -- nothing: a single settle raises, and its time is not stored.
