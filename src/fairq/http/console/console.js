@@ -217,6 +217,9 @@ async function render(quiet) {
     document.getElementById("mode").textContent = readOnly() ? "read-only" : "";
     const body = await (PAGES[page] || overview)(arg, params);
     if (generation !== state.generation) return; // a newer render started meanwhile
+    // A refresh sent before the operator opened a form, typed in one or paused refresh
+    // draws nothing: the page stays as it is under their hands.
+    if (quiet && (paused() || busy())) return;
     const main = document.getElementById("main");
     clear(main);
     if (state.flash) main.appendChild(el("p", { class: "ok", id: "flash" }, state.flash));
