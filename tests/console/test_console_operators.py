@@ -50,6 +50,9 @@ def test_discard_one_quarantined_event_from_its_page_and_its_flow_moves_on(brows
     done = wait(browser, lambda d: [p for p in css(d, "#flash") if p.text])[0]
     assert done.text.startswith(f"Discarded: poison-9001 is settled for good at generation {generation + 1}")
     assert q.get("poison-9001").state is fairq.State.DISCARDED
+    fields = browser.execute_script("return Array.from(document.querySelectorAll('#event-fields dt'))"
+                                    ".map((dt) => [dt.innerText, dt.nextElementSibling.innerText]);")
+    assert fields[1] == ["state", "discarded"] and fields[-1][0] == "discarded" and fields[-1][1] != "—"
     last = q.audit("poison-9001")[-1]
     assert (last.action, last.actor, last.reason) == ("discard", "ops-ann", "cannot ever parse")
     assert q.why_blocked("discard-click").event_id == "next-9002"

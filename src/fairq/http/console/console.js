@@ -669,7 +669,8 @@ async function eventPage(id) {
     row("owner", info.owner === null ? "—" : info.owner), row("lease until", when(info.lease_until)),
     row("next at", when(info.next_at)), row("reason", info.reason === null ? "—" : info.reason),
     row("created", when(info.created_at)), row("due", when(info.due_at)),
-    row("first claimed", when(info.first_claimed_at)), row("acked", when(info.settled_at)));
+    row("first claimed", when(info.first_claimed_at)),
+    row(info.state === "discarded" ? "discarded" : "acked", when(info.settled_at)));
   const timeline = audit.audit.length ? el("ol", { class: "timeline", id: "event-audit" }, audit.audit.map((a) =>
     el("li", { "data-action": a.action },
       el("div", { class: "when" }, when(a.at), " · generation ", a.generation === null ? "—" : a.generation),
