@@ -38,6 +38,7 @@ def test_flows_lists_each_named_flow_with_weight_head_backlog_and_why_it_is_bloc
     assert alpha.head is not None and alpha.head.event_id == "a1" and alpha.blocked.why == "ready"
     assert beta.head is not None and beta.head.state is fairq.State.QUARANTINED and beta.head.reason == "bad sku"
     assert beta.blocked.why == "quarantined" and f"--url {server.url}" in (beta.blocked.redrive or "")
+    assert f"fairq --url {server.url} discard b1 --expected-generation " in (beta.blocked.discard or "")
     assert gamma.head is None and gamma.blocked.why == "empty"
     local = q.flows()
     assert [(f.name, f.head, f.blocked.why) for f in local] == [(f.name, f.head, f.blocked.why) for f in flows]

@@ -19,9 +19,11 @@ class Blocked:
     "delayed" (the head's delay runs until `until`), "backing_off" (the head
     failed and is retried at `until`), "leased" (held by `owner` until
     `until`), "expired" (its holder's lease ended at `until`; the next claim
-    takes it over), "quarantined" (blocked until a redrive; `redrive` is the
-    command). event_id, seq, generation, attempts and reason describe the
-    head; backlog counts the flow's unacked events, head included.
+    takes it over), "quarantined" (blocked until an operator redrives it, to
+    run it again, or discards it, to skip it on the record; `redrive` and
+    `discard` are the commands, with the head's generation). event_id, seq,
+    generation, attempts and reason describe the head; backlog counts the
+    flow's unacked events, head included.
     """
 
     flow: str
@@ -38,6 +40,7 @@ class Blocked:
     redrive: str | None = None
     tenant: str | None = None
     actor: str | None = None
+    discard: str | None = None
 
     def __str__(self) -> str:
         flow, head = f"flow {self.flow!r}", f"head {self.event_id} (seq {self.seq})"
@@ -62,8 +65,11 @@ class Blocked:
             return (f"{flow} waits for its tenant {self.tenant!r}: {head} is due, but the tenant's rate "
                     f"limit allows its next claim at {self._at(self.until)}{behind}")
         if self.why == "quarantined":
-            return (f"{flow} is blocked: {head} is quarantined ({why}){behind}. "
-                    f"To give it a new round: {self.redrive}")
+            if self.discard is None:  # made without the discard command
+                return f"{flow} is blocked: {head} is quarantined ({why}){behind}. To run it again: {self.redrive}"
+            return (f"{flow} is blocked: {head} is quarantined ({why}){behind}. Two ways on. Run it again: "
+                    f"{self.redrive}; or skip it on the record (it becomes discarded and the flow moves on): "
+                    f"{self.discard}")
         at = self._at(self.until)
         if self.why == "delayed":
             return f"{flow} waits: {head} is delayed until {at}{behind}"

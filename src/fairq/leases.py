@@ -15,7 +15,7 @@ from . import _validate as v
 from .errors import InvalidInput
 from .limits import MAX_COUNT
 
-__all__ = ["lease_key", "lease_attempts", "settle_parts", "redrive_command"]
+__all__ = ["lease_key", "lease_attempts", "settle_parts", "redrive_command", "discard_command"]
 
 
 def lease_key(lease: Any, field: str) -> tuple[str, int]:
@@ -52,3 +52,10 @@ def redrive_command(option: str, value: str, event_id: str, generation: int) -> 
     `value` name the queue ("--db", a path, or "--url", a server)."""
     return (f"fairq {option} {shlex.quote(value)} redrive {shlex.quote(event_id)} "
             f"--expected-generation {generation} --reason '<why it is safe to run again>'")
+
+
+def discard_command(option: str, value: str, event_id: str, generation: int) -> str:
+    """The fairq command line that discards a quarantined head (settled for good on the
+    record: its flow moves on); `option` and `value` name the queue as for redrive_command."""
+    return (f"fairq {option} {shlex.quote(value)} discard {shlex.quote(event_id)} "
+            f"--expected-generation {generation} --reason '<why it must never run>'")

@@ -6,7 +6,6 @@ shows each flow's tenant and why a flow waits for it; a read-only server offers 
 
 from __future__ import annotations
 
-import importlib.util
 import threading
 import time
 from collections.abc import Iterator
@@ -17,57 +16,12 @@ import pytest
 
 import fairq
 from fairq.http.server import Server
-from helpers import ROOT
 
-# The screenshot script (docs/console_screenshots.py): its server and token.
-_spec = importlib.util.spec_from_file_location("console_screenshots", ROOT / "docs" / "console_screenshots.py")
-assert _spec is not None and _spec.loader is not None
-shots = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(shots)
+from browsing import click, css, open_page, shots, wait
 
-TIMEOUT = 20  # seconds; only to stop a hung test
 # The served queues' clock stands still, so a lease or an empty token bucket holds as long as a test runs.
 FROZEN = float(int(time.time()))
 HOSTILE = '<img src=x onerror="window.__pwned = 1">'
-
-
-def wait(driver: Any, condition: Any) -> Any:
-    """`condition`'s first truthy answer; an element redrawn meanwhile is looked up again."""
-    from selenium.common.exceptions import StaleElementReferenceException
-    from selenium.webdriver.support.ui import WebDriverWait
-    return WebDriverWait(driver, TIMEOUT, ignored_exceptions=[StaleElementReferenceException]).until(condition)
-
-
-def css(driver: Any, selector: str) -> list[Any]:
-    from selenium.webdriver.common.by import By
-    return driver.find_elements(By.CSS_SELECTOR, selector)
-
-
-def open_page(driver: Any, server: Any, fragment: str, marker: str) -> None:
-    """Show `fragment` of the console (signing in if the tab has no token yet), with refresh
-    paused before the page can redraw itself under the test."""
-    url = server.url + "/ui/" + fragment
-    if driver.current_url.startswith(server.url):  # the page shown now is not the one awaited
-        driver.execute_script("for (const s of document.querySelectorAll('main > section')) s.dataset.old = '1';"
-                              "sessionStorage.setItem('fairq.paused', '1');")
-    fresh = f"#{marker}:not([data-old])"
-    if driver.current_url == url:
-        driver.refresh()  # the same address again: no hashchange, so load it anew
-    else:
-        driver.get(url)
-    wait(driver, lambda d: css(d, fresh) or css(d, "#token-form"))
-    driver.execute_script("sessionStorage.setItem('fairq.paused', '1'); showPaused();")
-    if css(driver, "#token-form"):
-        css(driver, "#token-form input[name=token]")[0].send_keys(shots.TOKEN)
-        css(driver, "#token-form button")[0].click()
-        wait(driver, lambda d: css(d, fresh))
-    assert css(driver, "#refresh-toggle")[0].text == "Resume refresh"
-
-
-def click(driver: Any, selector: str) -> None:
-    """Click the last element `selector` finds, in the page itself (no stale element)."""
-    assert driver.execute_script("const all = document.querySelectorAll(arguments[0]);"
-                                 "if (!all.length) return false; all[all.length - 1].click(); return true;", selector)
 
 
 def serve(path: Path, **kw: Any) -> Server:

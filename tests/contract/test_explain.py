@@ -5,6 +5,7 @@ from __future__ import annotations
 import shlex
 
 import fairq
+from helpers import cli
 
 
 def test_an_unknown_flow_and_an_empty_flow_say_so(q: fairq.Queue) -> None:
@@ -51,7 +52,8 @@ def test_a_leased_head_names_its_owner_and_lease_end(q: fairq.Queue) -> None:
     assert "ended at 1970-01-01T00:00:05.000Z (4.0 s ago); the next claim takes it over" in str(expired)
 
 
-def test_a_quarantined_head_gives_its_reason_and_the_exact_redrive_command(q: fairq.Queue, target) -> None:
+def test_a_quarantined_head_gives_its_reason_and_the_exact_redrive_and_discard_commands(q: fairq.Queue,
+                                                                                       target) -> None:
     q.enqueue_many([("a1", {}, "A"), ("a2", {}, "A")], now=0)
     q.fail(q.claim(now=0), "unsupported_delta", now=0)
     answer = q.why_blocked("A", now=1)
@@ -59,8 +61,28 @@ def test_a_quarantined_head_gives_its_reason_and_the_exact_redrive_command(q: fa
         "quarantined", "unsupported_delta", 1, 2)
     assert answer.redrive == (f"fairq --db {shlex.quote(str(target))} redrive a1 --expected-generation 1 "
                               "--reason '<why it is safe to run again>'")
-    assert str(answer).endswith(f"To give it a new round: {answer.redrive}")
+    assert answer.discard == (f"fairq --db {shlex.quote(str(target))} discard a1 --expected-generation 1 "
+                              "--reason '<why it must never run>'")
+    assert str(answer).endswith(f"Two ways on. Run it again: {answer.redrive}; or skip it on the record "
+                                f"(it becomes discarded and the flow moves on): {answer.discard}")
     assert "quarantined (unsupported_delta); 1 more wait behind it" in str(answer)
+    assert q.flows()[0].blocked.discard == answer.discard
+
+
+def test_explain_on_the_command_line_names_both_ways_on_with_the_current_generation(q: fairq.Queue, target,
+                                                                                     tmp_path) -> None:
+    q.enqueue_many([("a1", {}, "A"), ("a2", {}, "A")], now=0)
+    q.fail(q.claim(now=0), "unsupported_delta", now=0)
+    q.redrive("a1", expected_generation=1, reason="fixed, try again", now=1)
+    q.fail(q.claim(now=1), "still unsupported", now=1)  # quarantined again, at generation 3
+    done = cli("--db", str(target), "explain", "A", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    where = shlex.quote(str(target))
+    assert "head a1 (seq 1) is quarantined (still unsupported)" in done.stdout
+    assert (f"Run it again: fairq --db {where} redrive a1 --expected-generation 3 "
+            "--reason '<why it is safe to run again>'; or skip it on the record") in done.stdout
+    assert done.stdout.rstrip().endswith(f"fairq --db {where} discard a1 --expected-generation 3 "
+                                         "--reason '<why it must never run>'")
 
 
 def test_the_head_is_found_past_a_long_acked_and_purged_prefix(q: fairq.Queue) -> None:

@@ -78,7 +78,7 @@ class QueueReads(QueueBase):
 
     def why_blocked(self, flow: str, *, now: float | None = None) -> Blocked:
         """Why a flow is not moving, in one answer: its head is quarantined
-        (with the redrive command), backing off, delayed, leased or expired;
+        (with the redrive and discard commands), backing off, delayed, leased or expired;
         its tenant is at its cap or out of tokens; an operator paused it; or
         the flow is ready, empty or unknown. A read: never moves the clock.
         """

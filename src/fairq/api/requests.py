@@ -17,7 +17,7 @@ from typing import Any
 from .. import _validate as v
 from ..stores.backend import NewEvent, Pause, SettleItem
 from ..errors import InvalidInput
-from ..leases import lease_attempts, lease_key, redrive_command
+from ..leases import discard_command, lease_attempts, lease_key, redrive_command
 from ..kernel.policy import to_ms
 from ..types import Blocked, EventInfo, Outcome, State, TenantInfo
 
@@ -146,8 +146,9 @@ def blocked(flow: str, found: tuple[int, EventInfo | None] | None, now_ms: int, 
         reason=head.reason, generation=head.generation, attempts=head.attempts,
         backlog=next_seq - head.seq, tenant=name)
     if head.state is State.QUARANTINED:
-        return answer("quarantined",
-                      redrive=redrive_command("--db", os.fsdecode(path), head.event_id, head.generation))
+        where = os.fsdecode(path)
+        return answer("quarantined", redrive=redrive_command("--db", where, head.event_id, head.generation),
+                      discard=discard_command("--db", where, head.event_id, head.generation))
     if head.state is State.INFLIGHT:
         assert head.lease_until is not None
         if head.lease_until > at:

@@ -29,7 +29,7 @@ from urllib.parse import urlsplit
 
 from .. import _validate as v
 from ..errors import InvalidInput, LeaseLost, RedriveRefused, RemoteError, ResultNotReady
-from ..leases import lease_attempts, lease_key, redrive_command, settle_parts
+from ..leases import discard_command, lease_attempts, lease_key, redrive_command, settle_parts
 from ..api.queue import Queue
 from ..limits import MAX_AUDIT_LISTED, MAX_BATCH, MAX_EVENTS_LISTED, MAX_FLOWS_LISTED, WAIT_CAP
 from ..types import (
@@ -307,24 +307,25 @@ class Client:
         return self._http.pages("audit", "audit", AuditEntry, limit, {"event_id": event_id}, {"after": after})
 
     def why_blocked(self, flow: str, *, now: None = None) -> Blocked:
-        """Queue.why_blocked on the server; the redrive command it holds runs from here."""
+        """Queue.why_blocked on the server; the redrive and discard commands it holds run from here."""
         _server_side(now=now)
         return self._here(from_json(Blocked, self._http.send("why_blocked", {"flow": flow})))
 
     def flows(self, *, after: str | None = None, limit: int = 100, now: None = None) -> list[FlowInfo]:
         """Queue.flows on the server, a page of at most MAX_PAGE flows a request; each
-        quarantined head's redrive command runs from here."""
+        quarantined head's redrive and discard commands run from here."""
         _server_side(now=now)
         limit = v.count(limit, "limit", low=1, high=MAX_FLOWS_LISTED)
         found = self._http.pages("flows", "flows", FlowInfo, limit, {"after": after})
         return [dataclasses.replace(f, blocked=self._here(f.blocked)) for f in found]
 
     def _here(self, blocked: Blocked) -> Blocked:
-        """A Blocked whose redrive command goes through this server."""
+        """A Blocked whose redrive and discard commands go through this server."""
         if blocked.redrive is None:
             return blocked
-        return dataclasses.replace(blocked, redrive=redrive_command(
-            "--url", self.url, blocked.event_id or "", blocked.generation or 0))
+        head, generation = blocked.event_id or "", blocked.generation or 0
+        return dataclasses.replace(blocked, redrive=redrive_command("--url", self.url, head, generation),
+                                   discard=discard_command("--url", self.url, head, generation))
 
     def stats(self, *, now: None = None, top: int = 10) -> Stats:
         """Queue.stats on the server, taken at the server's clock."""

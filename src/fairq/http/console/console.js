@@ -217,6 +217,9 @@ async function render(quiet) {
     document.getElementById("mode").textContent = readOnly() ? "read-only" : "";
     const body = await (PAGES[page] || overview)(arg, params);
     if (generation !== state.generation) return; // a newer render started meanwhile
+    // A refresh sent before the operator opened a form, typed in one or paused refresh
+    // draws nothing: the page stays as it is under their hands.
+    if (quiet && (paused() || busy())) return;
     const main = document.getElementById("main");
     clear(main);
     if (state.flash) main.appendChild(el("p", { class: "ok", id: "flash" }, state.flash));
@@ -666,7 +669,8 @@ async function eventPage(id) {
     row("owner", info.owner === null ? "—" : info.owner), row("lease until", when(info.lease_until)),
     row("next at", when(info.next_at)), row("reason", info.reason === null ? "—" : info.reason),
     row("created", when(info.created_at)), row("due", when(info.due_at)),
-    row("first claimed", when(info.first_claimed_at)), row("acked", when(info.settled_at)));
+    row("first claimed", when(info.first_claimed_at)),
+    row(info.state === "discarded" ? "discarded" : "acked", when(info.settled_at)));
   const timeline = audit.audit.length ? el("ol", { class: "timeline", id: "event-audit" }, audit.audit.map((a) =>
     el("li", { "data-action": a.action },
       el("div", { class: "when" }, when(a.at), " · generation ", a.generation === null ? "—" : a.generation),
