@@ -29,11 +29,13 @@ from .failures import reraise
 #: (None: the step changes only the functions). Steps 4 and 5 brought the
 #: one-statement verbs; step 6 made them cheaper to run (FUNCTIONS); step 7
 #: brought tenants; step 8 discard and pause; step 9 has a settle or extend
-#: of a lease whose end a claim has already seen judged expired (FUNCTIONS).
+#: of a lease whose end a claim has already seen judged expired (FUNCTIONS);
+#: step 10 tasks (an event's kind and its own retry policy).
 STEPS: dict[int, str | None] = {1: "migrations/0001_initial.sql", 2: "migrations/0002_console.sql",
                                 3: "migrations/0003_clock_mode.sql", 4: None, 5: None, 6: None,
-                                7: "migrations/0004_tenants.sql", 8: "migrations/0005_operators.sql", 9: None}
-LATEST = 9
+                                7: "migrations/0004_tenants.sql", 8: "migrations/0005_operators.sql", 9: None,
+                                10: "migrations/0006_tasks.sql"}
+LATEST = 10
 #: The functions as this fairq defines them, applied in order after the steps
 #: of every upgrade.
 FUNCTIONS = ("migrations/tenants.sql", "migrations/verbs.sql", "migrations/enqueue.sql",
