@@ -233,3 +233,24 @@ def test_ingest_writes_every_table_enqueue_does_and_nothing_else(make_queue) -> 
     inject(q._store.db.conn, "audit", "INSERT")  # ingest appends no audit rows
     q.ingest(line("a", flow="F") + line("b"), now=0)
     assert q.stats(now=0).counts["ready"] == 2
+
+
+def test_a_line_may_carry_a_kind_and_its_own_policy(q: fairq.Queue) -> None:
+    data = (line("a", {}, kind="email", max_attempts=2, timeout=1.5, backoff={"base": 3, "jitter": False})
+            + line("b", {}, kind="email") + line("a", {}, kind="email", max_attempts=2, timeout=1.5))
+    assert [e.created for e in q.ingest(data, now=0)] == [True, True, False]
+    info = q.get("a")
+    assert (info.kind, info.max_attempts, info.timeout) == ("email", 2, 1.5)
+    assert [e.event_id for e in q.events(kind="email")] == ["a", "b"]
+    lease = q.claim(now=0)
+    assert (lease.kind, q.retry(lease, "later", now=0).next_at) == ("email", 3)
+
+
+def test_a_line_repeating_an_id_with_another_kind_is_refused_naming_the_line(q: fairq.Queue) -> None:
+    with pytest.raises(fairq.Conflict) as caught:
+        q.ingest(line("a", {}, kind="email") + line("a", {}, kind="sms"), now=0)
+    assert (caught.value.line, caught.value.field) == (2, "kind")
+    with pytest.raises(fairq.InvalidInput) as caught:
+        q.ingest(line("b", {}, kind=""), now=0)
+    assert (caught.value.line, caught.value.field) == (1, "kind")
+    assert q.events() == []

@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 
 from ._json import canonical_tree
 from .errors import InvalidInput
-from .limits import DEFAULT_MAX_BODY_BYTES, MAX_DEPTH, MAX_ID_CHARS, MAX_REASON_CHARS
+from .limits import DEFAULT_MAX_BODY_BYTES, MAX_DEPTH, MAX_ID_CHARS, MAX_KIND_CHARS, MAX_REASON_CHARS
 from .types import Outcome
 
 T = TypeVar("T")
@@ -48,6 +48,21 @@ def identifier(value: Any, field: str) -> str:
 
 def optional_identifier(value: Any, field: str) -> str | None:
     return None if value is None else identifier(value, field)
+
+
+def kind(value: Any, field: str = "kind") -> str:
+    """A kind (a task name): 1..200 printable characters, not blank."""
+    if type(value) is str and 0 < len(value) <= MAX_KIND_CHARS and value.isprintable() and not value.isspace():
+        return value
+    if not isinstance(value, str):
+        raise InvalidInput(field, f"must be a str, not {type(value).__name__}")
+    if not value or value.isspace():
+        raise InvalidInput(field, "must not be empty or blank")
+    if len(value) > MAX_KIND_CHARS:
+        raise InvalidInput(field, f"must be at most {MAX_KIND_CHARS} characters, got {len(value)}")
+    if not value.isprintable():
+        raise InvalidInput(field, "must be printable text (no control or unprintable characters)")
+    return str(value)
 
 
 def reason(value: Any, field: str = "reason", *, required: bool) -> str | None:

@@ -77,7 +77,7 @@ class UnknownSchedule(InvalidInput):
 
 
 class Conflict(FairqError):
-    """The event id is already stored with a different flow or body; nothing was written.
+    """The event id is already stored with a different flow, body, tenant or kind; nothing was written.
 
     `line` is set when the input came from a file (Queue.ingest): the line
     that conflicts.

@@ -1,10 +1,11 @@
 """Read a JSONL file of events strictly, and store it in one transaction, streaming.
 
 One JSON object per line with ``event_id`` and ``body``, optionally ``flow``,
-``tenant`` and ``delay`` (seconds). UTF-8 with an optional BOM; LF or CRLF; blank lines
+``tenant``, ``delay`` (seconds), ``kind``, ``max_attempts``, ``timeout`` (seconds)
+and ``backoff`` (an object of base, factor, cap, jitter). UTF-8 with an optional BOM; LF or CRLF; blank lines
 are ignored. A file or line over its limit, bytes that are not UTF-8, text
 that is not JSON, a duplicate key, NaN or Infinity, an unknown or missing
-key, a bad value, or an id repeated with a different body, flow or tenant (in the
+key, a bad value, or an id repeated with a different body, flow, tenant or kind (in the
 file or against a stored event) is refused with an InvalidInput or Conflict
 naming the line, the field and the reason, and nothing is stored. An id
 repeated with identical content collapses to one event.
@@ -109,7 +110,8 @@ class Checked:
     def add(self, number: int, event: NewEvent) -> None:
         try:
             self._spool.write(json.dumps([number, event.event_id, event.flow, event.body, event.delay_ms,
-                                           event.tenant]) + "\n")
+                                           event.tenant, event.kind, event.max_attempts, event.timeout_ms,
+                                           event.backoff]) + "\n")
         except OSError as exc:
             raise _no_room(exc) from exc
         self.lines += 1
@@ -122,8 +124,9 @@ class Checked:
             raise _no_room(exc) from exc
         self._spool.seek(0)
         for text in self._spool:
-            number, event_id, flow, body, delay_ms, tenant = json.loads(text)
-            yield number, NewEvent(event_id, flow, body, delay_ms, tenant=tenant)
+            number, event_id, flow, body, delay_ms, tenant, kind, max_attempts, timeout_ms, backoff = json.loads(text)
+            yield number, NewEvent(event_id, flow, body, delay_ms, tenant=tenant, kind=kind,
+                                   max_attempts=max_attempts, timeout_ms=timeout_ms, backoff=backoff)
 
     def close(self) -> None:
         self._spool.close()
@@ -218,8 +221,9 @@ def _store_chunk(tx: WriteTxn, checked: Checked, chunk: list[tuple[int, NewEvent
 
 
 def _refuse_repeat(event: NewEvent, number: int, earlier_number: int, earlier: NewEvent) -> None:
-    """An id repeated in the file must repeat its flow, tenant and body exactly (delay aside)."""
-    for field in ("flow", "tenant", "body"):
+    """An id repeated in the file must repeat its flow, tenant, kind and body exactly (delay
+    and its own policy aside: the first line's is stored)."""
+    for field in ("flow", "tenant", "kind", "body"):
         if getattr(event, field) != getattr(earlier, field):
             raise Conflict(event.event_id, field,
                            f"event {event.event_id!r} repeats line {earlier_number} with a different {field}",

@@ -14,6 +14,10 @@ DEDUP_WINDOW = 30 * 86_400.0
 MAX_ID_CHARS = 255
 #: The longest reason (settle, redrive, policy change), in characters.
 MAX_REASON_CHARS = 4096
+#: The longest kind (a task name) an event may carry, in characters.
+MAX_KIND_CHARS = 200
+#: The largest retry budget an event or a queue may have.
+MAX_ATTEMPTS = 1_000_000
 #: The deepest nesting of a JSON body.
 MAX_DEPTH = 100
 #: A body's default size cap in bytes of canonical JSON (Queue(max_body_bytes=)).

@@ -94,7 +94,9 @@ class Lease:
     """The time-limited, fenced right to handle one event.
 
     Settle and extend need `event_id` and `generation` back; the rest is for
-    the handler. `lease_until` is in queue-clock seconds.
+    the handler. `lease_until` is in queue-clock seconds. `kind` is the task
+    name the event was enqueued with (None: none); `timeout` the seconds its
+    handler may run, stored with the event (None: the worker's own timeout).
     """
 
     event_id: str
@@ -106,12 +108,15 @@ class Lease:
     lifetime_attempts: int
     owner: str | None
     lease_until: float
+    kind: str | None
+    timeout: float | None
 
     def __init__(self, event_id: str, flow: str | None, seq: int, body: Any, generation: int, attempts: int,
-                 lifetime_attempts: int, owner: str | None, lease_until: float) -> None:
+                 lifetime_attempts: int, owner: str | None, lease_until: float, kind: str | None = None,
+                 timeout: float | None = None) -> None:
         self.__dict__.update(event_id=event_id, flow=flow, seq=seq, body=body, generation=generation,
                              attempts=attempts, lifetime_attempts=lifetime_attempts, owner=owner,
-                             lease_until=lease_until)
+                             lease_until=lease_until, kind=kind, timeout=timeout)
 
 
 @dataclass(frozen=True, init=False)
@@ -156,7 +161,9 @@ class UndecodableBody:
 @dataclass(frozen=True)
 class EventInfo:
     """Everything stored about one event (`body` is an UndecodableBody if this
-    process cannot decode the stored text)."""
+    process cannot decode the stored text). `kind`, `max_attempts` and
+    `timeout` are what it was enqueued with (None: no kind; the queue's
+    stored policy; the worker's own timeout)."""
 
     event_id: str
     flow: str | None
@@ -174,6 +181,9 @@ class EventInfo:
     due_at: float
     first_claimed_at: float | None
     settled_at: float | None
+    kind: str | None = None
+    max_attempts: int | None = None
+    timeout: float | None = None
 
 
 @dataclass(frozen=True)

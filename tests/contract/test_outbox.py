@@ -65,3 +65,15 @@ def test_an_effect_cannot_enqueue_on_the_settles_own_connection(q: fairq.Queue) 
     with pytest.raises(fairq.InvalidInput, match="fairq's own connection"):
         q.ack(lease, effect=lambda conn: q.enqueue("follow-up", {}, conn=conn), now=1)
     assert q.get("follow-up") is None and q.get("a").state is fairq.State.INFLIGHT
+
+
+def test_an_event_enqueued_in_the_applications_transaction_keeps_its_kind_and_policy(
+        q: fairq.Queue, store, app) -> None:
+    app.execute(store.BEGIN)
+    q.enqueue("mail-1", {"to": "a@b"}, kind="send_email", max_attempts=2, timeout=4,
+              backoff={"base": 6, "jitter": False}, conn=app, now=1)
+    app.execute("COMMIT")
+    lease = q.claim(now=1)
+    assert (lease.event_id, lease.kind, lease.timeout) == ("mail-1", "send_email", 4.0)
+    assert q.retry(lease, "smtp down", now=1).next_at == 7
+    assert q.retry(q.claim(now=7), "smtp down", now=7).state is fairq.State.QUARANTINED

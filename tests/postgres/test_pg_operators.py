@@ -28,7 +28,9 @@ def rows(url: str, sql: str) -> list[tuple[object, ...]]:
 
 def stored(url: str) -> list[list[tuple[object, ...]]]:
     """The rows an upgrade must keep (the columns every version has)."""
-    return [rows(url, "SELECT * FROM event ORDER BY id"),
+    return [rows(url, "SELECT id, event_id, flow_id, seq, body, state, generation, attempts, lifetime_attempts, "
+                      "created_ms, due_ms, next_at_ms, lease_until_ms, owner, reason, first_claim_ms, settled_ms, "
+                      "tenant_id FROM event ORDER BY id"),
             rows(url, "SELECT event_pk, flow_id, pass, turn, dispatch_ms, runnable, tenant_id FROM head "
                       "ORDER BY event_pk"),
             rows(url, "SELECT flow_id, name, weight, next_seq, tenant_id FROM flow ORDER BY flow_id"),

@@ -96,7 +96,8 @@ def test_the_one_statement_verbs_read_no_event_sequentially_beside_a_large_backl
         added = conn.execute(enqueue_one._ENQUEUE, {
             **call, "ids": ids, "flows": ["f7", "f7", "new"], "bodies": bodies,
             "hashes": [rules.body_hash(b) for b in bodies], "delays": [0] * 3, "ats": [None] * 3,
-            "fold": 0, "tenants": [None] * 3}).fetchall()
+            "fold": 0, "tenants": [None] * 3, "kinds": None, "max_attempts": None, "timeouts": None,
+            "backoffs": None}).fetchall()
         assert sorted(r[0] for r in added) == ["new", "new", "stored"], added
     assert any("head_rotation" in p for p in found), "\n\n".join(found)
     assert all(any(f in p for p in found) for f in ("fairq_settle", "fairq_extend", "fairq_enqueue"))

@@ -3,8 +3,9 @@ the answer fairq.kernel.rules / fairq.kernel.policy gives, over thousands of ran
 the time a call runs at, the rotation step and join place, an expired
 lease's fate, the fence verdict, the settle decision with backoff and jitter
 (the draw is an input, so both sides get the same), the claim-lag bucket and
-the seconds written into audit details; and (schema step 5) whether a
-repeat enqueue matches what it repeats and where each new event goes."""
+the seconds written into audit details; (schema step 5) whether a
+repeat enqueue matches what it repeats and where each new event goes; and
+(schema step 10) the budget and backoff an event is judged by."""
 
 from __future__ import annotations
 
@@ -121,6 +122,24 @@ def test_the_settle_decision_with_backoff_and_jitter(sql: Any) -> None:
                    "d": None if delay is None else policy.to_ms(delay), "b": base, "f": factor, "c": cap,
                    "j": jitter, "u": policy.jitter_draw(event_id, generation, attempts)})
         assert tuple(got) == (want.state.value, want.next_at_ms, want.quarantine_cause, want.attempts)
+    check()
+
+
+def test_the_budget_and_backoff_an_event_is_judged_by(sql: Any) -> None:
+    floats = st.floats(min_value=0, max_value=1e11, allow_nan=False, allow_infinity=False)
+    backoffs = st.builds(Backoff, floats, st.floats(min_value=1, max_value=1e11, allow_nan=False), floats,
+                         st.booleans())
+
+    @RULES
+    @given(st.one_of(st.none(), st.integers(1, 10**6)), st.one_of(st.none(), backoffs), st.integers(1, 10**6),
+           backoffs)
+    def check(own_max: int | None, own: Backoff | None, queue_max: int, queue: Backoff) -> None:
+        text = None if own is None else policy.backoff_text(own)
+        want_max, want = policy.own_budget(own_max, text, queue_max, queue)
+        got = one(sql, "SELECT * FROM fairq_own_budget(%(m)s, %(t)s, %(qm)s, %(b)s, %(f)s, %(c)s, %(j)s)",
+                  {"m": own_max, "t": text, "qm": queue_max, "b": queue.base, "f": queue.factor, "c": queue.cap,
+                   "j": queue.jitter})
+        assert tuple(got) == (want_max, want.base, want.factor, want.cap, want.jitter)
     check()
 
 

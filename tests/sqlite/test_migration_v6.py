@@ -83,7 +83,7 @@ def test_a_version_5_file_migrates_to_exactly_the_fresh_schema(tmp_path: Path) -
     fairq.Queue(fresh).close()
     migrated = schema(old)
     assert migrated == schema(fresh)
-    assert migrated["user_version"] == migrate.LATEST == 9
+    assert migrated["user_version"] == migrate.LATEST == 10
     tables = [name for kind, name, _, _ in migrated["objects"] if kind == "table"]
     assert "queue_state" in tables and "clock" not in tables
 

@@ -117,7 +117,7 @@ def test_a_version_6_file_migrates_to_exactly_the_fresh_schema(tmp_path: Path) -
     fairq.Queue(old).close()
     migrated = schema(old)
     assert migrated == schema(new)
-    assert migrated["user_version"] == migrate.LATEST == 9
+    assert migrated["user_version"] == migrate.LATEST == 10
     tables = [name for kind, name, _, _ in migrated["objects"] if kind == "table"]
     assert "tenant" in tables
 

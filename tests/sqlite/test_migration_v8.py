@@ -105,9 +105,12 @@ def test_a_version_7_file_migrates_to_exactly_the_fresh_schema(files: tuple[Path
     fairq.Queue(old).close()
     migrated = schema(old)
     assert migrated == schema(new)
-    assert migrated["user_version"] == migrate.LATEST == 9
-    # The rebuilt event table keeps every row, with its id and every column.
-    assert sqlite3.connect(old).execute("SELECT * FROM event ORDER BY id").fetchall() == rows
+    assert migrated["user_version"] == migrate.LATEST == 10
+    # The rebuilt event table keeps every row, with its id and every column
+    # (and the columns of later steps, added empty).
+    upgraded = sqlite3.connect(old).execute("SELECT * FROM event ORDER BY id").fetchall()
+    assert [row[:len(rows[0])] for row in upgraded] == rows
+    assert {row[len(rows[0]):] for row in upgraded} == {(None, None, None, None)}
     check_invariants(old)
 
 
@@ -142,7 +145,7 @@ def test_the_upgrade_keeps_every_audit_row_and_records_a_discard_and_a_pause(fil
 def test_the_upgrade_refuses_a_newer_marked_file_untouched(files: tuple[Path, Path]) -> None:
     _, old = files
     conn = sqlite3.connect(old)
-    conn.execute(f"PRAGMA user_version = {migrate.LATEST + 1}")
+    conn.execute(f"PRAGMA user_version = {migrate.LATEST + 1:d}")
     conn.commit()
     conn.close()
     with pytest.raises(fairq.SchemaError, match="newer"):

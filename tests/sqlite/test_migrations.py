@@ -50,7 +50,7 @@ def test_a_version_1_file_migrates_to_exactly_the_fresh_schema(tmp_path) -> None
     fairq.Queue(fresh).close()
     migrated = schema(old)
     assert migrated == schema(fresh)
-    assert migrated["user_version"] == migrate.LATEST == 9
+    assert migrated["user_version"] == migrate.LATEST == 10
     assert "schedule" in [name for _, name, _, _ in migrated["objects"]]
 
 

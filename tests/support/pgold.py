@@ -32,6 +32,8 @@ _UNDO = {
         "ALTER TABLE audit DROP CONSTRAINT audit_action_check",
         "ALTER TABLE audit ADD CONSTRAINT audit_action_check CHECK (action IN ('retry', 'quarantine', "
         "'expired', 'redrive', 'misfire', 'clock_reset', 'policy_set', 'set_tenant'))"],
+    10: ["DROP INDEX event_kind", "ALTER TABLE event DROP COLUMN kind", "ALTER TABLE event DROP COLUMN max_attempts",
+         "ALTER TABLE event DROP COLUMN timeout_ms", "ALTER TABLE event DROP COLUMN backoff"],
 }
 
 

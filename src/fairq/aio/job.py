@@ -20,7 +20,7 @@ from ..types import Outcome
 from ..worker import Job
 from ..worker.handler import check_callable, decide
 from ..worker.heartbeat import TIMEOUT, log_timeout
-from ..worker.job import RELEASE, Decision
+from ..worker.job import RELEASE, Decision, handler_timeout
 
 log = logging.getLogger("fairq.worker")
 
@@ -54,13 +54,15 @@ def check_async_handler(handler: Any) -> Callable[[Job], Awaitable[Any]]:
 
 async def run_handler(handler: Callable[[Job], Awaitable[Any]], job: AsyncJob, timeout: float | None,
                       max_bytes: int = DEFAULT_MAX_BODY_BYTES) -> Decision:
-    """Run the handler on the job as a task: its decision, retry "timeout" past `timeout`.
+    """Run the handler on the job as a task: its decision, retry "timeout" past
+    the event's own timeout (Lease.timeout), else past `timeout` (the worker's).
 
     A job lost before it starts is not run (RELEASE: it will not be settled).
     If this coroutine is cancelled, the handler task is cancelled too.
     """
     if job.lost:
         return RELEASE
+    timeout = handler_timeout(job, timeout)
     task = asyncio.ensure_future(handler(job))
     job.task = task
     try:

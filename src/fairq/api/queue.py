@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 import re
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Literal, overload
 
 from .. import _crash, ingest
@@ -154,6 +154,8 @@ class Queue(QueueReads, QueueOperators, QueueTenants, QueueMaintenance, QueueCon
     def enqueue(
         self, event_id: str | None, body: Any, *, flow: str | None = None, tenant: str | None = None,
         delay: float = 0.0, now: float | None = None, conn: AppConnection | None = None,
+        kind: str | None = None, max_attempts: int | None = None, timeout: float | None = None,
+        backoff: Backoff | Mapping[str, Any] | None = None,
     ) -> Enqueued:
         """Add an event at the end of its flow (flow=None: a flow of its own).
 
@@ -162,8 +164,16 @@ class Queue(QueueReads, QueueOperators, QueueTenants, QueueMaintenance, QueueCon
         tenant is fixed by its first event; another tenant (or none, for a
         flow that has one) raises Conflict. None: the flow is its own tenant.
 
-        Enqueuing an id again with the same flow and body returns
-        created=False; with a different flow or body it raises Conflict.
+        kind: the name of the task that handles the event (Lease.kind,
+        Job.kind; events(kind=...) lists them). max_attempts, timeout
+        (seconds its handler may run: a worker's timeout for that job) and
+        backoff (a fairq.Backoff, or a dict of its fields): the event's own
+        policy, stored with it, so every process judges it by them; None:
+        the queue's stored policy (and the worker's own timeout).
+
+        Enqueuing an id again with the same flow, body, tenant and kind
+        returns created=False (the stored event keeps its own policy); with
+        a different flow, body, tenant or kind it raises Conflict.
         event_id=None: fairq makes a new unique, time-ordered id (a UUIDv7
         string, returned in Enqueued.event_id); such an enqueue is not
         idempotent -- calling it again adds another event.
@@ -172,7 +182,8 @@ class Queue(QueueReads, QueueOperators, QueueTenants, QueueMaintenance, QueueCon
         and commits (or rolls back) with it -- fairq never commits it.
         """
         item = new_event(new_event_id() if event_id is None else event_id, body, flow, delay,
-                         max_body_bytes=self.max_body_bytes, tenant=tenant)
+                         max_body_bytes=self.max_body_bytes, tenant=tenant, kind=kind, max_attempts=max_attempts,
+                         timeout=timeout, backoff=backoff)
         requested = self._requested(now)
         with self._store.transaction("enqueue", conn) as tx:
             return tx.enqueue_many([item], tx.now(*requested))[0]
@@ -184,7 +195,8 @@ class Queue(QueueReads, QueueOperators, QueueTenants, QueueMaintenance, QueueCon
 
         items: (event_id, body), (event_id, body, flow) or (event_id, body,
         flow, tenant) tuples, or dicts with keys event_id, body and
-        optionally flow, tenant and delay. An id repeated with
+        optionally flow, tenant, delay, kind, max_attempts, timeout and
+        backoff (as for enqueue). An id repeated with
         identical content collapses to one event; any conflict refuses all.
         conn: as for enqueue, the application's open transaction to join.
         """

@@ -25,10 +25,11 @@ class QueueReads(QueueBase):
         return self._store.read(lambda tx: tx.get(event_id))
 
     def events(self, *, state: State | str | None = None, flow: str | None = None,
-               limit: int = 100, after: str | None = None) -> list[EventInfo]:
-        """Events filtered by state and/or flow (flow order: by seq; else by
-        enqueue order). after: the event_id of the last event of the previous
-        page; the listing goes on from there (an id no event has is refused)."""
+               limit: int = 100, after: str | None = None, kind: str | None = None) -> list[EventInfo]:
+        """Events filtered by state, flow and/or kind (flow order: by seq;
+        else by enqueue order). after: the event_id of the last event of the
+        previous page; the listing goes on from there (an id no event has is
+        refused)."""
         if state is not None:
             try:
                 state = State(state).value
@@ -37,7 +38,10 @@ class QueueReads(QueueBase):
         flow = v.optional_identifier(flow, "flow")
         limit = v.count(limit, "limit", low=1, high=MAX_EVENTS_LISTED)
         after = v.optional_identifier(after, "after")
-        return self._store.read(lambda tx: tx.events(state=state, flow=flow, limit=limit, after=after))
+        if kind is None:
+            return self._store.read(lambda tx: tx.events(state=state, flow=flow, limit=limit, after=after))
+        kind = v.kind(kind, "kind")
+        return self._store.read(lambda tx: tx.events(state=state, flow=flow, limit=limit, after=after, kind=kind))
 
     def audit(self, event_id: str | None = None, *, after: int | None = None,
               limit: int | None = None) -> list[AuditEntry]:

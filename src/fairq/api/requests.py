@@ -18,10 +18,15 @@ from .. import _validate as v
 from ..stores.backend import NewEvent, Pause, SettleItem
 from ..errors import InvalidInput
 from ..leases import discard_command, lease_attempts, lease_key, redrive_command
-from ..kernel.policy import to_ms
+from ..kernel.policy import Backoff, backoff_text, to_ms
+from ..limits import MAX_ATTEMPTS
 from ..types import Blocked, EventInfo, Outcome, State, TenantInfo
 
-ITEM_KEYS = frozenset({"event_id", "body", "flow", "tenant", "delay"})
+#: The keys an enqueue_many dict item (and a JSONL line) may have, in the order messages list them.
+ITEM_KEY_ORDER = ("event_id", "body", "flow", "tenant", "delay", "kind", "max_attempts", "timeout", "backoff")
+ITEM_KEYS = frozenset(ITEM_KEY_ORDER)
+#: The keys of a backoff given as a dict (those missing take fairq.Backoff's defaults).
+BACKOFF_KEYS = ("base", "factor", "cap", "jitter")
 
 
 #: The clock= strings a Queue takes: the database server's clock, or a stored model clock.
@@ -65,32 +70,55 @@ def call_lease_ms(value: float | None, field: str = "lease_seconds") -> int | No
 
 
 def new_event(event_id: Any, body: Any, flow: Any, delay: Any, *, max_body_bytes: int,
-              tenant: Any = None) -> NewEvent:
-    """One enqueue's arguments, checked: the body in canonical JSON, the delay in ms."""
+              tenant: Any = None, kind: Any = None, max_attempts: Any = None, timeout: Any = None,
+              backoff: Any = None) -> NewEvent:
+    """One enqueue's arguments, checked: the body in canonical JSON, the
+    delay and the timeout in ms, the backoff as the text an event stores."""
     return NewEvent(
         v.identifier(event_id, "event_id"),
         None if flow is None else v.identifier(flow, "flow"),
         v.body(body, "body", max_bytes=max_body_bytes),
         to_ms(v.seconds(delay, "delay")),
         tenant=None if tenant is None else v.identifier(tenant, "tenant"),
+        kind=None if kind is None else v.kind(kind, "kind"),
+        max_attempts=None if max_attempts is None else v.count(max_attempts, "max_attempts", low=1,
+                                                                high=MAX_ATTEMPTS),
+        timeout_ms=None if timeout is None else to_ms(v.seconds(timeout, "timeout", positive=True)),
+        backoff=None if backoff is None else event_backoff(backoff),
     )
+
+
+def event_backoff(value: Any, field: str = "backoff") -> str:
+    """An event's own backoff, a fairq.Backoff or a dict of its fields (base,
+    factor, cap, jitter; those missing take Backoff's defaults), as the JSON
+    text the event stores (policy.backoff_text)."""
+    if isinstance(value, Mapping):
+        unknown = sorted(str(key) for key in value if key not in BACKOFF_KEYS)
+        if unknown:
+            raise InvalidInput(f"{field}.{unknown[0]}", "is not a known key (base, factor, cap, jitter)")
+        value = Backoff(**value)  # each field checked (InvalidInput naming backoff.<field>)
+    if not isinstance(value, Backoff):
+        raise InvalidInput(field, f"must be a fairq.Backoff or a dict of its fields, not {type(value).__name__}")
+    return backoff_text(value)
 
 
 def batch_item(item: Any, *, max_body_bytes: int) -> NewEvent:
     """One enqueue_many item: (event_id, body), (event_id, body, flow),
     (event_id, body, flow, tenant), or a dict with event_id, body and
-    optionally flow, tenant and delay."""
+    optionally flow, tenant, delay, kind, max_attempts, timeout and backoff."""
     if isinstance(item, tuple) and 2 <= len(item) <= 4:
         return new_event(item[0], item[1], item[2] if len(item) >= 3 else None, 0.0,
                          max_body_bytes=max_body_bytes, tenant=item[3] if len(item) == 4 else None)
     if isinstance(item, Mapping):
         unknown = set(item) - ITEM_KEYS
         if unknown:
-            raise InvalidInput(sorted(unknown)[0], "is not a known key (event_id, body, flow, tenant, delay)")
+            raise InvalidInput(sorted(map(str, unknown))[0], f"is not a known key ({', '.join(ITEM_KEY_ORDER)})")
         if "event_id" not in item or "body" not in item:
             raise InvalidInput("event_id" if "event_id" not in item else "body", "is required")
         return new_event(item["event_id"], item["body"], item.get("flow"), item.get("delay", 0.0),
-                         max_body_bytes=max_body_bytes, tenant=item.get("tenant"))
+                         max_body_bytes=max_body_bytes, tenant=item.get("tenant"), kind=item.get("kind"),
+                         max_attempts=item.get("max_attempts"), timeout=item.get("timeout"),
+                         backoff=item.get("backoff"))
     raise InvalidInput("", "must be (event_id, body), (event_id, body, flow), (event_id, body, flow, tenant) "
                            "or a dict")
 

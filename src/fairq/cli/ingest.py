@@ -29,6 +29,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     one.add_argument("--flow", metavar="FLOW", help="its flow (default: a flow of its own)")
     one.add_argument("--tenant", metavar="NAME", help="the tenant its flow belongs to")
     one.add_argument("--delay", type=float, default=0.0, metavar="SECONDS", help="claimable this many seconds from now")
+    one.add_argument("--kind", metavar="NAME", help="its kind: the name of the task that handles it")
+    one.add_argument("--max-attempts", type=int, metavar="N",
+                     help="its own retry budget (default: the queue's stored policy)")
+    one.add_argument("--timeout", type=float, metavar="SECONDS",
+                     help="how long its handler may run (default: the worker's own timeout)")
     p.add_argument("--max-bytes", type=int, default=INGEST_MAX_BYTES, metavar="N",
                    help=f"largest file accepted (default {INGEST_MAX_BYTES})")
     p.add_argument("--max-lines", type=int, default=INGEST_MAX_LINES, metavar="N",
@@ -50,7 +55,8 @@ def init(args: argparse.Namespace) -> int:
 
 def enqueue_problem(args: argparse.Namespace) -> str | None:
     """Why these enqueue arguments are a usage error: FILE and the one-event options, or neither."""
-    one_event = [name for name in ("event_id", "body", "flow", "tenant") if getattr(args, name) is not None]
+    one_event = [name for name in ("event_id", "body", "flow", "tenant", "kind", "max_attempts", "timeout")
+                 if getattr(args, name) is not None]
     if args.file is not None and (one_event or args.delay):
         return "fairq enqueue: give FILE (a JSONL file) or --id and --body (one event), not both"
     if args.file is None and (args.event_id is None or args.body is None):
@@ -76,12 +82,14 @@ def enqueue(args: argparse.Namespace) -> int:
 
 
 def _enqueue_one(args: argparse.Namespace) -> int:
-    """One event from --id, --body (JSON), --flow, --tenant, --delay."""
+    """One event from --id, --body (JSON), --flow, --tenant, --delay, --kind, --max-attempts, --timeout."""
     try:
         body = json.loads(args.body)
     except ValueError as exc:
         raise InvalidInput("--body", f"is not JSON ({exc}); quote it for the shell, e.g. --body '{{\"n\": 1}}'") from exc
     with open_target(args) as q:
-        done = q.enqueue(args.event_id, body, flow=args.flow, tenant=args.tenant, delay=args.delay)
+        task = {name: getattr(args, name) for name in ("kind", "max_attempts", "timeout")
+                if getattr(args, name) is not None}
+        done = q.enqueue(args.event_id, body, flow=args.flow, tenant=args.tenant, delay=args.delay, **task)
     print_json(to_json(done))
     return EXIT_OK

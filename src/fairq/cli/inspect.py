@@ -28,9 +28,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--json", action="store_true", help="one JSON object on stdout")
     p.set_defaults(func=status)
 
-    p = sub.add_parser("events", help="list events, filtered by state and/or flow")
+    p = sub.add_parser("events", help="list events, filtered by state, flow and/or kind")
     p.add_argument("--state", choices=[s.value for s in State], help="only events in this state")
     p.add_argument("--flow", help="only this flow's events, in seq order")
+    p.add_argument("--kind", help="only events of this kind (a task name)")
     p.add_argument("--limit", type=int, default=100, metavar="N", help="at most N events (default 100)")
     p.add_argument("--json", action="store_true", help="one JSON array on stdout")
     p.set_defaults(func=events)
@@ -66,17 +67,21 @@ def events(args: argparse.Namespace) -> int:
     # One more than asked tells whether the listing is cut (an invalid --limit goes through as given).
     probe = args.limit + 1 if 1 <= args.limit < MAX_EVENTS_LISTED else args.limit
     with read_target(args) as q:
-        found = q.events(state=args.state, flow=args.flow, limit=probe)
+        kind = {} if args.kind is None else {"kind": args.kind}
+        found = q.events(state=args.state, flow=args.flow, limit=probe, **kind)
         if len(found) > args.limit:
             found = found[: args.limit]
-            _note_cut(len(found), None if args.flow else _matching(q.stats(top=0).counts, args.state))
+            _note_cut(len(found), None if args.flow or kind else _matching(q.stats(top=0).counts, args.state))
     if args.json:
         print_json([event_json(e) for e in found])
         return EXIT_OK
+    # A kind column only when a listed event has a kind.
+    kinds = any(e.kind is not None for e in found)
     print_table(
-        ["event_id", "flow", "seq", "state", "generation", "attempts", "next_at", "lease_until", "reason"],
-        [[e.event_id, e.flow, e.seq, e.state.value, e.generation, e.attempts, when(e.next_at),
-          when(e.lease_until), _short(e.reason)] for e in found],
+        ["event_id", "flow", *(["kind"] if kinds else []), "seq", "state", "generation", "attempts", "next_at",
+         "lease_until", "reason"],
+        [[e.event_id, e.flow, *([e.kind] if kinds else []), e.seq, e.state.value, e.generation, e.attempts,
+          when(e.next_at), when(e.lease_until), _short(e.reason)] for e in found],
     )
     return EXIT_OK
 
@@ -113,7 +118,7 @@ def _matching(counts: dict[str, int], state: str | None) -> int:
 def _note_cut(shown: int, total: int | None) -> None:
     """Say on stderr that the listing stops at --limit (stdout stays one table or one JSON array)."""
     of = f"{shown} of {total}" if total is not None else f"the first {shown}"
-    print(f"fairq: showing {of} events; use --limit N (at most {MAX_EVENTS_LISTED}) or --state/--flow to see others",
+    print(f"fairq: showing {of} events; use --limit N (at most {MAX_EVENTS_LISTED}) or --state/--flow/--kind to see others",
           file=sys.stderr)
 
 

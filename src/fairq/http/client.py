@@ -31,6 +31,7 @@ from .. import _validate as v
 from ..errors import InvalidInput, LeaseLost, RedriveRefused, RemoteError, ResultNotReady
 from ..leases import discard_command, lease_attempts, lease_key, redrive_command, settle_parts
 from ..api.queue import Queue
+from ..kernel.policy import Backoff
 from ..limits import MAX_AUDIT_LISTED, MAX_BATCH, MAX_EVENTS_LISTED, MAX_FLOWS_LISTED, WAIT_CAP
 from ..types import (
     AuditEntry,
@@ -118,10 +119,14 @@ class Client:
     # -- enqueue -------------------------------------------------------------------
 
     def enqueue(self, event_id: str, body: Any, *, flow: str | None = None, tenant: str | None = None,
-                delay: float = 0.0, now: None = None, conn: None = None) -> Enqueued:
+                delay: float = 0.0, now: None = None, conn: None = None, kind: str | None = None,
+                max_attempts: int | None = None, timeout: float | None = None,
+                backoff: Backoff | Mapping[str, Any] | None = None) -> Enqueued:
         """Queue.enqueue on the server: created=False for an identical repeat, Conflict otherwise."""
         _server_side(now=now, conn=conn)
-        data = self._http.post("enqueue", event_id=event_id, body=body, flow=flow, tenant=tenant, delay=delay)
+        task = {name: value for name, value in (("kind", kind), ("max_attempts", max_attempts), ("timeout", timeout),
+                                                ("backoff", _wire_backoff(backoff))) if value is not None}
+        data = self._http.post("enqueue", event_id=event_id, body=body, flow=flow, tenant=tenant, delay=delay, **task)
         return from_json(Enqueued, data)
 
     def enqueue_many(self, items: Iterable[Any], *, now: None = None, conn: None = None) -> list[Enqueued]:
@@ -293,11 +298,11 @@ class Client:
                 raise TimeoutError(f"event {event_id!r} is still {data.get('state')} after {timeout} s")
 
     def events(self, *, state: State | str | None = None, flow: str | None = None,
-               limit: int = 100, after: str | None = None) -> list[EventInfo]:
+               limit: int = 100, after: str | None = None, kind: str | None = None) -> list[EventInfo]:
         """Queue.events on the server, a page of at most MAX_PAGE events a request."""
         limit = v.count(limit, "limit", low=1, high=MAX_EVENTS_LISTED)
         return self._http.pages("events", "events", EventInfo, limit,
-                           {"state": state, "flow": flow, "after": after})
+                           {"state": state, "flow": flow, "after": after, "kind": kind})
 
     def audit(self, event_id: str | None = None, *, after: int | None = None,
               limit: int | None = None) -> list[AuditEntry]:
@@ -386,7 +391,17 @@ def _wire_item(item: Any) -> Any:
             return {"event_id": item[0], "body": item[1], "flow": item[2] if len(item) >= 3 else None,
                     "tenant": item[3] if len(item) == 4 else None}
         return list(item)
+    if isinstance(item, Mapping) and isinstance(item.get("backoff"), Backoff):
+        return {**item, "backoff": _wire_backoff(item["backoff"])}
     return item
+
+
+def _wire_backoff(backoff: Any) -> Any:
+    """A backoff as the server takes it: a fairq.Backoff as the dict of its
+    fields; anything else as given (the server's Queue judges it)."""
+    if isinstance(backoff, Backoff):
+        return {"base": backoff.base, "factor": backoff.factor, "cap": backoff.cap, "jitter": backoff.jitter}
+    return backoff
 
 
 

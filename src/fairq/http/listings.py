@@ -55,7 +55,7 @@ def _unkeyed(name: str, rows: Sequence[T], size: int) -> Reply:
 
 @serves("events", console=True)
 def events(q: Queue, req: Request) -> Reply:
-    args = req.params(text=("state", "flow", "after"), ints=("limit",))
+    args = req.params(text=("state", "flow", "after", "kind"), ints=("limit",))
     size = _page_size(args, DEFAULT_PAGE)
     return _keyed("events", q.events(**args, limit=size + 1), size, lambda e: e.event_id)
 

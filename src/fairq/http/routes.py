@@ -204,7 +204,8 @@ def healthz(q: Queue, req: Request) -> Reply:
 
 @serves("enqueue")
 def enqueue(q: Queue, req: Request) -> Reply:
-    done = q.enqueue(**req.fields("event_id", "body", optional=("flow", "tenant", "delay")))
+    done = q.enqueue(**req.fields("event_id", "body", optional=("flow", "tenant", "delay", "kind", "max_attempts",
+                                                                "timeout", "backoff")))
     return (201 if done.created else 200), to_json(done)
 
 

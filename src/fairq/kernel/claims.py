@@ -46,6 +46,9 @@ class Head(NamedTuple):
     owner: str | None
     due_ms: int
     first_claim_ms: int | None
+    kind: str | None = None
+    max_attempts: int | None = None  # the event's own budget (None: the queue's)
+    timeout_ms: int | None = None
 
 
 class Claimer(Recorder, Protocol):
@@ -110,7 +113,8 @@ def claim_head(tx: Claimer, head: Head, *, vtime: int, tail: int, owner: str | N
         stop_heads(tx, [undecodable(head.id, head.event_id, head.state, head.generation, value.problem, now_ms)])
         return None
     if head.state != "ready":
-        spent = rules.expired_lease_fate(head.attempts, max_attempts)
+        spent = rules.expired_lease_fate(head.attempts,
+                                         max_attempts if head.max_attempts is None else head.max_attempts)
         if spent is not None:
             # An expired head whose round budget is spent stops, and blocks its flow.
             stop_heads(tx, [Stop(head.id, "inflight", spent.reason, audit_row(
@@ -125,7 +129,8 @@ def claim_head(tx: Claimer, head: Head, *, vtime: int, tail: int, owner: str | N
     # The turn is taken now, at claim time, not when the work succeeds.
     step = rules.rotate(head.pass_, head.weight or 1, vtime=vtime, tail=tail)
     lease = Lease(head.event_id, head.flow, head.seq, value, head.generation + 1, head.attempts + 1,
-                  head.lifetime_attempts + 1, owner, lease_until_ms / 1000)
+                  head.lifetime_attempts + 1, owner, lease_until_ms / 1000, head.kind,
+                  None if head.timeout_ms is None else head.timeout_ms / 1000)
     return Claimed(lease, step, head.state == "ready")
 
 

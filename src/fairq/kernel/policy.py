@@ -42,6 +42,9 @@ __all__ = [
     "policy_from_row",
     "policy_params",
     "DEFAULT_LEASE_SECONDS",
+    "backoff_text",
+    "backoff_from_text",
+    "own_budget",
 ]
 
 #: A weight-1 flow moves this far along the rotation per claim; a weight-w flow
@@ -214,6 +217,37 @@ def decide(
         return Decision(State.QUARANTINED, None, "attempts_exhausted", attempts)
     wait = backoff.delay(event_id, generation, attempts) if delay is None else delay
     return Decision(State.READY, now_ms + to_ms(wait), None, attempts)
+
+
+# -- an event's own policy -------------------------------------------------------
+#
+# An event may carry its own max_attempts and backoff (a task's, written with
+# it at enqueue): every process then judges it by those, whatever its own
+# registry or the queue's stored policy says; an event without them is judged
+# by the queue's. The same choice is made in SQL on PostgreSQL (coalesce of
+# the event's column and the policy row's).
+
+
+def backoff_text(backoff: Backoff) -> str:
+    """A Backoff as the JSON text an event stores (keys in sorted order)."""
+    return json.dumps({"base": backoff.base, "cap": backoff.cap, "factor": backoff.factor,
+                       "jitter": backoff.jitter}, sort_keys=True, separators=(",", ":"))
+
+
+@functools.lru_cache(maxsize=64)
+def backoff_from_text(text: str) -> Backoff:
+    """The Backoff an event stores as backoff_text wrote it."""
+    found = json.loads(text)
+    return Backoff(found["base"], found["factor"], found["cap"], found["jitter"])
+
+
+def own_budget(max_attempts: int | None, backoff: str | None, policy_max_attempts: int,
+               policy_backoff: Backoff) -> tuple[int, Backoff]:
+    """The retry budget and backoff an event is judged by: its own where it
+    stores them (max_attempts; backoff as backoff_text wrote it), else the
+    queue's policy's."""
+    return (policy_max_attempts if max_attempts is None else max_attempts,
+            policy_backoff if backoff is None else backoff_from_text(backoff))
 
 
 

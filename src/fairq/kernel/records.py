@@ -23,6 +23,14 @@ class NewEvent(NamedTuple):
     at_ms: int | None = None
     #: The tenant the event's flow belongs to (None: the flow is its own tenant).
     tenant: str | None = None
+    #: The task name the event carries (None: none).
+    kind: str | None = None
+    #: The event's own retry budget and backoff (policy.backoff_text), and
+    #: how long its handler may run (ms); None: the queue's policy, the
+    #: worker's own timeout.
+    max_attempts: int | None = None
+    timeout_ms: int | None = None
+    backoff: str | None = None
 
 
 class SettleItem(NamedTuple):

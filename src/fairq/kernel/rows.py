@@ -20,7 +20,7 @@ from typing import Any, NamedTuple, Protocol
 from . import rules
 from .._json import body_value, canonical
 from ..errors import LeaseExpired, LeaseLost, RedriveRefused, StaleLease
-from .policy import Backoff, Policy, decide, from_ms, policy_json
+from .policy import Backoff, Policy, decide, from_ms, own_budget, policy_json
 from .records import NewEvent, NewSchedule, SettleItem
 from ..types import AuditEntry, Enqueued, EventInfo, Misfire, Outcome, Schedule, Settled, State
 
@@ -66,6 +66,8 @@ class Held(NamedTuple):
     pass_: int | None
     turn: int | None
     reason: str | None
+    max_attempts: int | None = None  # the event's own budget and backoff (None: the queue's)
+    backoff: str | None = None
 
 
 def fence_held(row: Held | None, event_id: str, generation: int, now_ms: int,
@@ -134,7 +136,9 @@ class Judged:
 def judge_settles(items: Sequence[SettleItem], held: Mapping[str, Held], *, now_ms: int,
                   max_attempts: int, backoff: Backoff) -> Judged:
     """Each settle of a batch fenced (a second settle of one event in the
-    batch is stale) and decided (policy.decide), on the rows as read."""
+    batch is stale) and decided (policy.decide), on the rows as read, each
+    by its own budget and backoff where it stores them (policy.own_budget),
+    else by max_attempts and backoff (the queue's)."""
     judged = Judged()
     settled: set[str] = set()
     for item in items:
@@ -145,9 +149,10 @@ def judge_settles(items: Sequence[SettleItem], held: Mapping[str, Held], *, now_
             continue
         assert row is not None
         settled.add(item.event_id)
+        budget, wait = own_budget(row.max_attempts, row.backoff, max_attempts, backoff)
         decision = decide(item.outcome, event_id=item.event_id, generation=row.generation,
-                          attempts=row.attempts, max_attempts=max_attempts, now_ms=now_ms,
-                          delay=item.delay, backoff=backoff)
+                          attempts=row.attempts, max_attempts=budget, now_ms=now_ms,
+                          delay=item.delay, backoff=wait)
         judged.out.append(Settled(item.event_id, decision.state, from_ms(decision.next_at_ms),
                                   decision.attempts))
         if decision.state is State.ACKED:
@@ -228,19 +233,25 @@ class StoredId(NamedTuple):
     body: str | bytes
 
 
-def fresh_events(items: Sequence[NewEvent], stored: Mapping[str, StoredId]) -> dict[str, NewEvent]:
+def fresh_events(items: Sequence[NewEvent], stored: Mapping[str, StoredId],
+                 kinds: Mapping[str, str | None] | None = None) -> dict[str, NewEvent]:
     """The events to insert, by id: each new id once. A repeat of a stored
     id, or of an earlier item in the batch, must match it (rules.check_repeat
-    raises Conflict otherwise, before anything is written)."""
+    raises Conflict otherwise, before anything is written), and name the
+    same kind (rules.check_repeat_kind) as the stored event (`kinds`: each
+    stored event's kind; a tombstone keeps none) or the earlier item."""
     fresh: dict[str, NewEvent] = {}
     for item in items:
         if item.event_id in stored:
             found = stored[item.event_id]
             rules.check_repeat(item.event_id, item.flow, item.body, stored_flow=found.flow, stored_body=found.body)
+            if kinds is not None and item.event_id in kinds:
+                rules.check_repeat_kind(item.event_id, item.kind, kinds[item.event_id])
         elif item.event_id in fresh:
             earlier = fresh[item.event_id]
             rules.check_repeat(item.event_id, item.flow, item.body, stored_flow=earlier.flow,
                                stored_body=earlier.body)
+            rules.check_repeat_kind(item.event_id, item.kind, earlier.kind)
         else:
             fresh[item.event_id] = item
     return fresh
@@ -304,12 +315,14 @@ def _ms(value: Any) -> float | None:
 def event_info(row: Sequence[Any]) -> EventInfo:
     """An event read as (event_id, flow name, seq, body, state, generation,
     attempts, lifetime_attempts, next_at_ms, lease_until_ms, owner, reason,
-    created_ms, due_ms, first_claim_ms, settled_ms)."""
+    created_ms, due_ms, first_claim_ms, settled_ms, kind, max_attempts,
+    timeout_ms)."""
     return EventInfo(
         event_id=row[0], flow=row[1], seq=int(row[2]), body=body_value(row[3]), state=State(row[4]),
         generation=int(row[5]), attempts=int(row[6]), lifetime_attempts=int(row[7]), next_at=_ms(row[8]),
         lease_until=_ms(row[9]), owner=row[10], reason=row[11], created_at=int(row[12]) / 1000,
         due_at=int(row[13]) / 1000, first_claimed_at=_ms(row[14]), settled_at=_ms(row[15]),
+        kind=row[16], max_attempts=None if row[17] is None else int(row[17]), timeout=_ms(row[18]),
     )
 
 

@@ -31,6 +31,7 @@ __all__ = [
     "join_pass",
     "body_hash",
     "check_repeat",
+    "check_repeat_kind",
     "Quarantine",
     "expired_lease_fate",
 ]
@@ -126,6 +127,19 @@ def check_repeat(event_id: str, flow: str | None, body: str, *, stored_flow: str
     mine: str | bytes = body_hash(body) if isinstance(stored_body, bytes) else body
     if stored_body != mine:
         raise Conflict(event_id, "body")
+
+
+def check_repeat_kind(event_id: str, kind: str | None, stored_kind: str | None) -> None:
+    """An enqueue of an id already stored must name the kind it was stored
+    with: raise Conflict (field "kind") if it does not."""
+    if stored_kind != kind:
+        raise Conflict(event_id, "kind", f"event {event_id!r} is already stored {_of_kind(stored_kind)}, "
+                                         f"not {_of_kind(kind)}")
+
+
+def _of_kind(kind: str | None) -> str:
+    """An event's kind, for messages: "of kind 'email'" or "without a kind"."""
+    return "without a kind" if kind is None else f"of kind {kind!r}"
 
 
 def _in_flow(flow: str | None) -> str:

@@ -60,10 +60,11 @@ class Snapshot(Protocol):
         """The event's state and reason, and its stored result (None: no such event)."""
 
     def events(self, *, state: str | None, flow: str | None, limit: int,
-               after: str | None = None) -> list[EventInfo]:
+               after: str | None = None, kind: str | None = None) -> list[EventInfo]:
         """Up to `limit` events in listing order (a flow's: by seq; else by
-        enqueue order), those after the event `after` when given (keyset
-        paging); InvalidInput naming "after" if no event has that id."""
+        enqueue order), of one kind when given, those after the event
+        `after` when given (keyset paging); InvalidInput naming "after" if
+        no event has that id."""
     def audit(self, event_id: str | None, *, after: int, limit: int | None) -> list[AuditEntry]:
         """Up to `limit` audit rows (None: all), oldest first, those whose id is above `after`."""
     def stats(self, now_ms: int, *, top: int) -> Stats: ...

@@ -15,7 +15,7 @@ from typing import Any
 
 from ..errors import LeaseLost, StaleLease, TransientError
 from ..types import Outcome
-from .job import RELEASE, Decision, Handled, Job
+from .job import RELEASE, Decision, Handled, Job, handler_timeout
 from .verbs import QueueVerbs
 
 log = logging.getLogger("fairq.worker")
@@ -119,8 +119,9 @@ class Heartbeat:
                 held.phase, held.decision = RELEASED, RELEASE
                 return False
             held.phase = RUNNING
-            if self.timeout is not None:
-                held.deadline = time.monotonic() + self.timeout
+            limit = handler_timeout(held.job, self.timeout)
+            if limit is not None:
+                held.deadline = time.monotonic() + limit
                 self._wake.set()  # the beat thread may be asleep past this deadline
             return True
 
@@ -207,7 +208,7 @@ class Heartbeat:
 
     def _end_late(self, now: float) -> None:
         """Take back and settle the batch of every handler past its deadline."""
-        if self.timeout is None or self.settle is None:
+        if self.settle is None:
             return
         with self._lock:
             late = [h for h in self._held.values() if h.phase == RUNNING and h.deadline and h.deadline <= now]
@@ -232,7 +233,7 @@ class Heartbeat:
                     other.phase = TAKEN
         for taken, decisions, running in batches:
             for job in running:
-                log_timeout(job, self.timeout)
+                log_timeout(job, handler_timeout(job, self.timeout))
             try:
                 handled = self.settle([h.job for h in taken], decisions)
             except BaseException as exc:  # a queue error: raised by the batch's step()
@@ -243,7 +244,8 @@ class Heartbeat:
                         other.failure = exc
             for job in running:  # its handler runs on; what it returns is not settled
                 job.lose(StaleLease(job.event_id, job.lease.generation,
-                                    f"{job.event_id}: the handler ran past its {self.timeout} s timeout"))
+                                    f"{job.event_id}: the handler ran past its "
+                                    f"{handler_timeout(job, self.timeout)} s timeout"))
             if self.on_timeout is not None:
                 # Before any waiting thread wakes: a worker process exits here,
                 # and must not claim a new batch it would strand.

@@ -103,6 +103,16 @@ class Job:
         return self.lease.attempts
 
     @property
+    def kind(self) -> str | None:
+        """The event's kind: the name of the task that handles it (None: none)."""
+        return self.lease.kind
+
+    @property
+    def timeout(self) -> float | None:
+        """Seconds the event's own handler timeout allows (None: the worker's own)."""
+        return self.lease.timeout
+
+    @property
     def lost(self) -> bool:
         """True once the lease was found lost or the handler timed out; the result will not be settled."""
         return self._lost is not None
@@ -155,3 +165,10 @@ def describe(exc: BaseException) -> str:
     text = f"{name}: {message}" if message else name
     text = text.replace("\x00", "\\0").encode("utf-8", "backslashreplace").decode("utf-8")
     return text[:MAX_REASON_CHARS]
+
+
+def handler_timeout(job: Job, worker_timeout: float | None) -> float | None:
+    """How long the job's handler may run: the event's own timeout, stored
+    with it (Lease.timeout), else the worker's."""
+    own = job.lease.timeout
+    return worker_timeout if own is None else own

@@ -39,9 +39,9 @@ def call_claim(tx: TxnCore, n: int, *, owner: str | None, requested: tuple[int, 
     committed("claim", in_txn)
     leases: list[Lease] = []
     undecodable: list[tuple[Lease, UndecodableBody]] = []
-    for event_id, flow, seq, body, generation, attempts, lifetime, until, _now, _stored in rows:
+    for event_id, flow, seq, body, generation, attempts, lifetime, until, _now, _stored, kind, timeout_ms in rows:
         lease = Lease(event_id, flow, int(seq), body_value(body), int(generation), int(attempts), int(lifetime),
-                      owner, int(until) / 1000)
+                      owner, int(until) / 1000, kind, None if timeout_ms is None else int(timeout_ms) / 1000)
         if isinstance(lease.body, UndecodableBody):
             undecodable.append((lease, lease.body))
             continue

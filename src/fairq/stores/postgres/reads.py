@@ -27,7 +27,7 @@ _SELECT_AUDIT = "SELECT event_id, action, reason, actor, generation, at_ms, deta
 _EVENT_COLUMNS = (
     "e.event_id, f.name, e.seq, e.body, e.state, e.generation, e.attempts, "
     "e.lifetime_attempts, e.next_at_ms, e.lease_until_ms, e.owner, e.reason, "
-    "e.created_ms, e.due_ms, e.first_claim_ms, e.settled_ms "
+    "e.created_ms, e.due_ms, e.first_claim_ms, e.settled_ms, e.kind, e.max_attempts, e.timeout_ms "
 )
 _SELECT_EVENT = "SELECT " + _EVENT_COLUMNS + "FROM event AS e LEFT JOIN flow AS f ON f.flow_id = e.flow_id "
 # A flow, and its head (the flow's one head row names its lowest unacked event; none when all is acked).
@@ -72,7 +72,7 @@ class PgReads:
         return None if row is None else event_info(row)
 
     def events(self, *, state: str | None, flow: str | None, limit: int,
-               after: str | None = None) -> list[EventInfo]:
+               after: str | None = None, kind: str | None = None) -> list[EventInfo]:
         # Keyset paging: resume after the listed position of `after` (its seq in
         # a flow's listing, its row id otherwise), never counting skipped rows.
         after_id = after_seq = 0
@@ -83,13 +83,20 @@ class PgReads:
             if found is None:
                 raise InvalidInput("after", f"no event {after!r} is stored")
             after_id, after_seq = int(found[0]), int(found[1])
-        params = {"state": state, "flow": flow, "limit": limit, "after_id": after_id, "after_seq": after_seq}
+        params = {"state": state, "flow": flow, "limit": limit, "after_id": after_id, "after_seq": after_seq,
+                  "kind": kind}
         if flow is not None:
             # One flow, in seq order, through its (flow_id, seq) key.
             sql = _SELECT_EVENT + ("WHERE e.flow_id = (SELECT flow_id FROM flow WHERE name = %(flow)s) "
                                    "AND e.seq > %(after_seq)s "
                                    "AND (%(state)s::text IS NULL OR e.state = %(state)s::text) "
+                                   "AND (%(kind)s::text IS NULL OR e.kind = %(kind)s::text) "
                                    "ORDER BY e.seq LIMIT %(limit)s")
+        elif kind is not None:
+            # One kind, in enqueue order, through event_kind from `after` on.
+            sql = _SELECT_EVENT + ("WHERE e.kind = %(kind)s AND e.id > %(after_id)s "
+                                   "AND (%(state)s::text IS NULL OR e.state = %(state)s::text) "
+                                   "ORDER BY e.id LIMIT %(limit)s")
         elif state == "quarantined":
             # The dead-letter list: quarantined events are heads without a
             # dispatch time; the page is cut from head_quarantined (in event

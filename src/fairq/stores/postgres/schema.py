@@ -29,13 +29,14 @@ from .failures import reraise
 #: (None: the step changes only the functions). Steps 4 and 5 brought the
 #: one-statement verbs; step 6 made them cheaper to run (FUNCTIONS); step 7
 #: brought tenants; step 8 discard and pause; step 9 has a settle or extend
-#: of a lease whose end a claim has already seen judged expired (FUNCTIONS); step 10
+#: of a lease whose end a claim has already seen judged expired (FUNCTIONS);
+#: step 10 tasks (an event's kind and its own retry policy); step 11
 #: results and the waits for them.
 STEPS: dict[int, str | None] = {1: "migrations/0001_initial.sql", 2: "migrations/0002_console.sql",
                                 3: "migrations/0003_clock_mode.sql", 4: None, 5: None, 6: None,
                                 7: "migrations/0004_tenants.sql", 8: "migrations/0005_operators.sql", 9: None,
-                                10: "migrations/0006_results.sql"}
-LATEST = 10
+                                10: "migrations/0006_tasks.sql", 11: "migrations/0007_results.sql"}
+LATEST = 11
 #: The functions as this fairq defines them, applied in order after the steps
 #: of every upgrade.
 FUNCTIONS = ("migrations/tenants.sql", "migrations/verbs.sql", "migrations/enqueue.sql",
@@ -51,7 +52,7 @@ TENANTS_VERSION = 7
 #: The first version with discard and pause (fairq_discard, fairq_set_paused).
 OPERATORS_VERSION = 8
 #: The first version with results (tables event_result and event_result_waiter).
-RESULTS_VERSION = 10
+RESULTS_VERSION = 11
 #: The receipts table of an Inbox: made with step 1, or alone (ensure_receipts).
 RECEIPTS = "migrations/receipts.sql"
 

@@ -41,13 +41,14 @@ def _held(tx: TxnCore, event_ids: list[str], *, lock_flows: bool,
                "WHERE event_id = ANY(%(ids)s::text[])) ORDER BY event_pk FOR UPDATE", {"ids": ids})
     rows = tx.execute(
         "SELECT e.event_id, e.id, e.flow_id, e.seq, e.state, e.generation, e.attempts, e.lifetime_attempts, "
-        "e.lease_until_ms, e.owner, h.pass, h.turn, e.reason, h.runnable AND e.state = 'inflight' "
+        "e.lease_until_ms, e.owner, h.pass, h.turn, e.reason, e.max_attempts, e.backoff, "
+        "h.runnable AND e.state = 'inflight' "
         "FROM event AS e LEFT JOIN head AS h ON h.event_pk = e.id WHERE e.event_id = ANY(%(ids)s::text[])",
         {"ids": ids},
     ).fetchall()
     if seen_expired is not None:
-        seen_expired.update(row[0] for row in rows if row[13])
-    return {row[0]: Held._make(row[:13]) for row in rows}
+        seen_expired.update(row[0] for row in rows if row[15])
+    return {row[0]: Held._make(row[:15]) for row in rows}
 
 
 def _live(tx: TxnCore, event_id: str, generation: int, now_ms: int, *, lock_flows: bool) -> tuple[Held, int]:
@@ -77,14 +78,14 @@ def extend(tx: TxnCore, event_id: str, generation: int, *, lease_ms: int, now_ms
         "UPDATE event SET lease_until_ms = %(until)s WHERE id = %(id)s AND generation = %(gen)s "
         "AND state = 'inflight' AND lease_until_ms = %(old)s "
         "RETURNING seq, body, generation, attempts, lifetime_attempts, owner, lease_until_ms, "
-        "(SELECT name FROM flow WHERE flow_id = event.flow_id)",
+        "(SELECT name FROM flow WHERE flow_id = event.flow_id), kind, timeout_ms",
         {"id": row.id, "until": until, "gen": row.generation, "old": row.lease_until_ms},
     ).fetchone()
     if got is None:
         raise StoreError("event", f"event {event_id!r} changed under its lock; nothing was written")
     tx.execute("UPDATE head SET dispatch_ms = %(until)s WHERE event_pk = %(id)s", {"id": row.id, "until": until})
     return Lease(event_id, got[7], int(got[0]), body_value(got[1]), int(got[2]), int(got[3]), int(got[4]),
-                 got[5], int(got[6]) / 1000)
+                 got[5], int(got[6]) / 1000, got[8], None if got[9] is None else int(got[9]) / 1000)
 
 
 def redrive_many(tx: TxnCore, items: Sequence[tuple[str, int]], *, reason: str, actor: str | None,

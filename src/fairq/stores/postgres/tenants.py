@@ -40,11 +40,12 @@ def _not(tenant: str | None) -> str:
 
 
 def judge_batch(items: Sequence[NewEvent], stored: Mapping[str, StoredId], tenants: Mapping[str, StoredTenant],
-                flows: Mapping[str, str | None]) -> dict[str, NewEvent]:
+                flows: Mapping[str, str | None], kinds: Mapping[str, str | None] | None = None) -> dict[str, NewEvent]:
     """fresh_events, with tenants: the first item in batch order that does
-    not match what it repeats (flow, body, tenant), or that names a flow of
-    another tenant (`flows`: the tenant fixed by each flow's first stored
-    event), raises Conflict; nothing was written. Else the events to insert."""
+    not match what it repeats (flow, body, kind (`kinds`: each stored
+    event's), tenant), or that names a flow of another tenant (`flows`: the
+    tenant fixed by each flow's first stored event), raises Conflict;
+    nothing was written. Else the events to insert."""
     fixed = dict(flows)
     earlier: dict[str, NewEvent] = {}
     for i, item in enumerate(items):
@@ -64,9 +65,9 @@ def judge_batch(items: Sequence[NewEvent], stored: Mapping[str, StoredId], tenan
         if item.event_id not in stored and before is None:
             earlier[item.event_id] = item
         if problem is not None:
-            fresh_events(items[:i + 1], stored)  # a flow or body conflict of this item or one before it
+            fresh_events(items[:i + 1], stored, kinds)  # a flow, body or kind conflict of this item or one before
             raise Conflict(item.event_id, "tenant", problem)
-    return fresh_events(items, stored)
+    return fresh_events(items, stored, kinds)
 
 
 # -- reads ---------------------------------------------------------------------

@@ -131,8 +131,8 @@ def call_extend(tx: TxnCore, event_id: str, generation: int, *, requested: tuple
                                            "lease_ms": lease_ms})
     refused_time(rows, requested, 11)
     _crash.point("extend", "after_commit")
-    (kind, flow, seq, body, gen, attempts, lifetime, owner, until, state, now, _stored) = rows[0]
+    (kind, flow, seq, body, gen, attempts, lifetime, owner, until, state, now, _stored, task, timeout_ms) = rows[0]
     if kind != "extended":
         raise _lost(event_id, generation, int(now), state, gen, until)
     return Lease(event_id, flow, int(seq), body_value(body), int(gen), int(attempts), int(lifetime), owner,
-                 int(until) / 1000)
+                 int(until) / 1000, task, None if timeout_ms is None else int(timeout_ms) / 1000)

@@ -30,7 +30,7 @@ from .txn import TxnCore
 _PAGE = (
     "SELECT e.id, e.event_id, f.name, f.weight, e.seq, e.body, e.pass, e.state, "
     "e.generation, e.attempts, e.lifetime_attempts, e.lease_until_ms, e.owner, "
-    "e.due_ms, e.first_claim_ms, e.turn "
+    "e.due_ms, e.first_claim_ms, e.kind, e.max_attempts, e.timeout_ms, e.turn "
     "FROM event AS e INDEXED BY event_rotation LEFT JOIN flow AS f ON f.flow_id = e.flow_id "
     "WHERE e.runnable = 1 AND e.tenant_id IS NULL ORDER BY e.pass, e.turn LIMIT :limit"
 )
@@ -84,7 +84,7 @@ def claim_many(tx: TxnCore, n: int, *, owner: str | None, now_ms: int, lease_ms:
             exhausted = len(page) < limit  # a short page: nothing else of no tenant is runnable
         read = page[at] if at < len(page) else None
         tenant = tenants.first() if tenants is not None else None
-        if tenants is not None and tenant is not None and (read is None or tenant.place < (read[6], read[15])):
+        if tenants is not None and tenant is not None and (read is None or tenant.place < (read[6], read[18])):
             # The tenant's turn comes first: its own head, claimed and written at once.
             taken = tenants.claim(tenant, owner=owner, lease_until_ms=lease_until, max_attempts=max_attempts)
             if taken is not None:
@@ -96,7 +96,7 @@ def claim_many(tx: TxnCore, n: int, *, owner: str | None, now_ms: int, lease_ms:
         if read is None:
             break
         at += 1
-        head = Head._make(read[:15])
+        head = Head._make(read[:18])
         verdict = claim_head(tx, head, vtime=row.vtime, tail=row.tail, owner=owner, now_ms=now_ms,
                              lease_until_ms=lease_until, max_attempts=max_attempts)
         if verdict is None:

@@ -31,26 +31,28 @@ from .tenant_rows import Joining, flow_conflict, joining, tenant_name, write_joi
 from .txn import TxnCore
 
 
-# An event id names one (flow, body, tenant) forever: a repeat must match
-# it, and so must a repeat of a purged id, while its tombstone is kept (an
-# id is never in both tables). Both read by the event_id indexes. A
+# An event id names one (flow, body, tenant, kind) forever: a repeat must
+# match it, and so must a repeat of a purged id, while its tombstone is kept
+# (an id is never in both tables). Both read by the event_id indexes. A
 # tombstone knows its tenant through its named flow; of an unordered event
-# it does not (the last column: whether the tenant is known).
+# it does not (the sixth column: whether the tenant is known); it keeps no
+# kind (the last column: whether the kind, the seventh, is known).
 _KNOWN = (
     "SELECT e.event_id, f.name, e.seq, e.body, (SELECT n.name FROM tenant AS n WHERE n.tenant_id = e.tenant_id), "
-    "1 FROM event AS e LEFT JOIN flow AS f ON f.flow_id = e.flow_id "
+    "1, e.kind, 1 FROM event AS e LEFT JOIN flow AS f ON f.flow_id = e.flow_id "
     "WHERE e.event_id IN (SELECT value FROM json_each(:ids)) "
     "UNION ALL "
     "SELECT t.event_id, f.name, t.seq, t.body_hash, (SELECT n.name FROM tenant AS n WHERE n.tenant_id = f.tenant_id), "
-    "t.flow_id IS NOT NULL FROM tombstone AS t LEFT JOIN flow AS f ON f.flow_id = t.flow_id "
+    "t.flow_id IS NOT NULL, NULL, 0 FROM tombstone AS t LEFT JOIN flow AS f ON f.flow_id = t.flow_id "
     "WHERE t.event_id IN (SELECT value FROM json_each(:ids))"
 )
 _KNOWN_ONE = (
     "SELECT e.event_id, f.name, e.seq, e.body, (SELECT n.name FROM tenant AS n WHERE n.tenant_id = e.tenant_id), "
-    "1 FROM event AS e LEFT JOIN flow AS f ON f.flow_id = e.flow_id WHERE e.event_id = :id "
+    "1, e.kind, 1 FROM event AS e LEFT JOIN flow AS f ON f.flow_id = e.flow_id WHERE e.event_id = :id "
     "UNION ALL "
     "SELECT t.event_id, f.name, t.seq, t.body_hash, (SELECT n.name FROM tenant AS n WHERE n.tenant_id = f.tenant_id), "
-    "t.flow_id IS NOT NULL FROM tombstone AS t LEFT JOIN flow AS f ON f.flow_id = t.flow_id WHERE t.event_id = :id"
+    "t.flow_id IS NOT NULL, NULL, 0 FROM tombstone AS t LEFT JOIN flow AS f ON f.flow_id = t.flow_id "
+    "WHERE t.event_id = :id"
 )
 
 
@@ -63,6 +65,30 @@ _INSERT_OWN_FLOW = (
     "WHERE NOT EXISTS (SELECT 1 FROM tombstone WHERE event_id = ?1) "
     "ON CONFLICT (event_id) DO NOTHING"
 )
+# The same, for an event with a kind or a policy of its own (then in ?8 to ?11).
+_INSERT_OWN_FLOW_TASK = (
+    "INSERT INTO event (event_id, flow_id, seq, body, state, created_ms, due_ms, next_at_ms, "
+    "pass, turn, dispatch_ms, runnable, kind, max_attempts, timeout_ms, backoff) "
+    "SELECT ?1, NULL, 1, ?2, 'ready', ?3, ?4, ?4, ?5, ?6, ?4, ?7, ?8, ?9, ?10, ?11 "
+    "WHERE NOT EXISTS (SELECT 1 FROM tombstone WHERE event_id = ?1) "
+    "ON CONFLICT (event_id) DO NOTHING"
+)
+
+# A batch's new events (only heads get a rotation place and a dispatch
+# time); with each event's tenant, and with its kind and policy, when the
+# batch has any (a batch without them writes neither).
+_INSERT = ("INSERT INTO event (event_id, flow_id, seq, body, state, created_ms, due_ms, next_at_ms, "
+           "pass, turn, dispatch_ms, runnable{columns}) VALUES (?, ?, ?, ?, 'ready', ?, ?, ?, ?, ?, ?, ?{marks})")
+_TENANT = (", tenant_id", ", ?")
+_TASK = (", kind, max_attempts, timeout_ms, backoff", ", ?, ?, ?, ?")
+_INSERTS = {(tenanted, tasked): _INSERT.format(columns=(_TENANT[0] if tenanted else "") + (_TASK[0] if tasked else ""),
+                                               marks=(_TENANT[1] if tenanted else "") + (_TASK[1] if tasked else ""))
+            for tenanted in (False, True) for tasked in (False, True)}
+
+
+def _tasked(item: NewEvent) -> bool:
+    """Does the event carry a kind or a policy of its own?"""
+    return not (item.kind is None and item.max_attempts is None and item.timeout_ms is None and item.backoff is None)
 
 
 def enqueue_many(tx: TxnCore, items: Sequence[NewEvent], now_ms: int) -> list[Enqueued]:
@@ -78,7 +104,7 @@ def enqueue_many(tx: TxnCore, items: Sequence[NewEvent], now_ms: int) -> list[En
     else:
         found = tx.connection.execute(_KNOWN, {"ids": json.dumps([item.event_id for item in items])}).fetchall()
     stored = {row[0]: StoredId._make(row[:4]) for row in found}
-    fresh = fresh_events(items, stored)
+    fresh = fresh_events(items, stored, {row[0]: row[6] for row in found if row[7]})
     _check_repeated_tenants(items, {row[0]: row[4] for row in found if row[5]}, fresh)
     seqs = _insert_events(tx, list(fresh.values()), now_ms) if fresh else {}
     return enqueued(items, stored, seqs)
@@ -110,10 +136,13 @@ def _insert_own_flow(tx: TxnCore, item: NewEvent, now_ms: int) -> bool:
     row = tx.state_row()
     next_at = ready_at(item, now_ms)
     turn = row.turn + 1  # taken below only if the insert happened
-    inserted = tx.cursor.execute(
-        _INSERT_OWN_FLOW,
-        (item.event_id, item.body, now_ms, next_at, rules.join_pass(row.tail), turn, int(next_at <= now_ms)),
-    ).rowcount
+    params: tuple[Any, ...] = (item.event_id, item.body, now_ms, next_at, rules.join_pass(row.tail), turn,
+                               int(next_at <= now_ms))
+    if _tasked(item):
+        inserted = tx.cursor.execute(_INSERT_OWN_FLOW_TASK, (*params, item.kind, item.max_attempts, item.timeout_ms,
+                                                             item.backoff)).rowcount
+    else:
+        inserted = tx.cursor.execute(_INSERT_OWN_FLOW, params).rowcount
     if not inserted:
         return False
     taken = tx.next_turn()
@@ -161,22 +190,16 @@ def _insert_events(tx: TxnCore, items: list[NewEvent], now_ms: int) -> dict[str,
             rows.append((item.event_id, p.flow_id, p.seq, item.body, now_ms, next_at, next_at,
                          None, None, None, 0))
         seqs[item.event_id] = p.seq
-    # Only heads get a rotation place and a dispatch time. Positional
-    # parameters, in the column order: the hottest insert, where binding
-    # eleven named ones cost ~4 us a row.
-    if not tenants:
-        tx.connection.executemany(
-            "INSERT INTO event (event_id, flow_id, seq, body, state, created_ms, due_ms, next_at_ms, "
-            "pass, turn, dispatch_ms, runnable) VALUES (?, ?, ?, ?, 'ready', ?, ?, ?, ?, ?, ?, ?)",
-            rows,
-        )
-    else:
+    # Positional parameters, in the column order: the hottest insert, where
+    # binding eleven named ones cost ~4 us a row.
+    tasked = any(_tasked(item) for item in items)
+    if tenants:
         # Each event carries its tenant, and the tenants their new heads.
-        tx.connection.executemany(
-            "INSERT INTO event (event_id, flow_id, seq, body, state, created_ms, due_ms, next_at_ms, "
-            "pass, turn, dispatch_ms, runnable, tenant_id) VALUES (?, ?, ?, ?, 'ready', ?, ?, ?, ?, ?, ?, ?, ?)",
-            [(*r, None if item.tenant is None else tenants[item.tenant].tenant_id) for r, item in zip(rows, items)],
-        )
+        rows = [(*r, None if item.tenant is None else tenants[item.tenant].tenant_id) for r, item in zip(rows, items)]
+    if tasked:
+        rows = [(*r, item.kind, item.max_attempts, item.timeout_ms, item.backoff) for r, item in zip(rows, items)]
+    tx.connection.executemany(_INSERTS[bool(tenants), tasked], rows)
+    if tenants:
         write_joined(tx, tenants.values())
     tx.moved(None, "ready", len(rows))
     tx.happened("enqueued", len(rows))

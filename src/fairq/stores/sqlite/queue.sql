@@ -123,7 +123,11 @@ CREATE TABLE event (
     -- unordered event; NULL: none (the flow is its own tenant). Never changes.
     -- Not a foreign key: tenants are never removed, and a key would make
     -- every insert of a tenant plan a scan of this table.
-    tenant_id         INTEGER,
+    -- Then, on its line, the event's kind (a task name; NULL: none) and its own retry
+    -- budget, handler timeout and backoff (JSON text; NULL: the queue's
+    -- policy), which never change; laid out as step 9's ALTER TABLE writes
+    -- them, so both files store the same text.
+    tenant_id         INTEGER, kind TEXT, max_attempts INTEGER CHECK (max_attempts >= 1), timeout_ms INTEGER CHECK (timeout_ms >= 1), backoff TEXT,
     CHECK (flow_id IS NOT NULL OR seq = 1),
     CHECK ((state = 'inflight') = (lease_until_ms IS NOT NULL)),
     CHECK ((state = 'ready') = (next_at_ms IS NOT NULL)),
@@ -156,6 +160,9 @@ CREATE INDEX event_quarantined ON event (id) WHERE state = 'quarantined';
 -- The heads of paused flows (out of the dispatch indexes until resumed, as
 -- quarantined heads are): stats counts them, resume finds them.
 CREATE INDEX event_paused ON event (flow_id) WHERE pass IS NOT NULL AND dispatch_ms IS NULL AND state != 'quarantined';
+-- Events of each kind in enqueue order (events(kind=...)); an event without
+-- a kind has no entry, and no write ever changes an event's kind or id.
+CREATE INDEX event_kind ON event (kind, id) WHERE kind IS NOT NULL;
 
 -- Decisions that explain an event's history: retries, quarantines, expired
 -- leases, redrives, discards, misfired schedule slots; and clock resets, policy

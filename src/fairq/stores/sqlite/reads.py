@@ -72,7 +72,7 @@ class SqliteReads:
         return results.read_result(self.connection, event_id)
 
     def events(self, *, state: str | None, flow: str | None, limit: int,
-               after: str | None = None) -> list[EventInfo]:
+               after: str | None = None, kind: str | None = None) -> list[EventInfo]:
         # Keyset paging: resume after the listed position of `after` (its seq in
         # a flow's listing, its row id otherwise), never counting skipped rows.
         after_id = after_seq = 0
@@ -83,13 +83,19 @@ class SqliteReads:
             if found is None:
                 raise InvalidInput("after", f"no event {after!r} is stored")
             after_id, after_seq = found
-        params = {"state": state, "flow": flow, "limit": limit, "after_id": after_id, "after_seq": after_seq}
+        params = {"state": state, "flow": flow, "limit": limit, "after_id": after_id, "after_seq": after_seq,
+                  "kind": kind}
         if flow is not None:
             # One flow, in seq order, through its (flow_id, seq) index.
             sql = _SELECT_EVENT + (
                 "WHERE e.flow_id = (SELECT flow_id FROM flow WHERE name = :flow) AND e.seq > :after_seq "
-                "AND (:state IS NULL OR e.state = :state) ORDER BY e.seq LIMIT :limit"
+                "AND (:state IS NULL OR e.state = :state) AND (:kind IS NULL OR e.kind = :kind) "
+                "ORDER BY e.seq LIMIT :limit"
             )
+        elif kind is not None:
+            # One kind, in enqueue order, through its (kind, id) index.
+            sql = _SELECT_EVENT + ("WHERE e.kind = :kind AND e.id > :after_id "
+                                   "AND (:state IS NULL OR e.state = :state) ORDER BY e.id LIMIT :limit")
         elif state == "quarantined":
             # The dead-letter list, through its partial index.
             sql = _SELECT_EVENT + ("WHERE e.state = 'quarantined' AND e.id > :after_id "
@@ -254,6 +260,6 @@ _SELECT_AUDIT = "SELECT event_id, action, reason, actor, generation, at_ms, deta
 _SELECT_EVENT = (
     "SELECT e.event_id, f.name, e.seq, e.body, e.state, e.generation, e.attempts, "
     "e.lifetime_attempts, e.next_at_ms, e.lease_until_ms, e.owner, e.reason, "
-    "e.created_ms, e.due_ms, e.first_claim_ms, e.settled_ms "
+    "e.created_ms, e.due_ms, e.first_claim_ms, e.settled_ms, e.kind, e.max_attempts, e.timeout_ms "
     "FROM event AS e LEFT JOIN flow AS f ON f.flow_id = e.flow_id "
 )

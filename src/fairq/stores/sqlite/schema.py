@@ -25,9 +25,9 @@ APPLICATION_ID = 0x66710001
 MIGRATIONS: dict[int, str] = {2: "migrations/0002_schedules.sql", 3: "migrations/0003_retention.sql",
                               4: "migrations/0004_clock_reset.sql", 5: "migrations/0005_policy.sql",
                               6: "migrations/0006_queue_state.sql", 7: "migrations/0007_tenants.sql",
-                              8: "migrations/0008_operators.sql",
-                              9: "migrations/0009_results.sql"}
-LATEST = 9
+                              8: "migrations/0008_operators.sql", 9: "migrations/0009_tasks.sql",
+                              10: "migrations/0010_results.sql"}
+LATEST = 10
 #: The first version whose file stores the retry policy (table policy).
 POLICY_VERSION = 5
 
@@ -39,7 +39,7 @@ OWN_TABLES = ("queue_state", "flow", "event", "audit", "schedule", "tombstone", 
 #: in the file refuses the upgrade before anything changes.
 STEP_TABLES: dict[int, tuple[str, ...]] = {2: ("schedule",), 3: ("tombstone", "retention"), 4: ("audit",),
                                            5: ("audit", "policy"), 6: ("queue_state",), 7: ("tenant", "audit"),
-                                           8: ("event", "audit"), 9: ("event_result",)}
+                                           8: ("event", "audit"), 9: (), 10: ("event_result",)}
 
 #: Tables a step creates again with their rows (fairq's own since an earlier
 #: version, so they are not clashes).

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 from ..backend import SettleItem
 from ...errors import LeaseLost, RedriveRefused
-from ...kernel.policy import Backoff
+from ...kernel.policy import Backoff, from_ms
 from ...types import Lease, Settled
 from ..._json import body_value
 from ...kernel.rows import Held, Judged, held_live, judge_settles, redrive_each
@@ -24,12 +24,13 @@ from .tenant_rows import Counts
 from .txn import TxnCore
 
 # The columns a settle, extend, redrive or discard needs to judge a lease (a
-# Held), then the event's tenant, whether its flow is paused and the seq its
-# flow's next event gets (by the flow's key; an event of a flow of its own
-# has no flow row).
+# Held, with the event's own budget and backoff), then the event's tenant,
+# whether its flow is paused and the seq its flow's next event gets (by the
+# flow's key; an event of a flow of its own has no flow row).
 _FENCE_COLUMNS = (
     "SELECT e.event_id, e.id, e.flow_id, e.seq, e.state, e.generation, e.attempts, e.lifetime_attempts, "
-    "e.lease_until_ms, e.owner, e.pass, e.turn, e.reason, e.tenant_id, f.paused, f.next_seq "
+    "e.lease_until_ms, e.owner, e.pass, e.turn, e.reason, e.max_attempts, e.backoff, "
+    "e.tenant_id, f.paused, f.next_seq "
     "FROM event AS e LEFT JOIN flow AS f ON f.flow_id = e.flow_id "
 )
 _FENCE_ONE = _FENCE_COLUMNS + "WHERE e.event_id = :id"
@@ -49,12 +50,12 @@ def held_rows(tx: TxnCore, event_ids: list[str], tenants: dict[int, int] | None 
     else:
         rows = tx.connection.execute(_FENCE_MANY, {"ids": json.dumps(event_ids)}).fetchall()
     if tenants is not None:
-        tenants.update((row[1], row[13]) for row in rows if row[13] is not None)
+        tenants.update((row[1], row[15]) for row in rows if row[15] is not None)
     if paused is not None:
-        paused.update(row[1] for row in rows if row[14])
+        paused.update(row[1] for row in rows if row[16])
     if last is not None:
-        last.update(row[1] for row in rows if row[15] is not None and row[3] + 1 == row[15])
-    return {row[0]: Held._make(row[:13]) for row in rows}
+        last.update(row[1] for row in rows if row[17] is not None and row[3] + 1 == row[17])
+    return {row[0]: Held._make(row[:15]) for row in rows}
 
 
 def check_fence(tx: TxnCore, event_id: str, generation: int, now_ms: int) -> None:
@@ -172,11 +173,11 @@ def extend(tx: TxnCore, event_id: str, generation: int, *, lease_ms: int, now_ms
         "UPDATE event SET lease_until_ms = :lease_until_ms, "
         "dispatch_ms = CASE WHEN dispatch_ms IS NULL THEN NULL ELSE :lease_until_ms END "
         "WHERE id = :id RETURNING seq, body, generation, attempts, lifetime_attempts, owner, "
-        "lease_until_ms",
+        "lease_until_ms, kind, timeout_ms",
         {"id": row.id, "lease_until_ms": now_ms + lease_ms},
     ).fetchone()
     return Lease(event_id, _flow_name(tx, row.flow_id), got[0], body_value(got[1]), got[2], got[3],
-                 got[4], got[5], got[6] / 1000)
+                 got[4], got[5], got[6] / 1000, got[7], from_ms(got[8]))
 
 
 def _flow_name(tx: TxnCore, flow_id: int | None) -> str | None:

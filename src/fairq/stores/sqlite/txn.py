@@ -84,7 +84,7 @@ _STATE_ROW_AND_HEAD = (
     "(SELECT max(tenant_id) FROM tenant) IS NOT NULL, "
     "h.id, h.event_id, f.name, f.weight, h.seq, h.body, h.pass, h.state, "
     "h.generation, h.attempts, h.lifetime_attempts, h.lease_until_ms, h.owner, h.due_ms, h.first_claim_ms, "
-    "h.turn "
+    "h.kind, h.max_attempts, h.timeout_ms, h.turn "
     "FROM queue_state AS s JOIN policy AS p ON p.id = 1 "
     "LEFT JOIN event AS h ON h.id = (SELECT e.id FROM event AS e INDEXED BY event_rotation "
     "WHERE e.runnable = 1 AND e.tenant_id IS NULL ORDER BY e.pass, e.turn LIMIT 1) "

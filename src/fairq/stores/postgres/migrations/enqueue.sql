@@ -52,12 +52,18 @@ $$;
 -- Conflict on them (fairq.stores.postgres.tenants.judge_batch). Else the
 -- rows are the stored ids and each new event (o_kind 'new': o_event_id,
 -- o_seq). One row with only o_stored: an explicit time before the stored
--- clock, refused. p_tenants: each item's tenant (NULL: none).
+-- clock, refused. p_tenants: each item's tenant (NULL: none). p_kinds,
+-- p_max_attempts, p_timeouts, p_backoffs: each item's kind and its own
+-- policy (NULL arrays: none has any), stored with a new event; a repeat of
+-- a stored event (not of a tombstone, which keeps no kind) or of an
+-- earlier item must name the same kind, or it conflicts (o_ev_kind: the
+-- stored event's kind).
 CREATE OR REPLACE FUNCTION fairq_enqueue(p_ids text[], p_flows text[], p_bodies text[], p_hashes bytea[],
                                          p_delays bigint[], p_ats bigint[], p_model boolean, p_requested bigint,
-                                         p_explicit boolean, p_fold integer, p_tenants text[])
+                                         p_explicit boolean, p_fold integer, p_tenants text[], p_kinds text[],
+                                         p_max_attempts integer[], p_timeouts bigint[], p_backoffs text[])
 RETURNS TABLE (o_kind text, o_event_id text, o_flow text, o_seq bigint, o_body text, o_hash bytea,
-               o_stored bigint, o_tenant text, o_known boolean)
+               o_stored bigint, o_tenant text, o_known boolean, o_ev_kind text)
 -- Its statements join arrays the planner cannot size well: a large batch
 -- would be planned as costly enough to compile (JIT), which takes longer
 -- than the work; they are planned once per session (generic plans), as
@@ -74,12 +80,17 @@ DECLARE
     v_s_hashes bytea[];
     v_s_tenants text[];
     v_s_known boolean[];
+    v_s_kinds text[];
     v_f_ids text[];
     v_f_flows text[];
     v_f_bodies text[];
     v_f_delays bigint[];
     v_f_ats bigint[];
     v_f_tenants text[];
+    v_f_kinds text[];
+    v_f_max integer[];
+    v_f_timeouts bigint[];
+    v_f_backoffs text[];
     v_names text[];
     v_counts bigint[];
     v_fl_names text[];
@@ -118,30 +129,35 @@ BEGIN
     -- flow whose first event is stored has that flow's tenant; of a flow new
     -- here, the tenant of the flow's first new event.
     WITH b AS (SELECT b.*, row_number() OVER w = 1 AS first_of_id, first_value(b.flow) OVER w AS f_flow,
-                      first_value(b.body) OVER w AS f_body, first_value(b.tenant) OVER w AS f_tenant
-               FROM unnest(p_ids, p_flows, p_bodies, p_hashes, p_delays, p_ats, p_tenants)
-                    WITH ORDINALITY AS b(event_id, flow, body, hash, delay, at, tenant, i)
+                      first_value(b.body) OVER w AS f_body, first_value(b.tenant) OVER w AS f_tenant,
+                      first_value(b.ev_kind) OVER w AS f_ev_kind
+               FROM unnest(p_ids, p_flows, p_bodies, p_hashes, p_delays, p_ats, p_tenants, p_kinds, p_max_attempts,
+                           p_timeouts, p_backoffs)
+                    WITH ORDINALITY AS b(event_id, flow, body, hash, delay, at, tenant, ev_kind, max_attempts, timeout,
+                                         backoff, i)
                WINDOW w AS (PARTITION BY b.event_id ORDER BY b.i)),
          k AS (SELECT b.*, s.*, fl.fixed, fl.f_tenant_name,
                       first_value(b.tenant) OVER (PARTITION BY b.flow, s.s_seq IS NULL AND b.first_of_id
                                                   ORDER BY b.i) AS flow_first_tenant
                FROM b LEFT JOIN LATERAL (
-                   SELECT f.name, e.seq, e.body, NULL::bytea, tn.name, true FROM event AS e
+                   SELECT f.name, e.seq, e.body, NULL::bytea, tn.name, true, e.kind FROM event AS e
                    LEFT JOIN flow AS f ON f.flow_id = e.flow_id LEFT JOIN tenant AS tn ON tn.tenant_id = e.tenant_id
                    WHERE e.event_id = b.event_id
                    UNION ALL
-                   SELECT f.name, t.seq, NULL::text, t.body_hash, NULL::text, false FROM tombstone AS t
+                   SELECT f.name, t.seq, NULL::text, t.body_hash, NULL::text, false, NULL::text FROM tombstone AS t
                    LEFT JOIN flow AS f ON f.flow_id = t.flow_id WHERE t.event_id = b.event_id)
-               AS s(s_flow, s_seq, s_body, s_hash, s_tenant, s_known) ON true
+               AS s(s_flow, s_seq, s_body, s_hash, s_tenant, s_known, s_ev_kind) ON true
                LEFT JOIN LATERAL (SELECT f.next_seq > 1 AS fixed, tn.name AS f_tenant_name FROM flow AS f
                                   LEFT JOIN tenant AS tn ON tn.tenant_id = f.tenant_id WHERE f.name = b.flow)
                AS fl ON v_any AND b.flow IS NOT NULL)
     SELECT coalesce(bool_or(CASE WHEN k.s_seq IS NOT NULL
                                  THEN NOT fairq_repeats(k.flow, k.body, k.hash, k.s_flow, k.s_body, k.s_hash)
                                       OR (k.s_known AND k.s_tenant IS DISTINCT FROM k.tenant)
+                                      OR (k.s_known AND k.s_ev_kind IS DISTINCT FROM k.ev_kind)
                                  WHEN NOT k.first_of_id
                                  THEN NOT fairq_repeats(k.flow, k.body, k.hash, k.f_flow, k.f_body, NULL)
                                       OR k.f_tenant IS DISTINCT FROM k.tenant
+                                      OR k.f_ev_kind IS DISTINCT FROM k.ev_kind
                                  WHEN k.flow IS NULL THEN false
                                  WHEN k.fixed THEN k.f_tenant_name IS DISTINCT FROM k.tenant
                                  ELSE k.flow_first_tenant IS DISTINCT FROM k.tenant END), false),
@@ -152,24 +168,32 @@ BEGIN
            coalesce(array_agg(k.s_hash ORDER BY k.i) FILTER (WHERE k.s_seq IS NOT NULL AND k.first_of_id), '{}'),
            coalesce(array_agg(k.s_tenant ORDER BY k.i) FILTER (WHERE k.s_seq IS NOT NULL AND k.first_of_id), '{}'),
            coalesce(array_agg(k.s_known ORDER BY k.i) FILTER (WHERE k.s_seq IS NOT NULL AND k.first_of_id), '{}'),
+           coalesce(array_agg(k.s_ev_kind ORDER BY k.i) FILTER (WHERE k.s_seq IS NOT NULL AND k.first_of_id), '{}'),
            array_agg(k.event_id ORDER BY k.i) FILTER (WHERE k.s_seq IS NULL AND k.first_of_id),
            array_agg(k.flow ORDER BY k.i) FILTER (WHERE k.s_seq IS NULL AND k.first_of_id),
            array_agg(k.body ORDER BY k.i) FILTER (WHERE k.s_seq IS NULL AND k.first_of_id),
            array_agg(k.delay ORDER BY k.i) FILTER (WHERE k.s_seq IS NULL AND k.first_of_id),
            array_agg(k.at ORDER BY k.i) FILTER (WHERE k.s_seq IS NULL AND k.first_of_id),
-           array_agg(k.tenant ORDER BY k.i) FILTER (WHERE k.s_seq IS NULL AND k.first_of_id)
-    INTO v_conflict, v_s_ids, v_s_flows, v_s_seqs, v_s_bodies, v_s_hashes, v_s_tenants, v_s_known, v_f_ids,
-         v_f_flows, v_f_bodies, v_f_delays, v_f_ats, v_f_tenants
+           array_agg(k.tenant ORDER BY k.i) FILTER (WHERE k.s_seq IS NULL AND k.first_of_id),
+           array_agg(k.ev_kind ORDER BY k.i) FILTER (WHERE k.s_seq IS NULL AND k.first_of_id),
+           array_agg(k.max_attempts ORDER BY k.i) FILTER (WHERE k.s_seq IS NULL AND k.first_of_id),
+           array_agg(k.timeout ORDER BY k.i) FILTER (WHERE k.s_seq IS NULL AND k.first_of_id),
+           array_agg(k.backoff ORDER BY k.i) FILTER (WHERE k.s_seq IS NULL AND k.first_of_id)
+    INTO v_conflict, v_s_ids, v_s_flows, v_s_seqs, v_s_bodies, v_s_hashes, v_s_tenants, v_s_known, v_s_kinds,
+         v_f_ids, v_f_flows, v_f_bodies, v_f_delays, v_f_ats, v_f_tenants, v_f_kinds, v_f_max, v_f_timeouts,
+         v_f_backoffs
     FROM k;
     IF v_conflict THEN
-        RETURN QUERY SELECT 'stored', s.event_id, s.flow, s.seq, s.body, s.hash, NULL::bigint, s.tenant, s.known
-                     FROM unnest(v_s_ids, v_s_flows, v_s_seqs, v_s_bodies, v_s_hashes, v_s_tenants, v_s_known)
-                          AS s(event_id, flow, seq, body, hash, tenant, known)
+        RETURN QUERY SELECT 'stored', s.event_id, s.flow, s.seq, s.body, s.hash, NULL::bigint, s.tenant, s.known,
+                            s.ev_kind
+                     FROM unnest(v_s_ids, v_s_flows, v_s_seqs, v_s_bodies, v_s_hashes, v_s_tenants, v_s_known,
+                                 v_s_kinds)
+                          AS s(event_id, flow, seq, body, hash, tenant, known, ev_kind)
                      UNION ALL
-                     SELECT 'flow', NULL, f.name, NULL, NULL, NULL, NULL, tn.name, true FROM flow AS f
+                     SELECT 'flow', NULL, f.name, NULL, NULL, NULL, NULL, tn.name, true, NULL FROM flow AS f
                      LEFT JOIN tenant AS tn ON tn.tenant_id = f.tenant_id
                      WHERE f.name = ANY(p_flows) AND f.next_seq > 1
-                     UNION ALL SELECT 'conflict', NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL;
+                     UNION ALL SELECT 'conflict', NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL;
         RETURN;
     END IF;
     v_n := coalesce(cardinality(v_f_ids), 0);
@@ -231,15 +255,18 @@ BEGIN
         WITH p AS (SELECT n.i, n.event_id, fl.flow_id, p.o_seq AS seq, n.body, p.o_head AS head,
                           p.o_next_at AS next_at,
                           (SELECT te.tenant_id FROM tenant AS te WHERE te.name = n.tenant) AS tenant_id,
-                          coalesce(fl.paused, false) AS paused
-                   FROM unnest(v_f_ids, v_f_flows, v_f_bodies, v_f_tenants)
-                        WITH ORDINALITY AS n(event_id, flow, body, tenant, i)
+                          coalesce(fl.paused, false) AS paused, n.ev_kind, n.max_attempts, n.timeout, n.backoff
+                   FROM unnest(v_f_ids, v_f_flows, v_f_bodies, v_f_tenants, v_f_kinds, v_f_max, v_f_timeouts,
+                               v_f_backoffs)
+                        WITH ORDINALITY AS n(event_id, flow, body, tenant, ev_kind, max_attempts, timeout, backoff, i)
                    JOIN fairq_placed(v_f_flows, v_f_delays, v_f_ats, v_now, v_fl_names, v_fl_first, v_fl_busy) AS p
                         ON p.o_i = n.i
                    LEFT JOIN unnest(v_fl_names, v_fl_ids, v_fl_paused) AS fl(name, flow_id, paused)
                         ON fl.name = n.flow),
-             new AS (INSERT INTO event (event_id, flow_id, seq, body, state, created_ms, due_ms, next_at_ms, tenant_id)
-                     SELECT p.event_id, p.flow_id, p.seq, p.body, 'ready', v_now, p.next_at, p.next_at, p.tenant_id
+             new AS (INSERT INTO event (event_id, flow_id, seq, body, state, created_ms, due_ms, next_at_ms, tenant_id,
+                                        kind, max_attempts, timeout_ms, backoff)
+                     SELECT p.event_id, p.flow_id, p.seq, p.body, 'ready', v_now, p.next_at, p.next_at, p.tenant_id,
+                            p.ev_kind, p.max_attempts, p.timeout, p.backoff
                      FROM p ORDER BY p.i
                      RETURNING event.id, event.event_id, event.flow_id, event.tenant_id),
              j AS (SELECT p.event_id, p.tenant_id,
@@ -278,11 +305,12 @@ BEGIN
                            v_now, false, 0, 0, ARRAY['ready', 'total_enqueued'], ARRAY[v_n, v_n]::bigint[], p_fold,
                            (SELECT count(*) FROM unnest(v_head_times) AS t WHERE t <= v_now)::integer,
                            (SELECT min(t) FROM unnest(v_head_times) AS t WHERE t > v_now));
-    RETURN QUERY SELECT 'stored', s.event_id, s.flow, s.seq, s.body, s.hash, NULL::bigint, s.tenant, s.known
-                 FROM unnest(v_s_ids, v_s_flows, v_s_seqs, v_s_bodies, v_s_hashes, v_s_tenants, v_s_known)
-                      AS s(event_id, flow, seq, body, hash, tenant, known)
+    RETURN QUERY SELECT 'stored', s.event_id, s.flow, s.seq, s.body, s.hash, NULL::bigint, s.tenant, s.known,
+                        s.ev_kind
+                 FROM unnest(v_s_ids, v_s_flows, v_s_seqs, v_s_bodies, v_s_hashes, v_s_tenants, v_s_known, v_s_kinds)
+                      AS s(event_id, flow, seq, body, hash, tenant, known, ev_kind)
                  UNION ALL
-                 SELECT 'new', n.event_id, NULL, n.seq, NULL, NULL, NULL, NULL, NULL
+                 SELECT 'new', n.event_id, NULL, n.seq, NULL, NULL, NULL, NULL, NULL, NULL
                  FROM unnest(v_n_ids, v_n_seqs) AS n(event_id, seq);
 END
 $$;

@@ -123,6 +123,33 @@ BEGIN
 END
 $$;
 
+-- policy.own_budget: the retry budget and backoff an event is judged by:
+-- its own where it stores them (max_attempts; backoff as the JSON text
+-- policy.backoff_text writes), else the queue's policy's.
+CREATE OR REPLACE FUNCTION fairq_own_budget(p_max_attempts integer, p_backoff text, p_policy_max integer,
+                                            p_base float8, p_factor float8, p_cap float8, p_jitter boolean,
+                                            OUT o_max_attempts integer, OUT o_base float8, OUT o_factor float8,
+                                            OUT o_cap float8, OUT o_jitter boolean)
+LANGUAGE plpgsql IMMUTABLE AS $$
+DECLARE
+    v_b json;
+BEGIN
+    o_max_attempts := coalesce(p_max_attempts, p_policy_max);
+    IF p_backoff IS NULL THEN
+        o_base := p_base;
+        o_factor := p_factor;
+        o_cap := p_cap;
+        o_jitter := p_jitter;
+    ELSE
+        v_b := p_backoff::json;
+        o_base := (v_b ->> 'base')::float8;
+        o_factor := (v_b ->> 'factor')::float8;
+        o_cap := (v_b ->> 'cap')::float8;
+        o_jitter := (v_b ->> 'jitter')::boolean;
+    END IF;
+END
+$$;
+
 -- True unless no worker can be asleep now (fairq.stores.postgres.listen): a
 -- listening connection about to sleep holds lock (26228, 0) shared for as
 -- long as its process may sleep, then takes (26228, 1) exclusive once, which
@@ -260,12 +287,15 @@ $$;
 -- rows, waited for only in tenant_id order above any tenant already held.
 -- Rows: one per lease, in claim order; one row with only o_stored when an
 -- explicit time before the stored clock is refused. p_lease_ms and
--- p_max_attempts NULL: the stored policy's.
+-- p_max_attempts NULL: the stored policy's; an event with a budget of its
+-- own (event.max_attempts) is judged by that. Each lease's row carries the
+-- event's kind and handler timeout (o_ev_kind, o_timeout_ms).
 CREATE OR REPLACE FUNCTION fairq_claim(p_n integer, p_owner text, p_model boolean, p_requested bigint,
                                        p_explicit boolean, p_lease_ms bigint, p_max_attempts integer,
                                        p_fold integer)
 RETURNS TABLE (o_event_id text, o_flow text, o_seq bigint, o_body text, o_generation bigint, o_attempts integer,
-               o_lifetime integer, o_lease_until bigint, o_now bigint, o_stored bigint)
+               o_lifetime integer, o_lease_until bigint, o_now bigint, o_stored bigint, o_ev_kind text,
+               o_timeout_ms bigint)
 LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $$
 DECLARE
     v_now bigint;
@@ -451,7 +481,7 @@ BEGIN
         -- claimer holds is skipped, one it moved is left at its new place.
         FOR r IN
             SELECT e.id, e.event_id, f.weight, h.pass, e.state, e.generation, e.attempts, e.lifetime_attempts,
-                   e.lease_until_ms, e.owner, e.due_ms, e.first_claim_ms
+                   e.lease_until_ms, e.owner, e.due_ms, e.first_claim_ms, e.max_attempts
             FROM head AS h JOIN unnest(v_cand_pk, v_cand_pass, v_cand_turn) AS c(pk, pass, turn)
                  ON h.event_pk = c.pk AND h.pass = c.pass AND h.turn = c.turn
             JOIN event AS e ON e.id = h.event_pk LEFT JOIN flow AS f ON f.flow_id = e.flow_id
@@ -461,7 +491,8 @@ BEGIN
             v_page := v_page || r.id;
             IF r.state <> 'ready' THEN
                 v_expired := v_expired + 1;
-                v_fate := fairq_expired_lease_fate(r.attempts, v_max);
+                -- The event's own budget where it has one (policy.own_budget).
+                v_fate := fairq_expired_lease_fate(r.attempts, coalesce(r.max_attempts, v_max));
                 IF v_fate.o_reason IS NOT NULL THEN
                     -- An expired head whose round budget is spent stops, and
                     -- blocks its flow (keeping its rotation place); its
@@ -537,9 +568,9 @@ BEGIN
                        first_claim_ms = coalesce(event.first_claim_ms, v_now)
                    WHERE event.id = ANY(v_pks)
                    RETURNING event.id, event.event_id, event.flow_id, event.seq, event.body, event.generation,
-                             event.attempts, event.lifetime_attempts)
+                             event.attempts, event.lifetime_attempts, event.kind, event.timeout_ms)
         SELECT e.event_id, f.name, e.seq, e.body, e.generation, e.attempts, e.lifetime_attempts, v_until, v_now,
-               v_stored
+               v_stored, e.kind, e.timeout_ms
         FROM e JOIN unnest(v_pks) WITH ORDINALITY AS c(pk, i) ON c.pk = e.id LEFT JOIN flow AS f ON f.flow_id = e.flow_id
         ORDER BY c.i;
     END IF;
@@ -628,6 +659,11 @@ DECLARE
     v_ns bigint[] := '{}';
     v_retried integer := 0;
     v_freed bigint[] := '{}';
+    v_own_max integer;
+    v_own_base float8;
+    v_own_factor float8;
+    v_own_cap float8;
+    v_own_jitter boolean;
 BEGIN
     SELECT t.call_ms, t.stored_ms INTO v_now, v_stored FROM fairq_call_time(p_model, p_requested, p_explicit) AS t;
     IF v_now IS NULL THEN
@@ -648,7 +684,7 @@ BEGIN
     FOR v_i IN 1 .. coalesce(cardinality(p_ids), 0) LOOP
         -- The row as it is now, under the locks.
         SELECT e.id, e.flow_id, e.seq, e.state, e.generation, e.attempts, e.lifetime_attempts, e.lease_until_ms,
-               e.owner, h.pass, h.turn, h.tenant_id, h.runnable
+               e.owner, h.pass, h.turn, h.tenant_id, h.runnable, e.max_attempts, e.backoff
         INTO r FROM event AS e LEFT JOIN head AS h ON h.event_pk = e.id WHERE e.event_id = p_ids[v_i];
         v_found := FOUND;
         IF v_found AND r.runnable THEN
@@ -674,7 +710,20 @@ BEGIN
         IF r.tenant_id IS NOT NULL THEN
             v_freed := v_freed || r.tenant_id;  -- it leaves inflight: a slot of its tenant is free
         END IF;
-        IF p_outcomes[v_i] = 'retry' AND p_delays[v_i] IS NULL AND v_jitter AND r.attempts < v_max
+        -- Judged by the event's own budget and backoff where it has them
+        -- (the policy's alone: no call made for an event without them).
+        IF r.max_attempts IS NULL AND r.backoff IS NULL THEN
+            v_own_max := v_max;
+            v_own_base := v_base;
+            v_own_factor := v_factor;
+            v_own_cap := v_cap;
+            v_own_jitter := v_jitter;
+        ELSE
+            SELECT o.o_max_attempts, o.o_base, o.o_factor, o.o_cap, o.o_jitter
+            INTO v_own_max, v_own_base, v_own_factor, v_own_cap, v_own_jitter
+            FROM fairq_own_budget(r.max_attempts, r.backoff, v_max, v_base, v_factor, v_cap, v_jitter) AS o;
+        END IF;
+        IF p_outcomes[v_i] = 'retry' AND p_delays[v_i] IS NULL AND v_own_jitter AND r.attempts < v_own_max
            AND p_draw_attempts[v_i] IS DISTINCT FROM r.attempts THEN
             -- The jitter draw is made for the attempts stored: ask for it.
             v_need := true;
@@ -684,8 +733,8 @@ BEGIN
             RETURN NEXT;
             CONTINUE;
         END IF;
-        d := fairq_decide(p_outcomes[v_i], r.attempts, v_max, v_now, p_delays[v_i], v_base, v_factor, v_cap,
-                          v_jitter, p_draws[v_i]);
+        d := fairq_decide(p_outcomes[v_i], r.attempts, v_own_max, v_now, p_delays[v_i], v_own_base,
+                          v_own_factor, v_own_cap, v_own_jitter, p_draws[v_i]);
         v_out := v_out || 'settled'::text;
         v_out_state := v_out_state || d.o_state;
         v_out_next := v_out_next || d.o_next_at;
@@ -855,11 +904,12 @@ $$;
 -- head locked, the lease fenced, its end moved to now + lease (p_lease_ms
 -- NULL: the stored policy's). One row: o_kind 'extended' with the lease, or
 -- 'stale' / 'expired' with the stored values; o_kind NULL: the time refused.
+-- (o_kind is the answer's kind; o_ev_kind the event's, a task name.)
 CREATE OR REPLACE FUNCTION fairq_extend(p_id text, p_gen bigint, p_model boolean, p_requested bigint,
                                         p_explicit boolean, p_lease_ms bigint)
 RETURNS TABLE (o_kind text, o_flow text, o_seq bigint, o_body text, o_generation bigint, o_attempts integer,
                o_lifetime integer, o_owner text, o_lease_until bigint, o_state text, o_now bigint,
-               o_stored bigint)
+               o_stored bigint, o_ev_kind text, o_timeout_ms bigint)
 LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $$
 DECLARE
     v_now bigint;
@@ -898,9 +948,10 @@ BEGIN
     UPDATE event AS e SET lease_until_ms = v_until WHERE e.id = r.id AND e.generation = r.generation
         AND e.state = 'inflight' AND e.lease_until_ms = r.lease_until_ms
     RETURNING 'extended', (SELECT f.name FROM flow AS f WHERE f.flow_id = e.flow_id), e.seq, e.body, e.generation,
-              e.attempts, e.lifetime_attempts, e.owner, e.lease_until_ms, e.state, v_now, v_stored
+              e.attempts, e.lifetime_attempts, e.owner, e.lease_until_ms, e.state, v_now, v_stored, e.kind,
+              e.timeout_ms
     INTO o_kind, o_flow, o_seq, o_body, o_generation, o_attempts, o_lifetime, o_owner, o_lease_until, o_state,
-         o_now, o_stored;
+         o_now, o_stored, o_ev_kind, o_timeout_ms;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'event % changed under its lock; nothing was written', p_id;
     END IF;

@@ -1,4 +1,4 @@
--- fairq PostgreSQL schema, version 10: results, and waits for them.
+-- fairq PostgreSQL schema, version 11: results, and waits for them.
 -- Written to be applied again harmlessly, as an upgrade that finds this
 -- version unrecorded does.
 

@@ -1,4 +1,4 @@
--- Schema step 9 (user_version 8 -> 9): results. The value a handler returned
+-- Schema step 10 (user_version 9 -> 10): results. The value a handler returned
 -- for an acked event is stored beside it, written in the ack's transaction
 -- (never in another), and removed with its event by purge. Nothing else changes.
 
