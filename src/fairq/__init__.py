@@ -51,7 +51,8 @@ from .types import (
     Stats,
     TenantInfo,
 )
-from .worker import Fail, Handled, Job, Retry, Worker
+from .worker import Fail, Handled, Job, Release, Retry, Worker
+from .tasks import Task, Tasks  # after .worker: fairq.worker's modules import fairq.tasks
 
 __version__ = "0.1.0"
 
@@ -99,6 +100,9 @@ __all__ = [
     "Handled",
     "Retry",
     "Fail",
+    "Release",
+    "Tasks",
+    "Task",
     "UnknownSchedule",
     "StoreError",
     "DiskFull",

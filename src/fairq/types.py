@@ -94,7 +94,9 @@ class Lease:
     """The time-limited, fenced right to handle one event.
 
     Settle and extend need `event_id` and `generation` back; the rest is for
-    the handler. `lease_until` is in queue-clock seconds.
+    the handler. `lease_until` is in queue-clock seconds. `kind` is the name
+    of the task the event was enqueued for (None: no kind); `timeout` the
+    seconds a handler of it may run (None: the worker's own timeout).
     """
 
     event_id: str
@@ -106,12 +108,15 @@ class Lease:
     lifetime_attempts: int
     owner: str | None
     lease_until: float
+    kind: str | None = None
+    timeout: float | None = None
 
     def __init__(self, event_id: str, flow: str | None, seq: int, body: Any, generation: int, attempts: int,
-                 lifetime_attempts: int, owner: str | None, lease_until: float) -> None:
+                 lifetime_attempts: int, owner: str | None, lease_until: float, kind: str | None = None,
+                 timeout: float | None = None) -> None:
         self.__dict__.update(event_id=event_id, flow=flow, seq=seq, body=body, generation=generation,
                              attempts=attempts, lifetime_attempts=lifetime_attempts, owner=owner,
-                             lease_until=lease_until)
+                             lease_until=lease_until, kind=kind, timeout=timeout)
 
 
 @dataclass(frozen=True, init=False)

@@ -21,7 +21,7 @@ from collections.abc import Callable, Generator, Sequence
 from typing import Any, TypeVar
 
 from ..errors import FairqError, LeaseLost, Unavailable
-from ..types import Lease, Settled, State
+from ..types import Lease, Outcome, Settled, State
 from .counts import Tally, count
 from .job import RELEASE, Decision, Handled, Job
 from .settings import Settings
@@ -157,7 +157,7 @@ class Core:
                 continue
             if done:
                 return True
-            if handled:
+            if handled:  # a round that only gave events back (release) backs off like an idle one
                 wait = idle_min
             elif (yield (pause, (wait,))):
                 wait = idle_max  # a notification ends the wait: no need to poll sooner
@@ -166,13 +166,14 @@ class Core:
         return False
 
     def _round(self, mode: str | None, step: Callable[[], Any]) -> Steps[tuple[list[Handled], bool]]:
-        """One round: (what it handled, whether the stop mode is reached)."""
+        """One round: (what it handled, whether the stop mode is reached). Events it only gave
+        back (released: a kind this worker has no task for) do not count: such a round is idle."""
         with self._lock:
             self._active += 1
             seen = self._busy_rounds
         handled: list[Handled] = []
         try:
-            handled = yield (step, ())
+            handled = [h for h in (yield (step, ())) if h.outcome is not Outcome.RELEASE]
         finally:
             idle = self.end_round(handled, seen)
         return handled, (yield from self._stop_mode_reached(handled, idle, mode))

@@ -14,7 +14,7 @@ from typing import Any
 
 from ..errors import InvalidInput
 from ..types import Outcome
-from .job import Decision, Fail, Job, Retry, describe
+from .job import RELEASE, Decision, Fail, Job, Release, Retry, describe
 
 log = logging.getLogger("fairq.worker")
 
@@ -67,7 +67,7 @@ def decide(handler: Callable[[Job], Any], job: Job) -> Decision:
     """Run the handler on one job: (outcome, reason, delay) for its settle.
 
     Return: ack, unless it returned an awaitable (closed unrun, a retry).
-    Retry and Fail: their decision. Any other Exception: a retry named by
+    Retry, Fail and Release: their decision. Any other Exception: a retry named by
     describe(). BaseException propagates.
     """
     try:
@@ -76,6 +76,8 @@ def decide(handler: Callable[[Job], Any], job: Job) -> Decision:
         return Outcome.RETRY, decision.reason, decision.delay
     except Fail as decision:
         return Outcome.FAIL, decision.reason, None
+    except Release:
+        return RELEASE
     except Exception as exc:
         reason = describe(exc)
         if not job.lost:  # giving up on a lost lease (job.check()) is no handler error

@@ -1,4 +1,4 @@
-"""What a handler meets and what it decides: Job, Retry, Fail, Handled, and a
+"""What a handler meets and what it decides: Job, Retry, Fail, Release, Handled, and a
 safe description of a handler's exception. No queue calls here."""
 
 from __future__ import annotations
@@ -34,6 +34,15 @@ class Fail(Exception):
     def __init__(self, reason: str) -> None:
         self.reason = v.reason(reason, "reason", required=True)
         super().__init__(self.reason)
+
+
+class Release(Exception):
+    """Raised by a handler: give the event back unused. It is ready again at
+    once and this claim does not count against its retry budget; no reason is
+    stored. For work this worker cannot do yet (a task another deploy knows)."""
+
+    def __init__(self) -> None:
+        super().__init__("release")
 
 
 class Job:
@@ -81,6 +90,11 @@ class Job:
     def body(self) -> Any:
         """The event's JSON body."""
         return self.lease.body
+
+    @property
+    def kind(self) -> str | None:
+        """The event's kind: the name of the task that runs it (None: enqueued without one)."""
+        return self.lease.kind
 
     @property
     def attempts(self) -> int:
