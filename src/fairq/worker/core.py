@@ -85,6 +85,7 @@ class Core:
         self._clock = clock
         self._active = 0  # rounds in progress: until_idle waits for all of them
         self._busy_rounds = 0  # rounds that handled something: until_idle sees settles it did not wait for
+        self._released: set[str] = set()  # events only released since a round last did work
         self._next_tick = 0.0  # clock time of the next tick
 
     # -- one round's claim and settle -------------------------------------------
@@ -157,7 +158,7 @@ class Core:
                 continue
             if done:
                 return True
-            if handled:  # a round that only gave events back (release) backs off like an idle one
+            if handled:
                 wait = idle_min
             elif (yield (pause, (wait,))):
                 wait = idle_max  # a notification ends the wait: no need to poll sooner
@@ -166,17 +167,32 @@ class Core:
         return False
 
     def _round(self, mode: str | None, step: Callable[[], Any]) -> Steps[tuple[list[Handled], bool]]:
-        """One round: (what it handled, whether the stop mode is reached). Events it only gave
-        back (released: a kind this worker has no task for) do not count: such a round is idle."""
+        """One round: (what it handled, as _worked() counts it; whether the stop mode is reached)."""
         with self._lock:
             self._active += 1
             seen = self._busy_rounds
         handled: list[Handled] = []
         try:
-            handled = [h for h in (yield (step, ())) if h.outcome is not Outcome.RELEASE]
+            handled = self._worked((yield (step, ())))
         finally:
             idle = self.end_round(handled, seen)
         return handled, (yield from self._stop_mode_reached(handled, idle, mode))
+
+    def _worked(self, handled: list[Handled]) -> list[Handled]:
+        """What a round handled, for backoff and stop modes. A round that only gave events
+        back (released: kinds this worker has no task for) counts as work the first time, so
+        the run goes on to other heads; once it meets only events released already since the
+        last round that did work, the rotation has come back to them: it counts as idle."""
+        if not handled or any(h.outcome is not Outcome.RELEASE for h in handled):
+            if handled:
+                with self._lock:
+                    self._released.clear()
+            return handled
+        ids = {h.event_id for h in handled}
+        with self._lock:
+            again = ids <= self._released
+            self._released |= ids
+        return [] if again else handled
 
     def end_round(self, handled: Sequence[Handled], seen: int) -> bool:
         """A round begun when `seen` rounds had handled something ends; True when it was idle:
