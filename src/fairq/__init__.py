@@ -52,7 +52,8 @@ from .types import (
     Stats,
     TenantInfo,
 )
-from .worker import Fail, Handled, Job, Retry, Worker
+from .worker import Fail, Handled, Job, Release, Retry, Worker
+from .tasks import Task, Tasks  # after .worker: fairq.worker's modules import fairq.tasks
 
 __version__ = "0.1.0"
 
@@ -100,6 +101,9 @@ __all__ = [
     "Handled",
     "Retry",
     "Fail",
+    "Release",
+    "Tasks",
+    "Task",
     "UnknownSchedule",
     "StoreError",
     "DiskFull",

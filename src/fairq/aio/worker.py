@@ -35,9 +35,11 @@ from ..worker.signals import exit_now, first_note
 from ..worker.stops import stop_mode
 from ..worker.together import AsyncSettleTogether
 from ..worker.verbs import REQUIRED, waiter
+from ..tasks import Tasks, check_tasks, check_unknown
 from ._thread import completing
 from .heartbeat import LoopWatch, beat
 from .job import AsyncJob, check_async_handler, ended, run_handler
+from .tasks import TaskRunner
 from .waits import Waits
 
 log = logging.getLogger("fairq.worker")
@@ -66,7 +68,11 @@ class AsyncWorker:
     queue: a fairq.aio.AsyncQueue or AsyncClient. handler: ``async def
     handle(job)``; it returns (ack) or raises fairq.Retry, fairq.Fail or
     anything else (retry). A plain function is refused (InvalidInput): use
-    fairq.Worker. concurrency: rounds (so handlers) at once. batch, owner,
+    fairq.Worker. handler may be a fairq.Tasks: each job runs the task its kind
+    names, an async task on the loop, a plain one on a thread of the worker's
+    own (at most `concurrency` at once); a job of a kind it does not know is
+    quarantined with reason "unknown_kind: NAME", or with unknown="release"
+    given back unused (fairq.Tasks.dispatch). concurrency: rounds (so handlers) at once. batch, owner,
     lease_seconds, tick, stop_timeout, idle_min, idle_max, listen: as for fairq.Worker
     (idle rounds share one wait on one thread of the run's own, never the loop's default executor).
     timeout: seconds a handler may run; past it its task is cancelled and
@@ -80,10 +86,11 @@ class AsyncWorker:
     finish together share one settle_many (fairq.worker.together).
     """
 
-    def __init__(self, queue: Any, handler: Callable[[Job], Awaitable[Any]], *, owner: str | None = None,
+    def __init__(self, queue: Any, handler: Callable[[Job], Awaitable[Any]] | Tasks, *, owner: str | None = None,
                  concurrency: int = 1, batch: int = 1, lease_seconds: float | None = None,
                  timeout: float | None = None, tick: bool = False, stop_timeout: float = 30.0,
-                 idle_min: float = 0.01, idle_max: float = 1.0, listen: bool = True) -> None:
+                 idle_min: float = 0.01, idle_max: float = 1.0, listen: bool = True,
+                 unknown: str = "quarantine") -> None:
         for name, flag in (("tick", tick), ("listen", listen)):
             if not isinstance(flag, bool):
                 raise InvalidInput(name, "must be True or False")
@@ -92,11 +99,21 @@ class AsyncWorker:
                 raise InvalidInput("queue", f"must be a fairq.aio.AsyncQueue or AsyncClient (a "
                                             f"{type(queue).__name__} has no coroutine {verb}())")
         self.queue = queue
-        self.handler = check_async_handler(handler)
+        self.unknown = check_unknown(unknown)
+        self.handler = handler
+        self._call: Callable[[Job], Awaitable[Any]]  # what each job runs: the handler, or a Tasks' runner
+        if isinstance(handler, Tasks):
+            check_tasks(handler, sync=False)
+        else:
+            self._call = check_async_handler(handler)
         settings = check_settings(owner, concurrency, batch, lease_seconds, timeout, stop_timeout, idle_min,
                                   idle_max, max_concurrency=65536, default_lease=lambda: float(queue.lease_seconds))
         (self.owner, self.concurrency, self.batch, self.lease_seconds, self.timeout, self.stop_timeout,
          self.idle_min, self.idle_max) = settings
+        #: A Tasks' runner (its plain tasks' threads are closed when run() ends); None for a handler.
+        self._tasks = TaskRunner(handler, self.unknown, self.concurrency) if isinstance(handler, Tasks) else None
+        if self._tasks is not None:
+            self._call = self._tasks
         self.tick = tick
         self.listen = listen
         self._waiter = waiter(getattr(queue, "sync", None)) if listen else None
@@ -134,7 +151,7 @@ class AsyncWorker:
         try:
             for i, job in enumerate(jobs):
                 release = i > 0 and self._stop.is_set()
-                decisions.append(RELEASE if release else await run_handler(self.handler, job, self.timeout,
+                decisions.append(RELEASE if release else await run_handler(self._call, job, self.timeout,
                                                                        result_limit(self.queue)))
         except asyncio.CancelledError:
             kept = self._cut_short(jobs, decisions)
@@ -210,6 +227,8 @@ class AsyncWorker:
             for signum in installed:
                 loop.remove_signal_handler(signum)
             self._stop.set()  # ends the waits still on the thread (a cancelled run)
+            if self._tasks is not None:
+                self._tasks.close()
             await waits.close()
             await self.watch.stop()
             self._stop = threading.Event()

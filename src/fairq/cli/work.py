@@ -1,4 +1,4 @@
-"""`fairq work MODULE:FUNCTION`: run a handler on claimed events until stopped.
+"""`fairq work MODULE:FUNCTION`: run a handler (or a fairq.Tasks) on claimed events until stopped.
 
 Every logger's records (fairq's and the handler's own) go to stderr, one
 per line, as key=value text or JSON (cli._logs); on a terminal a progress
@@ -9,7 +9,9 @@ if handlers were still running when the stop timeout ended (their leases
 expire) or the handler was refused; 2 for options an async handler cannot
 take (--processes); 128 + signal number after a second signal. An
 `async def` handler runs on fairq.aio.AsyncWorker: --concurrency N tasks on
-one event loop.
+one event loop. MODULE:TASKS naming a fairq.Tasks runs each job's task by its
+kind (on AsyncWorker when any task is async; --unknown says what becomes of a
+job of a kind it has no task for).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from typing import IO, Any
 
 from ..errors import FairqError, InvalidInput
 from .. import aio
+from ..tasks import UNKNOWN, Tasks, any_async, check_tasks
 from ..worker import COUNTS, Worker, check_handler
 from ..worker.handler import is_async
 from ..stores import names_server
@@ -45,7 +48,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("work", help="run MODULE:FUNCTION on claimed events until stopped (Ctrl-C)")
     p.add_argument("handler", metavar="MODULE:FUNCTION",
                    help="the handler, a function of one fairq.Job (an async def handler runs as tasks on one "
-                        "event loop); MODULE is imported from the current directory or sys.path")
+                        "event loop), or a fairq.Tasks (each job runs the task its kind names); MODULE is "
+                        "imported from the current directory or sys.path")
     p.add_argument("--concurrency", type=int, default=1, metavar="N", help="handlers at once (default 1)")
     p.add_argument("--processes", action="store_true",
                    help="run N processes instead of N threads (not for an async def handler)")
@@ -70,6 +74,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--no-listen", dest="listen", action="store_false",
                    help="poll instead of waiting for the database's notice of new work (PostgreSQL: "
                         "LISTEN/NOTIFY); needed behind a pooler in transaction mode such as PgBouncer")
+    p.add_argument("--unknown", default="quarantine", choices=UNKNOWN,
+                   help="with a fairq.Tasks, a job of a kind it has no task for is quarantined with reason "
+                        "'unknown_kind: NAME' (quarantine, the default) or given back unused for another "
+                        "worker (release: during a deploy, while workers that know it start)")
     until = p.add_mutually_exclusive_group()
     until.add_argument("--until-idle", action="store_true",
                        help="stop as soon as nothing is claimable now and no handler runs; events backing "
@@ -88,9 +96,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 def work(args: argparse.Namespace) -> int:
     configure_logging(args.log_level, args.log_format)  # first: --log-level DEBUG shows an import's traceback
     handler = load_handler(args.handler)
-    run_async = is_async(handler)
+    run_async = any_async(handler) if isinstance(handler, Tasks) else is_async(handler)
     if run_async and args.processes:
-        print(f"fairq work: usage error: {args.handler} is an async function: it runs as --concurrency N tasks "
+        what = "holds async tasks" if isinstance(handler, Tasks) else "is an async function"
+        print(f"fairq work: usage error: {args.handler} {what}: it runs as --concurrency N tasks "
               "on one event loop; --processes is for plain handlers", file=sys.stderr)
         return EXIT_USAGE
     if run_async:
@@ -100,7 +109,7 @@ def work(args: argparse.Namespace) -> int:
         worker = Worker(q, handler, owner=args.owner, concurrency=args.concurrency, batch=args.batch,
                         processes=args.processes, lease_seconds=args.lease_seconds,
                         stop_timeout=args.stop_timeout, timeout=args.timeout,
-                        tick=args.tick, listen=args.listen,
+                        tick=args.tick, listen=args.listen, unknown=args.unknown,
                         process_init=functools.partial(configure_logging, args.log_level, args.log_format))
         log.info("work.start %s handler=%s", source(q), args.handler)
         with progress_line(worker):
@@ -108,12 +117,13 @@ def work(args: argparse.Namespace) -> int:
     return report(args, counts)
 
 
-async def work_async(args: argparse.Namespace, handler: Callable[..., Any]) -> dict[str, int]:
+async def work_async(args: argparse.Namespace, handler: Callable[..., Any] | Tasks) -> dict[str, int]:
     """`fairq work` for an async def handler: fairq.aio.AsyncWorker on the queue's own thread."""
     async with aio.wrap(open_target(args, max_attempts=args.max_attempts)) as q:
         worker = aio.AsyncWorker(q, handler, owner=args.owner, concurrency=args.concurrency, batch=args.batch,
                                  lease_seconds=args.lease_seconds, stop_timeout=args.stop_timeout,
-                                 timeout=args.timeout, tick=args.tick, listen=args.listen)
+                                 timeout=args.timeout, tick=args.tick, listen=args.listen,
+                                 unknown=args.unknown)
         log.info("work.start %s handler=%s async=True", source(q.sync), args.handler)
         with progress_line(worker):
             return await worker.run(until_idle=args.until_idle, until_empty=args.until_empty)
@@ -144,9 +154,9 @@ def source(queue: Any) -> str:
     return f"db={shown(path) if names_server(path) else os.path.abspath(path)}"
 
 
-def load_handler(spec: str) -> Callable[..., Any]:
-    """The function named by MODULE:FUNCTION, importing MODULE from the current directory if need be;
-    refused (FairqError) if it cannot be a handler (see fairq.worker.check_handler)."""
+def load_handler(spec: str) -> Callable[..., Any] | Tasks:
+    """The function (or fairq.Tasks) named by MODULE:FUNCTION, importing MODULE from the current
+    directory if need be; refused (FairqError) if it cannot be a handler (see fairq.worker.check_handler)."""
     module_name, _, attribute = spec.rpartition(":")
     if not module_name or not attribute:
         raise FairqError(f"handler {spec!r}: expected MODULE:FUNCTION, e.g. examples.handlers:handle")
@@ -164,6 +174,11 @@ def load_handler(spec: str) -> Callable[..., Any]:
             found = getattr(found, part)
         except AttributeError:
             raise FairqError(f"handler {spec!r}: {module_name} has no {attribute}") from None
+    if isinstance(found, Tasks):
+        try:
+            return check_tasks(found, sync=False)
+        except FairqError as exc:
+            raise FairqError(f"handler {spec!r}: {exc}") from None
     try:
         return aio.check_async_handler(found) if is_async(found) else check_handler(found)
     except InvalidInput as exc:

@@ -21,7 +21,7 @@ from collections.abc import Callable, Generator, Sequence
 from typing import Any, TypeVar
 
 from ..errors import FairqError, LeaseLost, Unavailable
-from ..types import Lease, Settled, State
+from ..types import Lease, Outcome, Settled, State
 from .counts import Tally, count
 from .job import RELEASE, Decision, Handled, Job
 from .settings import Settings
@@ -85,6 +85,7 @@ class Core:
         self._clock = clock
         self._active = 0  # rounds in progress: until_idle waits for all of them
         self._busy_rounds = 0  # rounds that handled something: until_idle sees settles it did not wait for
+        self._released: set[str] = set()  # events only released since a round last did work
         self._next_tick = 0.0  # clock time of the next tick
 
     # -- one round's claim and settle -------------------------------------------
@@ -168,16 +169,32 @@ class Core:
         return False
 
     def _round(self, mode: str | None, step: Callable[[], Any]) -> Steps[tuple[list[Handled], bool]]:
-        """One round: (what it handled, whether the stop mode is reached)."""
+        """One round: (what it handled, as _worked() counts it; whether the stop mode is reached)."""
         with self._lock:
             self._active += 1
             seen = self._busy_rounds
         handled: list[Handled] = []
         try:
-            handled = yield (step, ())
+            handled = self._worked((yield (step, ())))
         finally:
             idle = self.end_round(handled, seen)
         return handled, (yield from self._stop_mode_reached(handled, idle, mode))
+
+    def _worked(self, handled: list[Handled]) -> list[Handled]:
+        """What a round handled, for backoff and stop modes. A round that only gave events
+        back (released: kinds this worker has no task for) counts as work the first time, so
+        the run goes on to other heads; once it meets only events released already since the
+        last round that did work, the rotation has come back to them: it counts as idle."""
+        if not handled or any(h.outcome is not Outcome.RELEASE for h in handled):
+            if handled:
+                with self._lock:
+                    self._released.clear()
+            return handled
+        ids = {h.event_id for h in handled}
+        with self._lock:
+            again = ids <= self._released
+            self._released |= ids
+        return [] if again else handled
 
     def end_round(self, handled: Sequence[Handled], seen: int) -> bool:
         """A round begun when `seen` rounds had handled something ends; True when it was idle:

@@ -16,7 +16,7 @@ from .. import _validate as v
 from ..errors import InvalidInput
 from ..limits import DEFAULT_MAX_BODY_BYTES, MAX_REASON_CHARS
 from ..types import Outcome
-from .job import Decision, Fail, Job, Retry, describe
+from .job import RELEASE, Decision, Fail, Job, Release, Retry, describe
 
 log = logging.getLogger("fairq.worker")
 
@@ -71,8 +71,8 @@ def decide(handler: Callable[[Job], Any], job: Job, *, max_bytes: int = DEFAULT_
     Return: ack, unless it returned an awaitable (closed unrun, a retry); a
     value other than None is the ack's result (returned(): a JSON value of at
     most max_bytes, else the event is quarantined with reason "bad_result:
-    ..."). Retry and Fail, raised or returned: their decision. Any other
-    Exception: a retry named by describe(). BaseException propagates.
+    ..."). Retry, Fail and Release, raised or returned: their decision. Any
+    other Exception: a retry named by describe(). BaseException propagates.
     """
     try:
         result = handler(job)
@@ -80,6 +80,8 @@ def decide(handler: Callable[[Job], Any], job: Job, *, max_bytes: int = DEFAULT_
         return Decision(Outcome.RETRY, decision.reason, decision.delay)
     except Fail as decision:
         return Decision(Outcome.FAIL, decision.reason, None)
+    except Release:
+        return RELEASE
     except Exception as exc:
         reason = describe(exc)
         if not job.lost:  # giving up on a lost lease (job.check()) is no handler error
@@ -97,7 +99,7 @@ def decide(handler: Callable[[Job], Any], job: Job, *, max_bytes: int = DEFAULT_
 
 def returned(result: Any, job: Job, max_bytes: int) -> Decision:
     """The decision a handler's return value makes: None (or fairq.ACK) a plain
-    ack; a Retry or Fail returned instead of raised, its decision; any other
+    ack; a Retry, Fail or Release returned instead of raised, its decision; any other
     value the ack's result, if it is JSON within max_bytes (the queue's body
     limit) -- else the event is quarantined (a retry would return it again)."""
     if result is None or result is Outcome.ACK:
@@ -106,6 +108,8 @@ def returned(result: Any, job: Job, max_bytes: int) -> Decision:
         return Decision(Outcome.RETRY, result.reason, result.delay)
     if isinstance(result, Fail):
         return Decision(Outcome.FAIL, result.reason, None)
+    if isinstance(result, Release):
+        return RELEASE
     try:
         v.body(result, "result", max_bytes=max_bytes)
     except InvalidInput as exc:

@@ -1,4 +1,4 @@
-"""What a handler meets and what it decides: Job, Retry, Fail, Handled, and a
+"""What a handler meets and what it decides: Job, Retry, Fail, Release, Handled, and a
 safe description of a handler's exception. No queue calls here."""
 
 from __future__ import annotations
@@ -51,6 +51,15 @@ class Fail(Exception):
         super().__init__(self.reason)
 
 
+class Release(Exception):
+    """Raised by a handler: give the event back unused. It is ready again at
+    once and this claim does not count against its retry budget; no reason is
+    stored. For work this worker cannot do yet (a task another deploy knows)."""
+
+    def __init__(self) -> None:
+        super().__init__("release")
+
+
 class Job:
     """One claimed event in a handler's hands.
 
@@ -98,14 +107,14 @@ class Job:
         return self.lease.body
 
     @property
+    def kind(self) -> str | None:
+        """The event's kind: the name of the task that runs it (None: enqueued without one)."""
+        return self.lease.kind
+
+    @property
     def attempts(self) -> int:
         """Claims of the event in this round, this one included."""
         return self.lease.attempts
-
-    @property
-    def kind(self) -> str | None:
-        """The event's kind: the name of the task that handles it (None: none)."""
-        return self.lease.kind
 
     @property
     def timeout(self) -> float | None:

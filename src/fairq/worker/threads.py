@@ -24,6 +24,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..errors import InvalidInput
+from ..tasks import Tasks, check_tasks, check_unknown, raise_decision
 from .ahead import ClaimAhead
 from .core import Core, drive
 from .counts import COUNTS, Tally
@@ -45,9 +46,13 @@ class Worker:
     """Runs a handler on claimed events: step() does one round, run() loops.
 
     queue: a Queue, a Client of a `fairq serve`, or anything with the verbs
-    of QueueVerbs. handler(job) returns (ack) or raises Retry, Fail or
-    anything else (retry); an async handler, or one that cannot take a Job,
+    of QueueVerbs. handler(job) returns (ack) or raises Retry, Fail, Release
+    or anything else (retry); an async handler, or one that cannot take a Job,
     is refused here (InvalidInput), and a returned awaitable is a retry.
+    handler may be a fairq.Tasks: each job runs the task its kind names
+    (a Tasks holding async tasks is refused, UsageError); a job of a kind
+    it does not know is quarantined with reason "unknown_kind: NAME", or
+    with unknown="release" given back unused (fairq.Tasks.dispatch).
     owner labels leases (default host:pid). concurrency: handler threads
     sharing the queue, or with processes=True, processes each opening the
     file again (the handler must then be importable by name and the queue's
@@ -69,17 +74,19 @@ class Worker:
     """
 
     def __init__(
-        self, queue: QueueVerbs, handler: Callable[[Job], Any], *, owner: str | None = None,
+        self, queue: QueueVerbs, handler: Callable[[Job], Any] | Tasks, *, owner: str | None = None,
         concurrency: int = 1, batch: int = 1, processes: bool = False,
         lease_seconds: float | None = None, timeout: float | None = None, tick: bool = False,
         stop_timeout: float = 30.0, idle_min: float = 0.01, idle_max: float = 1.0,
-        process_init: Callable[[], Any] | None = None, listen: bool = True,
+        process_init: Callable[[], Any] | None = None, listen: bool = True, unknown: str = "quarantine",
     ) -> None:
         for name, flag in (("processes", processes), ("tick", tick), ("listen", listen)):
             if not isinstance(flag, bool):
                 raise InvalidInput(name, "must be True or False")
         self.queue = check_queue(queue, tick=tick)
-        self.handler = check_handler(handler)
+        self.unknown = check_unknown(unknown)
+        self.handler = check_tasks(handler, sync=True) if isinstance(handler, Tasks) else check_handler(handler)
+        self._call = self._dispatch if isinstance(self.handler, Tasks) else self.handler
         settings = check_settings(owner, concurrency, batch, lease_seconds, timeout, stop_timeout, idle_min,
                                   idle_max, max_concurrency=1024, default_lease=lambda: queue.lease_seconds)
         (self.owner, self.concurrency, self.batch, self.lease_seconds, self.timeout, self.stop_timeout,
@@ -141,9 +148,14 @@ class Worker:
             return
         decision: Decision = RELEASE
         try:
-            decision = decide(self.handler, held.job, max_bytes=result_limit(self.queue))
+            decision = decide(self._call, held.job, max_bytes=result_limit(self.queue))
         finally:
             self._heartbeat.done(held, decision)
+
+    def _dispatch(self, job: Job) -> Any:
+        """A Tasks handler's call: the job's task (a decision returned is raised, for decide())."""
+        assert isinstance(self.handler, Tasks)
+        return raise_decision(self.handler.dispatch(job, self.unknown))
 
     def _settle(self, jobs: Sequence[Job], decisions: Sequence[Decision]) -> list[Handled]:
         """Settle every job whose lease was not found lost, in one transaction; count and log each."""
@@ -244,7 +256,8 @@ class Worker:
         """The settings a worker process builds its own one-thread Worker with."""
         return {"owner": self._owner_arg, "batch": self.batch, "lease_seconds": self.lease_seconds,
                 "timeout": self.timeout, "tick": self.tick, "stop_timeout": self.stop_timeout,
-                "idle_min": self.idle_min, "idle_max": self.idle_max, "listen": self.listen}
+                "idle_min": self.idle_min, "idle_max": self.idle_max, "listen": self.listen,
+                "unknown": self.unknown}
 
     @property
     def stop_requested(self) -> bool:
