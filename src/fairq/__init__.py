@@ -52,6 +52,7 @@ from .types import (
     TenantInfo,
 )
 from .worker import Fail, Handled, Job, Retry, Worker
+from . import testing  # fairq.testing.queue() and drain(): after Queue and the worker, which it uses
 
 __version__ = "0.1.0"
 
