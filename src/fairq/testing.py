@@ -31,7 +31,7 @@ from .limits import MAX_REASON_CHARS
 from .types import Lease, Outcome, Settled, State
 from .worker.counts import COUNT_FOR, COUNTS
 from .worker.handler import decide, is_async
-from .worker.job import Fail, Job, Retry
+from .worker.job import Job
 
 __all__ = ["START", "ModelClock", "PrivateQueue", "Drained", "queue", "drain"]
 
@@ -199,7 +199,7 @@ def _runner(tasks_or_handler: Any) -> Callable[[Job], Any]:
         tasks: Iterable[Any] = tasks_or_handler
         if any(getattr(task, "is_async", False) for task in tasks):
             _check_no_loop("a task registry with async tasks")
-        return lambda job: _awaited(dispatch(job))
+        return lambda job: _decision_raised(_awaited(dispatch(job)))
     if not callable(tasks_or_handler):
         raise InvalidInput("tasks_or_handler", f"must be a task registry (fairq.Tasks) or a handler of one Job, "
                                                f"not {type(tasks_or_handler).__name__}")
@@ -229,6 +229,14 @@ async def _await(awaitable: Awaitable[Any]) -> Any:
     return await awaitable
 
 
+def _decision_raised(value: Any) -> Any:
+    """What a registry's task returned, as a worker hands it on: a decision returned instead of
+    raised (Retry, Fail, Release; dispatch's own for a kind no task has) is raised, for decide()."""
+    if isinstance(value, Exception):
+        raise value
+    return value
+
+
 def _run(run: Callable[[Job], Any], lease: Lease, errors: list[BaseException]) -> Ran:
     """Run one job and decide it as a worker does (decide()); every exception its run raised is kept in `errors`."""
     returned: list[Any] = [None]
@@ -236,8 +244,6 @@ def _run(run: Callable[[Job], Any], lease: Lease, errors: list[BaseException]) -
     def kept(job: Job) -> Any:
         try:
             value = run(job)
-            if isinstance(value, (Retry, Fail)):  # a decision returned, not raised (a registry's, for an unknown kind)
-                raise value
         except Exception as exc:
             errors.append(exc)
             raise
