@@ -54,6 +54,7 @@ from .types import (
 )
 from .worker import Fail, Handled, Job, Release, Retry, Worker
 from .tasks import Task, Tasks  # after .worker: fairq.worker's modules import fairq.tasks
+from . import testing  # fairq.testing.queue() and drain(): after Queue, the worker and tasks, which it uses
 
 __version__ = "0.1.0"
 
