@@ -213,12 +213,12 @@ def test_the_allowlists_are_not_stale() -> None:
 
 
 def test_the_http_client_imports_its_lease_helpers_from_their_public_module() -> None:
-    client = MODULES["fairq.http.client"]
-    deps = dependencies("fairq.http.client", client)
-    assert "fairq.leases" in deps and "fairq.api.requests" not in deps
+    for name in ("fairq.http.client", "fairq.http.client_wire"):
+        deps = dependencies(name, MODULES[name])
+        assert "fairq.leases" in deps and "fairq.api.requests" not in deps
     from fairq import leases
-    from fairq.http import client as client_module
-    assert client_module.lease_key is leases.lease_key and client_module.settle_parts is leases.settle_parts
+    from fairq.http import client_wire
+    assert client_wire.lease_key is leases.lease_key and client_wire.settle_parts is leases.settle_parts
 
 
 def test_the_demo_lives_with_the_command_line() -> None:

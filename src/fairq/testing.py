@@ -27,11 +27,10 @@ from typing import Any
 from . import _validate as v
 from .api.queue import Queue
 from .errors import InvalidInput, LeaseLost, UsageError
-from .limits import MAX_REASON_CHARS
 from .types import Lease, Outcome, Settled, State
 from .worker.counts import COUNT_FOR, COUNTS
 from .worker.handler import decide, is_async
-from .worker.job import Job
+from .worker.job import Decision, Job, result_limit
 
 __all__ = ["START", "ModelClock", "PrivateQueue", "Drained", "queue", "drain"]
 
@@ -126,7 +125,8 @@ class Drained:
     retried, released, quarantined, lost, abandoned). states: the state of
     every event in the queue when drain returned. errors: for each event whose
     runs raised, every exception raised, in order (fairq.Retry and fairq.Fail
-    included; a result the queue refused as an InvalidInput on "result").
+    included; a result too big or not JSON is no exception: its event is
+    quarantined as bad_result, as a worker does).
     now: the queue time drain reached.
     """
 
@@ -184,12 +184,8 @@ def drain(q: Queue, tasks_or_handler: Any, *, max_jobs: int = 10_000) -> Drained
         jobs += 1
         counts["claimed"] += 1
         kept = errors.setdefault(lease.event_id, [])
-        _settle(q, lease, _run(run, lease, kept), counts, kept, now)
+        _settle(q, lease, _run(q, run, lease, kept), counts, now)
     return Drained(counts=counts, states=_states(q), errors={k: e for k, e in errors.items() if e}, now=now)
-
-
-#: What drain knows of a job's run: its decision and the value it returned.
-Ran = tuple[Outcome, str | None, float | None, Any]
 
 
 def _runner(tasks_or_handler: Any) -> Callable[[Job], Any]:
@@ -237,41 +233,29 @@ def _decision_raised(value: Any) -> Any:
     return value
 
 
-def _run(run: Callable[[Job], Any], lease: Lease, errors: list[BaseException]) -> Ran:
-    """Run one job and decide it as a worker does (decide()); every exception its run raised is kept in `errors`."""
-    returned: list[Any] = [None]
+def _run(q: Queue, run: Callable[[Job], Any], lease: Lease, errors: list[BaseException]) -> Decision:
+    """Run one job and decide it as a worker does (decide(): a result that is not JSON or too big
+    for the queue quarantines the event as bad_result); every exception its run raised is kept in `errors`."""
 
     def kept(job: Job) -> Any:
         try:
-            value = run(job)
+            return run(job)
         except Exception as exc:
             errors.append(exc)
             raise
-        returned[0] = value
-        return value
 
-    outcome, reason, delay = decide(kept, Job(lease, threading.Event()))[:3]
-    return outcome, reason, delay, returned[0] if outcome is Outcome.ACK else None
+    return decide(kept, Job(lease, threading.Event()), max_bytes=result_limit(q))
 
 
-def _settle(q: Queue, lease: Lease, ran: Ran, counts: dict[str, int], errors: list[BaseException],
-            now: float) -> None:
-    """Settle one job as decided (an ack with its result when there is one), and count what became of it;
-    a result the queue refuses is kept in `errors`."""
-    outcome, reason, delay, result = ran
+def _settle(q: Queue, lease: Lease, decided: Decision, counts: dict[str, int], now: float) -> None:
+    """Settle one job as decided (an ack with its result when there is one), and count what became of it."""
+    outcome, reason, delay, result = decided
     settled: Settled
     try:
         if result is None:
             settled = q.settle(lease, outcome, reason=reason, delay=delay, now=now)
         else:
-            try:
-                settled = q.ack(lease, result=result, now=now)
-            except InvalidInput as refused:
-                if refused.field != "result":
-                    raise
-                errors.append(refused)
-                # A result the queue cannot keep (not JSON, too big) quarantines the event, as a worker does.
-                settled = q.fail(lease, f"bad_result: {refused.problem}"[:MAX_REASON_CHARS], now=now)
+            settled = q.ack(lease, result=result, now=now)
     except LeaseLost:
         counts["lost"] += 1
         return

@@ -29,7 +29,7 @@ from urllib.parse import urlsplit
 
 from .. import _validate as v
 from ..errors import InvalidInput, LeaseLost, RedriveRefused, RemoteError, ResultNotReady
-from ..leases import discard_command, lease_attempts, lease_key, redrive_command, settle_parts
+from ..leases import discard_command, redrive_command
 from ..api.queue import Queue
 from ..kernel.policy import Backoff
 from ..limits import MAX_AUDIT_LISTED, MAX_BATCH, MAX_EVENTS_LISTED, MAX_FLOWS_LISTED, WAIT_CAP
@@ -49,7 +49,8 @@ from ..types import (
 from .paths import query
 from .remote_schedules import RemoteSchedules
 from .transport import Transport
-from .wire import check_json, error_from_json, from_json
+from .client_wire import server_side, settle_result, wire_backoff, wire_item, wire_lease, wire_settle_item
+from .wire import error_from_json, from_json
 
 __all__ = ["Client"]
 
@@ -123,18 +124,18 @@ class Client:
                 max_attempts: int | None = None, timeout: float | None = None,
                 backoff: Backoff | Mapping[str, Any] | None = None) -> Enqueued:
         """Queue.enqueue on the server: created=False for an identical repeat, Conflict otherwise."""
-        _server_side(now=now, conn=conn)
+        server_side(now=now, conn=conn)
         task = {name: value for name, value in (("kind", kind), ("max_attempts", max_attempts), ("timeout", timeout),
-                                                ("backoff", _wire_backoff(backoff))) if value is not None}
+                                                ("backoff", wire_backoff(backoff))) if value is not None}
         data = self._http.post("enqueue", event_id=event_id, body=body, flow=flow, tenant=tenant, delay=delay, **task)
         return from_json(Enqueued, data)
 
     def enqueue_many(self, items: Iterable[Any], *, now: None = None, conn: None = None) -> list[Enqueued]:
         """Queue.enqueue_many on the server: all the items in one transaction, or none."""
-        _server_side(now=now, conn=conn)
+        server_side(now=now, conn=conn)
         if isinstance(items, (str, bytes, Mapping)):
             raise InvalidInput("items", "must be an iterable of tuples or dicts")
-        data = self._http.post("enqueue_many", items=[_wire_item(item) for item in items])
+        data = self._http.post("enqueue_many", items=[wire_item(item) for item in items])
         return [from_json(Enqueued, e) for e in data["enqueued"]]
 
     # -- claim -----------------------------------------------------------------------
@@ -142,14 +143,14 @@ class Client:
     def claim(self, *, owner: str | None = None, now: None = None,
               lease_seconds: float | None = None) -> Lease | None:
         """Queue.claim on the server: the next head in fair order, or None."""
-        _server_side(now=now)
+        server_side(now=now)
         data = self._http.post("claim", owner=owner, lease_seconds=self._lease(lease_seconds))
         return None if data is None else from_json(Lease, data)
 
     def claim_many(self, n: int, *, owner: str | None = None, now: None = None,
                    lease_seconds: float | None = None) -> list[Lease]:
         """Queue.claim_many on the server: up to n heads, at most one per flow."""
-        _server_side(now=now)
+        server_side(now=now)
         data = self._http.post("claim_many", n=n, owner=owner, lease_seconds=self._lease(lease_seconds))
         return [] if data is None else [from_json(Lease, x) for x in data["leases"]]
 
@@ -158,9 +159,9 @@ class Client:
     def settle(self, lease: Lease, outcome: Outcome | str, *, reason: str | None = None,
                delay: float | None = None, effect: None = None, now: None = None, result: Any = None) -> Settled:
         """Queue.settle on the server, fenced the same way (StaleLease, LeaseExpired)."""
-        _server_side(now=now, effect=effect)
+        server_side(now=now, effect=effect)
         extra = {} if result is None else {"result": result}
-        data = self._http.post("settle", lease=_wire_lease(lease), outcome=outcome, reason=reason, delay=delay,
+        data = self._http.post("settle", lease=wire_lease(lease), outcome=outcome, reason=reason, delay=delay,
                                **extra)
         return from_json(Settled, data)
 
@@ -172,17 +173,17 @@ class Client:
 
     def settle_many(self, items: Iterable[Any], *, now: None = None) -> list[Settled | LeaseLost]:
         """Queue.settle_many on the server: a lost lease comes back in its slot."""
-        _server_side(now=now)
-        batch = v.each(items, _wire_settle_item, limit=MAX_BATCH)
+        server_side(now=now)
+        batch = v.each(items, wire_settle_item, limit=MAX_BATCH)
         if not batch:
             return []
         data = self._http.post("settle_many", items=batch)
-        return [_settle_result(r) for r in data["results"]]
+        return [settle_result(r) for r in data["results"]]
 
     def extend(self, lease: Lease, seconds: float | None = None, *, now: None = None) -> Lease:
         """Queue.extend on the server: the renewed lease, fenced."""
-        _server_side(now=now)
-        return from_json(Lease, self._http.post("extend", lease=_wire_lease(lease),
+        server_side(now=now)
+        return from_json(Lease, self._http.post("extend", lease=wire_lease(lease),
                                                 seconds=self._lease(seconds)))
 
     # -- redrive and configuration -----------------------------------------------------
@@ -190,7 +191,7 @@ class Client:
     def redrive(self, event_id: str, *, expected_generation: int, reason: str, actor: str | None = None,
                 now: None = None) -> int:
         """Queue.redrive on the server; returns the new generation."""
-        _server_side(now=now)
+        server_side(now=now)
         data = self._http.post("redrive", event_id=event_id, expected_generation=expected_generation,
                           reason=reason, actor=actor)
         return int(data["generation"])
@@ -198,13 +199,13 @@ class Client:
     def redrive_many(self, items: Iterable[Any], *, reason: str, actor: str | None = None,
                      now: None = None) -> list[int | RedriveRefused]:
         """Queue.redrive_many on the server: a new generation or a RedriveRefused in each slot."""
-        _server_side(now=now)
+        server_side(now=now)
         return self._each_fenced("redrive_many", "redriven", items, reason, actor)
 
     def discard(self, event_id: str, *, expected_generation: int, reason: str, actor: str | None = None,
                 now: None = None) -> int:
         """Queue.discard on the server; returns the new generation."""
-        _server_side(now=now)
+        server_side(now=now)
         data = self._http.post("discard", event_id=event_id, expected_generation=expected_generation,
                                reason=reason, actor=actor)
         return int(data["generation"])
@@ -212,7 +213,7 @@ class Client:
     def discard_many(self, items: Iterable[Any], *, reason: str, actor: str | None = None,
                      now: None = None) -> list[int | RedriveRefused]:
         """Queue.discard_many on the server: a new generation or a RedriveRefused in each slot."""
-        _server_side(now=now)
+        server_side(now=now)
         return self._each_fenced("discard_many", "discarded", items, reason, actor)
 
     def _each_fenced(self, verb: str, done_key: str, items: Iterable[Any], reason: str,
@@ -239,12 +240,12 @@ class Client:
 
     def pause(self, flow: str, *, reason: str, actor: str | None = None, now: None = None) -> None:
         """Queue.pause on the server."""
-        _server_side(now=now)
+        server_side(now=now)
         self._http.post("pause", flow=flow, reason=reason, actor=actor)
 
     def resume(self, flow: str, *, reason: str | None = None, actor: str | None = None, now: None = None) -> None:
         """Queue.resume on the server."""
-        _server_side(now=now)
+        server_side(now=now)
         self._http.post("resume", flow=flow, reason=reason, actor=actor)
 
     def set_weight(self, flow: str, weight: int) -> None:
@@ -255,14 +256,14 @@ class Client:
                    rate: int | None = None, burst: int | None = None, reason: str | None = None,
                    actor: str | None = None, now: None = None) -> TenantInfo:
         """Queue.set_tenant on the server: the tenant as stored."""
-        _server_side(now=now)
+        server_side(now=now)
         data = self._http.post("set_tenant", tenant=tenant, weight=weight, max_inflight=max_inflight, rate=rate,
                                burst=burst, reason=reason, actor=actor)
         return from_json(TenantInfo, data)
 
     def tenants(self, *, after: str | None = None, limit: int = 100, now: None = None) -> list[TenantInfo]:
         """Queue.tenants on the server, a page of at most MAX_PAGE tenants a request."""
-        _server_side(now=now)
+        server_side(now=now)
         limit = v.count(limit, "limit", low=1, high=MAX_FLOWS_LISTED)
         return self._http.pages("tenants", "tenants", TenantInfo, limit, {"after": after})
 
@@ -313,13 +314,13 @@ class Client:
 
     def why_blocked(self, flow: str, *, now: None = None) -> Blocked:
         """Queue.why_blocked on the server; the redrive and discard commands it holds run from here."""
-        _server_side(now=now)
+        server_side(now=now)
         return self._here(from_json(Blocked, self._http.send("why_blocked", {"flow": flow})))
 
     def flows(self, *, after: str | None = None, limit: int = 100, now: None = None) -> list[FlowInfo]:
         """Queue.flows on the server, a page of at most MAX_PAGE flows a request; each
         quarantined head's redrive and discard commands run from here."""
-        _server_side(now=now)
+        server_side(now=now)
         limit = v.count(limit, "limit", low=1, high=MAX_FLOWS_LISTED)
         found = self._http.pages("flows", "flows", FlowInfo, limit, {"after": after})
         return [dataclasses.replace(f, blocked=self._here(f.blocked)) for f in found]
@@ -334,7 +335,7 @@ class Client:
 
     def stats(self, *, now: None = None, top: int = 10) -> Stats:
         """Queue.stats on the server, taken at the server's clock."""
-        _server_side(now=now)
+        server_side(now=now)
         return from_json(Stats, self._http.send("stats", query=query(ints={"top": top})))
 
     # -- schedules -------------------------------------------------------------------------
@@ -346,7 +347,7 @@ class Client:
 
     def tick(self, *, now: None = None, ahead: float = 0.0) -> list[Enqueued]:
         """Queue.tick on the server, at the server's clock: the instances of every due slot."""
-        _server_side(now=now)
+        server_side(now=now)
         return [from_json(Enqueued, e) for e in self._http.post("tick", ahead=ahead)["enqueued"]]
 
     # -- the wire ------------------------------------------------------------------------
@@ -354,61 +355,3 @@ class Client:
     def _lease(self, seconds: float | None) -> Any:
         """The lease length to ask for: the call's, else this client's (the server checks it)."""
         return self.lease_seconds if seconds is None else seconds
-
-
-def _server_side(*, now: Any = None, effect: Any = None, conn: Any = None) -> None:
-    """Refuse the arguments a remote call cannot honour."""
-    if now is not None:
-        raise InvalidInput("now", "cannot be sent to a server: the server uses its own clock")
-    if effect is not None:
-        raise InvalidInput("effect", "cannot be sent to a server: no code runs inside a remote transaction")
-    if conn is not None:
-        raise InvalidInput("conn", "cannot be sent to a server: a remote enqueue cannot join a local transaction")
-
-
-def _wire_settle_item(item: Any) -> dict[str, Any]:
-    lease, outcome, reason, delay, result = settle_parts(item)
-    wire = {"lease": _wire_lease(lease), "outcome": outcome, "reason": reason, "delay": delay}
-    if result is not None:
-        check_json(result, "result")
-        wire["result"] = result
-    return wire
-
-
-def _wire_lease(lease: Any) -> dict[str, Any]:
-    """The lease's key, and the attempts it was handed with when it carries them."""
-    event_id, generation = lease_key(lease, "lease")
-    attempts = lease_attempts(lease)
-    if attempts is None:
-        return {"event_id": event_id, "generation": generation}
-    return {"event_id": event_id, "generation": generation, "attempts": attempts}
-
-
-def _wire_item(item: Any) -> Any:
-    """An enqueue_many item as the server takes it; the server's Queue judges its shape."""
-    if type(item) is tuple:
-        if 2 <= len(item) <= 4:
-            return {"event_id": item[0], "body": item[1], "flow": item[2] if len(item) >= 3 else None,
-                    "tenant": item[3] if len(item) == 4 else None}
-        return list(item)
-    if isinstance(item, Mapping) and isinstance(item.get("backoff"), Backoff):
-        return {**item, "backoff": _wire_backoff(item["backoff"])}
-    return item
-
-
-def _wire_backoff(backoff: Any) -> Any:
-    """A backoff as the server takes it: a fairq.Backoff as the dict of its
-    fields; anything else as given (the server's Queue judges it)."""
-    if isinstance(backoff, Backoff):
-        return {"base": backoff.base, "factor": backoff.factor, "cap": backoff.cap, "jitter": backoff.jitter}
-    return backoff
-
-
-
-def _settle_result(data: dict[str, Any]) -> Settled | LeaseLost:
-    if "error" in data:
-        lost = error_from_json(409, data)
-        if not isinstance(lost, LeaseLost):
-            raise RemoteError(409, "bad_response", f"a settle_many slot holds {data['error']!r}")
-        return lost
-    return from_json(Settled, data)
