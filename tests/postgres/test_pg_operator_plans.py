@@ -7,7 +7,6 @@ claimable_now costs what the claimable heads cost, not what the backlog does."""
 from __future__ import annotations
 
 import re
-
 from typing import Any
 
 import fairq
