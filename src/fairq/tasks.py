@@ -23,12 +23,12 @@ from typing import Any, overload
 from . import _validate as v
 from .errors import InvalidInput, UsageError
 from .kernel.policy import Backoff
-from .limits import MAX_REASON_CHARS
+from .limits import MAX_ATTEMPTS, MAX_KIND_CHARS, MAX_REASON_CHARS
 from .worker.handler import check_callable, is_async
-from .worker.job import Fail, Job, Release, Retry
+from .worker.job import Fail, Job, Release
 
 __all__ = ["Tasks", "Task", "AsyncTask", "UNKNOWN", "NO_KIND", "check_unknown", "unknown_reason",
-           "check_tasks", "any_async", "raise_decision", "lookup"]
+           "check_tasks", "any_async", "lookup"]
 
 log = logging.getLogger("fairq.worker")
 
@@ -36,12 +36,6 @@ log = logging.getLogger("fairq.worker")
 UNKNOWN = ("quarantine", "release")
 #: How an unknown-kind reason names a job enqueued without a kind.
 NO_KIND = "(none)"
-#: The longest task name (an event's kind).
-MAX_NAME_CHARS = 200
-#: The most claims per round a task may allow (as for the stored policy).
-MAX_ATTEMPTS = 1_000_000
-#: What a task or dispatch may hand back as a decision instead of a result.
-DECISIONS = (Retry, Fail, Release)
 
 
 class Task:
@@ -238,22 +232,14 @@ def any_async(tasks: Tasks) -> bool:
     return any(task.is_async for task in tasks)
 
 
-def raise_decision(result: Any) -> Any:
-    """A task's result as a worker's handler hands it on: a decision (Retry, Fail, Release)
-    returned instead of raised is raised, anything else is returned."""
-    if isinstance(result, DECISIONS):
-        raise result
-    return result
-
-
 def _check_name(name: Any) -> str:
     """A task name: a non-empty printable str of at most 200 characters; else InvalidInput on "name"."""
     if not isinstance(name, str):
         raise InvalidInput("name", f"must be a str, not {type(name).__name__}")
     if not name.strip():
         raise InvalidInput("name", "must not be empty or blank")
-    if len(name) > MAX_NAME_CHARS:
-        raise InvalidInput("name", f"must be at most {MAX_NAME_CHARS} characters, got {len(name)}")
+    if len(name) > MAX_KIND_CHARS:
+        raise InvalidInput("name", f"must be at most {MAX_KIND_CHARS} characters, got {len(name)}")
     if not name.isprintable():
         raise InvalidInput("name", "must be printable text (no control characters or line breaks)")
     return name

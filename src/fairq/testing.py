@@ -195,7 +195,7 @@ def _runner(tasks_or_handler: Any) -> Callable[[Job], Any]:
         tasks: Iterable[Any] = tasks_or_handler
         if any(getattr(task, "is_async", False) for task in tasks):
             _check_no_loop("a task registry with async tasks")
-        return lambda job: _decision_raised(_awaited(dispatch(job)))
+        return lambda job: _awaited(dispatch(job))
     if not callable(tasks_or_handler):
         raise InvalidInput("tasks_or_handler", f"must be a task registry (fairq.Tasks) or a handler of one Job, "
                                                f"not {type(tasks_or_handler).__name__}")
@@ -223,14 +223,6 @@ def _awaited(value: Any) -> Any:
 
 async def _await(awaitable: Awaitable[Any]) -> Any:
     return await awaitable
-
-
-def _decision_raised(value: Any) -> Any:
-    """What a registry's task returned, as a worker hands it on: a decision returned instead of
-    raised (Retry, Fail, Release; dispatch's own for a kind no task has) is raised, for decide()."""
-    if isinstance(value, Exception):
-        raise value
-    return value
 
 
 def _run(q: Queue, run: Callable[[Job], Any], lease: Lease, errors: list[BaseException]) -> Decision:

@@ -16,7 +16,7 @@ import contextvars
 import functools
 from typing import Any
 
-from ..tasks import Task, Tasks, check_unknown, raise_decision
+from ..tasks import Task, Tasks, check_unknown
 from ..worker import Job
 
 
@@ -39,11 +39,11 @@ class TaskRunner:
         if not isinstance(found, Task):
             raise found
         if found.is_async:
-            return raise_decision(await found(job))
+            return await found(job)
         if self._executor is None:
             self._executor = concurrent.futures.ThreadPoolExecutor(self.threads, thread_name_prefix="fairq-task")
         call = functools.partial(contextvars.copy_context().run, found, job)
-        return raise_decision(await asyncio.get_running_loop().run_in_executor(self._executor, call))
+        return await asyncio.get_running_loop().run_in_executor(self._executor, call)
 
     def close(self) -> None:
         """Let the task threads end once their tasks are done (does not wait)."""

@@ -24,7 +24,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..errors import InvalidInput
-from ..tasks import Tasks, check_tasks, check_unknown, raise_decision
+from ..tasks import Tasks, check_tasks, check_unknown
 from .ahead import ClaimAhead
 from .core import Core, drive
 from .counts import COUNTS, Tally
@@ -153,9 +153,9 @@ class Worker:
             self._heartbeat.done(held, decision)
 
     def _dispatch(self, job: Job) -> Any:
-        """A Tasks handler's call: the job's task (a decision returned is raised, for decide())."""
+        """A Tasks handler's call: the job's task (decide() reads a decision it returns as one raised)."""
         assert isinstance(self.handler, Tasks)
-        return raise_decision(self.handler.dispatch(job, self.unknown))
+        return self.handler.dispatch(job, self.unknown)
 
     def _settle(self, jobs: Sequence[Job], decisions: Sequence[Decision]) -> list[Handled]:
         """Settle every job whose lease was not found lost, in one transaction; count and log each."""
