@@ -44,13 +44,10 @@ from collections.abc import Callable
 from typing import Any
 
 from . import DUE_CHANNEL, READY_CHANNEL
+from .listen_thread import READ_SLICE, ListenThread
 
 log = logging.getLogger("fairq")
 
-#: Seconds the reading thread blocks per read, so close() ends it soon after.
-READ_SLICE = 0.05
-#: Seconds between reconnection attempts: doubling from the first to the second.
-RECONNECT_MIN, RECONNECT_MAX = 0.05, 5.0
 #: Seconds a wait blocks at a time while checking its stop event.
 STOP_SLICE = 0.05
 #: Due times kept for waiters that have not looked yet; one that missed more looks again.
@@ -66,7 +63,7 @@ _BARRIER = "SELECT pg_advisory_lock(26228, 1), pg_advisory_unlock(26228, 1)"
 _UNMARK = "SELECT pg_advisory_unlock_shared(26228, 0)"
 
 
-class Listener:
+class Listener(ListenThread):
     """LISTEN on the ready channel over its own connection; wait() sleeps until a
     notification, a deadline, or a stop.
 
@@ -78,24 +75,20 @@ class Listener:
     def __init__(self, connect: Callable[[], Any], *, channel: str = READY_CHANNEL,
                  due_channel: str = DUE_CHANNEL, due: Callable[[], int | None] = lambda: None) -> None:
         """due(): when the next waiting head becomes claimable (earliest_ready_ms)."""
+        super().__init__()
         self._connect = connect
         self.earliest_ready_ms = due
         self._channel = channel
         self._due_channel = due_channel
-        self._cond = threading.Condition()
         self._count = 0  # notifications (and reconnections) seen so far
         self._due_count = 0  # due times heard so far
         self._dues: collections.deque[tuple[int, int]] = collections.deque(maxlen=DUE_KEPT)  # (count, ms)
-        self._listening = False
-        self._closed = False
-        self._thread: threading.Thread | None = None
         self._seen = threading.local()  # per waiting thread: the count when its last wait ended
         self._marks = 0  # how many times the process was marked as one that may sleep
         self._marked = False  # marked now (the lock is held)
         self._waiting = 0  # threads inside wait()
         self._sleepers: collections.deque[list[int]] = collections.deque()  # [seen] of each asleep, first asleep first
         self._last_wait = 0.0  # monotonic time the last wait ended
-        self._conn: Any = None
 
     @property
     def listening(self) -> bool:
@@ -170,43 +163,7 @@ class Listener:
             return 0.0  # some were dropped before this waiter looked: end the wait and look again
         return max(0.0, min(until(ms) for ms in fresh))
 
-    def close(self) -> None:
-        """Stop listening: the thread ends within READ_SLICE and closes its connection."""
-        with self._cond:
-            self._closed = True
-            self._cond.notify_all()
-        thread = self._thread
-        if thread is not None and thread is not threading.current_thread():
-            thread.join(READ_SLICE + 1.0)
-
-    # -- the reading thread ------------------------------------------------------
-
-    def _start(self) -> None:
-        with self._cond:
-            if self._thread is not None or self._closed:
-                return
-            self._thread = threading.Thread(target=self._run, name="fairq-listen", daemon=True)
-            self._thread.start()
-            # Give the connection a moment, so the first wait already listens.
-            self._cond.wait_for(lambda: self._listening or self._closed, timeout=1.0)
-
-    def _run(self) -> None:
-        pause = RECONNECT_MIN
-        while not self._closed:
-            try:
-                self._listen()
-                pause = RECONNECT_MIN
-            except Exception as exc:  # the driver's error: the connection is gone, try again later
-                if self._closed:
-                    break
-                log.warning("listen.lost error=%r retry_in=%.2f", f"{type(exc).__name__}: {exc}", pause)
-            finally:
-                self._drop()
-            end = time.monotonic() + pause
-            with self._cond:
-                while not self._closed and time.monotonic() < end:
-                    self._cond.wait(end - time.monotonic())
-            pause = min(pause * 2, RECONNECT_MAX)
+    # -- the reading thread (ListenThread runs it) --------------------------------
 
     def _listen(self) -> None:
         """Connect, LISTEN, then count notifications until closed or the connection fails."""
@@ -282,15 +239,8 @@ class Listener:
 
     def _drop(self) -> None:
         with self._cond:
-            self._listening = False
             self._marked = False  # the lock ends with the connection
-            self._cond.notify_all()
-        conn, self._conn = self._conn, None
-        if conn is not None:
-            try:
-                conn.close()
-            except Exception:  # closing a broken connection: nothing left to do
-                pass
+        super()._drop()
 
 
 def connector(url: str) -> Callable[[], Any]:

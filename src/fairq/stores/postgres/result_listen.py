@@ -16,8 +16,6 @@ Nothing here decides anything about an event: the caller reads it.
 from __future__ import annotations
 
 import collections
-import logging
-import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -26,13 +24,7 @@ from typing import Any
 
 from . import RESULT_CHANNEL, results
 from .connection import PgDatabase
-
-log = logging.getLogger("fairq")
-
-#: Seconds the reading thread blocks per read, so close() ends it soon after.
-READ_SLICE = 0.05
-#: Seconds between reconnection attempts: doubling from the first to the second.
-RECONNECT_MIN, RECONNECT_MAX = 0.05, 5.0
+from .listen_thread import READ_SLICE, ListenThread
 
 
 @dataclass
@@ -44,19 +36,18 @@ class Registered:
     seen: int
 
 
-class ResultListener:
+class ResultListener(ListenThread):
     """LISTEN on the result channel over its own connection (fairq.stores.backend.ResultWaits)."""
 
+    thread_name = "fairq-results"
+
     def __init__(self, connect: Callable[[], Any], db: PgDatabase) -> None:
+        super().__init__()
         self._connect = connect
         self._db = db
-        self._cond = threading.Condition()
         self._heard: collections.Counter[str] = collections.Counter()  # notices (and reconnections) per event
         self._waiting: collections.Counter[str] = collections.Counter()  # registered waits per event
         self._epoch = 0  # connections made so far: a new one may have missed notices
-        self._listening = False
-        self._closed = False
-        self._thread: threading.Thread | None = None
 
     def register(self, event_id: str) -> Registered | None:
         """Register a wait (its row committed); None while not listening (poll instead)."""
@@ -103,56 +94,11 @@ class ResultListener:
                 del self._waiting[event_id]
                 self._heard.pop(event_id, None)
 
-    def close(self) -> None:
-        """Stop listening: the thread ends within READ_SLICE and closes its connection."""
-        with self._cond:
-            self._closed = True
-            self._cond.notify_all()
-        thread = self._thread
-        if thread is not None and thread is not threading.current_thread():
-            thread.join(READ_SLICE + 1.0)
+    # -- the reading thread (ListenThread runs it) --------------------------------
 
-    # -- the reading thread ------------------------------------------------------
-
-    def _start(self) -> None:
-        with self._cond:
-            if self._thread is not None or self._closed:
-                return
-            self._thread = threading.Thread(target=self._run, name="fairq-results", daemon=True)
-            self._thread.start()
-            # Give the connection a moment, so the first wait already listens.
-            self._cond.wait_for(lambda: self._listening or self._closed, timeout=1.0)
-
-    def _run(self) -> None:
-        pause = RECONNECT_MIN
-        while not self._closed:
-            conn = None
-            try:
-                conn = self._connect()
-                self._listen(conn)
-                pause = RECONNECT_MIN
-            except Exception as exc:  # the driver's error: the connection is gone, try again later
-                if self._closed:
-                    break
-                log.warning("listen.lost channel=%s error=%r retry_in=%.2f", RESULT_CHANNEL,
-                            f"{type(exc).__name__}: {exc}", pause)
-            finally:
-                with self._cond:
-                    self._listening = False
-                    self._cond.notify_all()
-                if conn is not None:
-                    try:
-                        conn.close()
-                    except Exception:  # closing a broken connection: nothing left to do
-                        pass
-            end = time.monotonic() + pause
-            with self._cond:
-                while not self._closed and time.monotonic() < end:
-                    self._cond.wait(end - time.monotonic())
-            pause = min(pause * 2, RECONNECT_MAX)
-
-    def _listen(self, conn: Any) -> None:
-        """LISTEN, then count the notices of registered events until closed or the connection fails."""
+    def _listen(self) -> None:
+        """Connect, LISTEN, then count the notices of registered events until closed or the connection fails."""
+        conn = self._conn = self._connect()
         # The channel is a fixed identifier of fairq's; LISTEN cannot take a parameter.
         conn.execute("LISTEN " + RESULT_CHANNEL)
         with self._cond:
