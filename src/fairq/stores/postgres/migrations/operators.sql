@@ -141,8 +141,7 @@ BEGIN
     IF cardinality(v_less) > 0 THEN
         PERFORM fairq_tenants_touched(v_less, array_fill(-1, ARRAY[cardinality(v_less)]), '{}');
     END IF;
-    -- Whoever waits for an event named here (Queue.wait) hears of it at commit.
-    PERFORM pg_notify('fairq_result', w.event_id) FROM event_result_waiter AS w WHERE w.event_id = ANY(p_ids);
+    PERFORM fairq_tell_waiters(p_ids);  -- whoever waits for an event named here (Queue.wait)
     PERFORM fairq_bookkeep(false, p_model AND v_now > v_stored AND v_from_ready + v_from_quarantined > 0, v_now,
                            false, 0, 0, ARRAY['ready', 'quarantined', 'discarded', 'total_discarded'],
                            ARRAY[-v_from_ready, -v_from_quarantined, v_from_ready + v_from_quarantined,

@@ -150,6 +150,16 @@ BEGIN
 END
 $$;
 
+-- Whoever waits for one of these events to end (Queue.wait: its row in
+-- event_result_waiter) hears of it on the result channel at this
+-- transaction's commit; an event nobody waits for costs one look at that
+-- (empty) index and no NOTIFY. fairq_settle and fairq_discard call it.
+CREATE OR REPLACE FUNCTION fairq_tell_waiters(p_ids text[]) RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM pg_notify('fairq_result', w.event_id) FROM event_result_waiter AS w WHERE w.event_id = ANY(p_ids);
+END
+$$;
+
 -- True unless no worker can be asleep now (fairq.stores.postgres.listen): a
 -- listening connection about to sleep holds lock (26228, 0) shared for as
 -- long as its process may sleep, then takes (26228, 1) exclusive once, which
@@ -881,9 +891,7 @@ BEGIN
     IF cardinality(v_freed) > 0 THEN
         PERFORM fairq_tenants_touched('{}', '{}', v_freed);
     END IF;
-    -- Whoever waits for an event settled here (Queue.wait, table event_result_waiter)
-    -- hears of it at commit; with no waiter, one look at an empty index.
-    PERFORM pg_notify('fairq_result', w.event_id) FROM event_result_waiter AS w WHERE w.event_id = ANY(v_settled);
+    PERFORM fairq_tell_waiters(v_settled);
     -- A wake-up makes waiters look again at the earliest time: no due notice
     -- beside it. A call that settled nothing (every lease lost) writes
     -- nothing: a single settle raises, and its time is not stored.
