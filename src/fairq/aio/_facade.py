@@ -14,8 +14,8 @@ import functools
 from collections.abc import Callable, Coroutine
 from typing import Any, Concatenate, Generic, ParamSpec, Protocol, TypeVar
 
+from .. import _validate as v
 from ..api.verbs import claims
-from ..errors import InvalidInput
 from ..types import Lease, Outcome
 from ._thread import DbThread
 
@@ -113,8 +113,7 @@ def waiting(method: Callable[..., R]) -> Callable[..., Coroutine[Any, Any, R]]:
     name = method.__name__
 
     async def call(self: Facade[Any], event_id: str, *, timeout: float) -> R:
-        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout >= 0:
-            raise InvalidInput("timeout", f"must be a number of seconds >= 0, got {timeout!r}")
+        timeout = v.seconds(timeout, "timeout")  # as the sync wait checks it, before any thread starts
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         sync_wait = getattr(self.sync, name)
