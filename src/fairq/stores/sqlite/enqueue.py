@@ -56,23 +56,21 @@ _KNOWN_ONE = (
 )
 
 
+# The columns of an event's kind and own policy, and their positional marks.
+_TASK = (", kind, max_attempts, timeout_ms, backoff", ", ?, ?, ?, ?")
+
 # A new id of a flow of its own becomes that flow's head (seq 1) at the end
 # of the rotation; an id already stored or tombstoned inserts nothing (and
 # is judged by _KNOWN_ONE). Positional parameters, in the column order.
-_INSERT_OWN_FLOW = (
+_OWN_FLOW = (
     "INSERT INTO event (event_id, flow_id, seq, body, state, created_ms, due_ms, next_at_ms, "
-    "pass, turn, dispatch_ms, runnable) SELECT ?1, NULL, 1, ?2, 'ready', ?3, ?4, ?4, ?5, ?6, ?4, ?7 "
+    "pass, turn, dispatch_ms, runnable{columns}) SELECT ?1, NULL, 1, ?2, 'ready', ?3, ?4, ?4, ?5, ?6, ?4, ?7{marks} "
     "WHERE NOT EXISTS (SELECT 1 FROM tombstone WHERE event_id = ?1) "
     "ON CONFLICT (event_id) DO NOTHING"
 )
+_INSERT_OWN_FLOW = _OWN_FLOW.format(columns="", marks="")
 # The same, for an event with a kind or a policy of its own (then in ?8 to ?11).
-_INSERT_OWN_FLOW_TASK = (
-    "INSERT INTO event (event_id, flow_id, seq, body, state, created_ms, due_ms, next_at_ms, "
-    "pass, turn, dispatch_ms, runnable, kind, max_attempts, timeout_ms, backoff) "
-    "SELECT ?1, NULL, 1, ?2, 'ready', ?3, ?4, ?4, ?5, ?6, ?4, ?7, ?8, ?9, ?10, ?11 "
-    "WHERE NOT EXISTS (SELECT 1 FROM tombstone WHERE event_id = ?1) "
-    "ON CONFLICT (event_id) DO NOTHING"
-)
+_INSERT_OWN_FLOW_TASK = _OWN_FLOW.format(columns=_TASK[0], marks=", ?8, ?9, ?10, ?11")
 
 # A batch's new events (only heads get a rotation place and a dispatch
 # time); with each event's tenant, and with its kind and policy, when the
@@ -80,7 +78,6 @@ _INSERT_OWN_FLOW_TASK = (
 _INSERT = ("INSERT INTO event (event_id, flow_id, seq, body, state, created_ms, due_ms, next_at_ms, "
            "pass, turn, dispatch_ms, runnable{columns}) VALUES (?, ?, ?, ?, 'ready', ?, ?, ?, ?, ?, ?, ?{marks})")
 _TENANT = (", tenant_id", ", ?")
-_TASK = (", kind, max_attempts, timeout_ms, backoff", ", ?, ?, ?, ?")
 _INSERTS = {(tenanted, tasked): _INSERT.format(columns=(_TENANT[0] if tenanted else "") + (_TASK[0] if tasked else ""),
                                                marks=(_TENANT[1] if tenanted else "") + (_TASK[1] if tasked else ""))
             for tenanted in (False, True) for tasked in (False, True)}
