@@ -32,6 +32,13 @@ class NewEvent(NamedTuple):
     timeout_ms: int | None = None
     backoff: str | None = None
 
+    @property
+    def tasked(self) -> bool:
+        """Does the event carry a kind or a policy of its own (columns a store
+        writes only when some event of a batch has them)?"""
+        return not (self.kind is None and self.max_attempts is None and self.timeout_ms is None
+                    and self.backoff is None)
+
 
 class SettleItem(NamedTuple):
     """A validated settle request for one lease."""

@@ -66,8 +66,7 @@ def call_enqueue(tx: TxnCore, items: Sequence[NewEvent], *, requested: tuple[int
 def _own_policies(items: Sequence[NewEvent]) -> dict[str, list[Any] | None]:
     """Each item's kind and own policy, as fairq_enqueue takes them: NULL
     arrays when no item has any (a batch without them sends nothing more)."""
-    if all(item.kind is None and item.max_attempts is None and item.timeout_ms is None and item.backoff is None
-           for item in items):
+    if not any(item.tasked for item in items):
         return {"kinds": None, "max_attempts": None, "timeouts": None, "backoffs": None}
     return {"kinds": [item.kind for item in items], "max_attempts": [item.max_attempts for item in items],
             "timeouts": [item.timeout_ms for item in items], "backoffs": [item.backoff for item in items]}

@@ -83,11 +83,6 @@ _INSERTS = {(tenanted, tasked): _INSERT.format(columns=(_TENANT[0] if tenanted e
             for tenanted in (False, True) for tasked in (False, True)}
 
 
-def _tasked(item: NewEvent) -> bool:
-    """Does the event carry a kind or a policy of its own?"""
-    return not (item.kind is None and item.max_attempts is None and item.timeout_ms is None and item.backoff is None)
-
-
 def enqueue_many(tx: TxnCore, items: Sequence[NewEvent], now_ms: int) -> list[Enqueued]:
     """Store each new event at the end of its flow; identical repeats collapse.
 
@@ -135,7 +130,7 @@ def _insert_own_flow(tx: TxnCore, item: NewEvent, now_ms: int) -> bool:
     turn = row.turn + 1  # taken below only if the insert happened
     params: tuple[Any, ...] = (item.event_id, item.body, now_ms, next_at, rules.join_pass(row.tail), turn,
                                int(next_at <= now_ms))
-    if _tasked(item):
+    if item.tasked:
         inserted = tx.cursor.execute(_INSERT_OWN_FLOW_TASK, (*params, item.kind, item.max_attempts, item.timeout_ms,
                                                              item.backoff)).rowcount
     else:
@@ -189,7 +184,7 @@ def _insert_events(tx: TxnCore, items: list[NewEvent], now_ms: int) -> dict[str,
         seqs[item.event_id] = p.seq
     # Positional parameters, in the column order: the hottest insert, where
     # binding eleven named ones cost ~4 us a row.
-    tasked = any(_tasked(item) for item in items)
+    tasked = any(item.tasked for item in items)
     if tenants:
         # Each event carries its tenant, and the tenants their new heads.
         rows = [(*r, None if item.tenant is None else tenants[item.tenant].tenant_id) for r, item in zip(rows, items)]
