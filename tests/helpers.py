@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import http.client
+import importlib.util
 import io
 import json
 import os
@@ -24,6 +25,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import fairq
@@ -32,6 +34,24 @@ from fairq.stores.sqlite import schema as migrate
 
 ROOT = Path(__file__).resolve().parent.parent
 SUPPORT = ROOT / "tests" / "support"  # modules and scripts that child processes run
+
+
+def load_file(path: Path, name: str) -> ModuleType:
+    """The Python file at `path` (an example, a docs script) imported as module `name`."""
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def run_check(script: Path) -> subprocess.CompletedProcess[str]:
+    """`python SCRIPT --check` against this checkout's fairq; asserts it exited 0."""
+    done = subprocess.run([sys.executable, str(script), "--check"], capture_output=True, text=True,
+                          timeout=120,  # the timeout only stops a hang
+                          env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done
 FIXTURES = ROOT / "tests" / "fixtures"
 HANG = 60  # seconds; only to stop a hung test
 TABLES = ("queue_state", "flow", "event", "audit")  # the queue's tables that every verb may write

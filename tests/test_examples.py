@@ -3,13 +3,13 @@ paid_orders.py, with the totals its text names: test_docs.py)."""
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import subprocess
 import sys
 from pathlib import Path
 
 import fairq
+from helpers import load_file, run_check
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -24,18 +24,13 @@ def test_fair_relay_reproduces_every_scenario() -> None:
 
 
 def test_paid_orders_reproduces_its_documented_numbers() -> None:
-    done = subprocess.run([sys.executable, str(ROOT / "examples" / "paid_orders.py"), "--check"],
-                          capture_output=True, text=True, timeout=120,  # the timeout only stops a hang
-                          env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
-    assert done.returncode == 0, done.stdout + done.stderr
+    done = run_check(ROOT / "examples" / "paid_orders.py")
     assert "17/17 steps as expected" in done.stdout and "DIFF" not in done.stdout
     assert '"total": 17000' in done.stdout and '"total": 20000' in done.stdout
 
 
 def test_paid_orders_check_exits_1_on_any_difference(monkeypatch, capsys) -> None:
-    spec = importlib.util.spec_from_file_location("paid_orders", ROOT / "examples" / "paid_orders.py")
-    paid_orders = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(paid_orders)
+    paid_orders = load_file(ROOT / "examples" / "paid_orders.py", "paid_orders")
     monkeypatch.setitem(paid_orders.EXPECTED, "E0003 generation", 3)
     assert paid_orders.main(["--check"]) == 1
     out = capsys.readouterr().out
@@ -44,9 +39,7 @@ def test_paid_orders_check_exits_1_on_any_difference(monkeypatch, capsys) -> Non
 
 
 def test_paid_orders_sends_every_malformed_order_to_quarantine_at_once(tmp_path) -> None:
-    spec = importlib.util.spec_from_file_location("paid_orders_rules", ROOT / "examples" / "paid_orders.py")
-    paid_orders = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(paid_orders)
+    paid_orders = load_file(ROOT / "examples" / "paid_orders.py", "paid_orders_rules")
     bad = {"B01": {"category": ["book"], "amount_cents": 5}, "B02": {"category": 7, "amount_cents": 5},
            "B03": {"amount_cents": 5}, "B04": {"category": "book", "amount_cents": True},
            "B05": {"category": "book", "amount_cents": 0}, "B06": {"category": "book", "amount_cents": 10_000_000},
@@ -83,27 +76,19 @@ def test_the_handlers_example_fills_the_database_the_worker_reads(tmp_path) -> N
 
 
 def test_the_async_app_drains_request_enqueued_orders_with_an_async_worker() -> None:
-    done = subprocess.run([sys.executable, str(ROOT / "examples" / "async_app.py"), "--check"],
-                          capture_output=True, text=True, timeout=120,  # the timeout only stops a hang
-                          env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
-    assert done.returncode == 0, done.stdout + done.stderr
+    done = run_check(ROOT / "examples" / "async_app.py")
     assert "5/5 results as expected" in done.stdout and "DIFF" not in done.stdout
     assert '"charged": {"ada": 1000, "bob": 700, "cy": 1000}' in done.stdout
 
 
 def test_the_tenants_example_keeps_small_customers_within_the_rotations_bound() -> None:
-    done = subprocess.run([sys.executable, str(ROOT / "examples" / "tenants.py"), "--check"],
-                          capture_output=True, text=True, timeout=120,  # the timeout only stops a hang
-                          env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
-    assert done.returncode == 0, done.stdout + done.stderr
+    done = run_check(ROOT / "examples" / "tenants.py")
     assert "2060 of 2060 jobs acked" in done.stdout and "all bounds held" in done.stdout
     assert "bigco ran up to 8 jobs at once; each of its flows in step order: True" in done.stdout
 
 
 def test_the_tenants_example_check_fails_without_tenants(capsys) -> None:
     # The same jobs as flows only: the small customers join behind bigco's 200 flows, past the bound.
-    spec = importlib.util.spec_from_file_location("tenants_example", ROOT / "examples" / "tenants.py")
-    example = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(example)
+    example = load_file(ROOT / "examples" / "tenants.py", "tenants_example")
     assert example.main(["--without-tenants", "--check"]) == 1
     assert "EXCEEDED a small customer's last job was done after the bound in completions" in capsys.readouterr().out

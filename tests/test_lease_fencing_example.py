@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import copy
-import importlib.util
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from helpers import load_file, run_check
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "lease_fencing.py"
@@ -17,16 +15,11 @@ EXAMPLE = ROOT / "examples" / "lease_fencing.py"
 
 @pytest.fixture
 def example():
-    spec = importlib.util.spec_from_file_location("lease_fencing", EXAMPLE)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_file(EXAMPLE, "lease_fencing")
 
 
 def test_the_example_reproduces_every_step_of_its_timeline() -> None:
-    done = subprocess.run([sys.executable, str(EXAMPLE), "--check"], capture_output=True, text=True,
-                          timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT / "src")})  # timeout: hangs only
-    assert done.returncode == 0, done.stdout + done.stderr
+    done = run_check(EXAMPLE)
     assert "13/13 steps as expected" in done.stdout
     assert "DIFF" not in done.stdout
 

@@ -3,26 +3,19 @@ enqueues a send_email task and answers its id, a GET answers the task's result (
 
 from __future__ import annotations
 
-import importlib.util
-import os
-import subprocess
-import sys
 from pathlib import Path
 from types import ModuleType
 
 from fastapi.testclient import TestClient
 
 import fairq
+from helpers import load_file, run_check
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def web_app() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("web_app", ROOT / "examples" / "web_app.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_file(ROOT / "examples" / "web_app.py", "web_app")
 
 
 def test_a_posted_email_is_sent_by_the_lifespans_worker_and_its_result_is_served(tmp_path: Path) -> None:
@@ -73,8 +66,5 @@ def test_an_idempotency_key_makes_a_repeated_post_answer_the_same_id_and_enqueue
 
 
 def test_the_example_reproduces_its_transcript() -> None:
-    done = subprocess.run([sys.executable, str(ROOT / "examples" / "web_app.py"), "--check"],
-                          capture_output=True, text=True, timeout=120,  # the timeout only stops a hang
-                          env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
-    assert done.returncode == 0, done.stdout + done.stderr
+    done = run_check(ROOT / "examples" / "web_app.py")
     assert "9/9 results as expected" in done.stdout and "DIFF" not in done.stdout

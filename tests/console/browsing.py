@@ -4,16 +4,12 @@ reads and clicks done in one step of the page (no element handle kept across a r
 
 from __future__ import annotations
 
-import importlib.util
 from typing import Any
 
-from helpers import ROOT
+from helpers import ROOT, load_file
 
 # The screenshot script (docs/console_screenshots.py): its server and token.
-_spec = importlib.util.spec_from_file_location("console_screenshots", ROOT / "docs" / "console_screenshots.py")
-assert _spec is not None and _spec.loader is not None
-shots = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(shots)
+shots = load_file(ROOT / "docs" / "console_screenshots.py", "console_screenshots")
 
 TIMEOUT = 20  # seconds; only to stop a hung test
 

@@ -17,6 +17,8 @@ from typing import Any
 
 import pytest
 
+from helpers import load_file
+
 ROOT = Path(__file__).resolve().parent.parent.parent
 HOW = ("install them with `apt-get install chromium chromium-driver` and "
        "`pip install -e '.[test]'` (selenium), then run `python3 -m pytest tests/console`")
@@ -24,11 +26,7 @@ HOW = ("install them with `apt-get install chromium chromium-driver` and "
 
 def _script() -> ModuleType:
     """The screenshot script (docs/console_screenshots.py): its data set, server and browser."""
-    spec = importlib.util.spec_from_file_location("console_screenshots", ROOT / "docs" / "console_screenshots.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_file(ROOT / "docs" / "console_screenshots.py", "console_screenshots")
 
 
 shots = _script()

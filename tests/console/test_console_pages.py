@@ -6,7 +6,6 @@ server shows no action and refuses them. Each page's screenshot goes to the test
 
 from __future__ import annotations
 
-import importlib.util
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,13 +14,10 @@ from typing import Any
 import pytest
 
 import fairq
-from helpers import ROOT, raw
+from helpers import ROOT, load_file, raw
 
 # The screenshot script (docs/console_screenshots.py): its data set, server and browser.
-_spec = importlib.util.spec_from_file_location("console_screenshots", ROOT / "docs" / "console_screenshots.py")
-assert _spec is not None and _spec.loader is not None
-shots = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(shots)
+shots = load_file(ROOT / "docs" / "console_screenshots.py", "console_screenshots")
 
 TIMEOUT = 20  # seconds; only to stop a hung test
 REFRESH_SECONDS = 5  # console.js REFRESH_MS
